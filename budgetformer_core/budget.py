@@ -1,0 +1,84 @@
+"""The budget network f_θ, the head-scoring network g_φ, and top-k head selection.
+
+From a global summary h of a layer's input (mean over non-padding tokens):
+
+* f_θ(h) → s ∈ (0, 1): the fraction of the layer's H heads this input gets;
+* g_φ(h) → z ∈ R^H, p = softmax(z / τ): how relevant each head is;
+* w = s · H · p: the weight each head's output is scaled by;
+* at inference the k = max(1, ⌊s · H⌋) heads with the largest p are the only ones computed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+
+class BudgetNet(nn.Module):
+    """f_θ: a two-layer MLP mapping the pooled layer input to a budget s ∈ (0, 1)."""
+
+    def __init__(self, d_model: int, hidden: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, 1))
+
+    def forward(self, h: Tensor) -> Tensor:
+        return torch.sigmoid(self.net(h)).squeeze(-1)  # (B, D) -> (B,)
+
+
+class HeadScorer(nn.Module):
+    """g_φ: a two-layer MLP mapping the pooled layer input to head logits z ∈ R^H."""
+
+    def __init__(self, d_model: int, hidden: int, n_heads: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, n_heads))
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.net(h)  # (B, D) -> (B, H)
+
+
+@dataclass
+class Control:
+    """Inference-time overrides of what f_θ and g_φ decide (the app's slider and ablations).
+
+    Attributes:
+        budget: force s to this value for every input and layer (overrides f_θ).
+        k: force exactly k heads per layer (overrides the k implied by s; s stays f_θ's).
+        head_choice: ``learned`` (g_φ), ``uniform`` (p = 1/H, the first k heads) or
+            ``random`` (p = 1/H, k random heads per input, from ``seed``).
+        seed: seed of the random head choice.
+    """
+
+    budget: float | None = None
+    k: int | None = None
+    head_choice: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.budget is not None and not 0.0 < self.budget <= 1.0:
+            raise ValueError(f"budget must be in (0, 1], got {self.budget}")
+        if self.k is not None and self.k < 1:
+            raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.head_choice not in (None, "learned", "uniform", "random"):
+            raise ValueError(f"head_choice must be learned/uniform/random, got {self.head_choice!r}")
+
+
+def heads_for_budget(s: Tensor, n_heads: int) -> Tensor:
+    """k = max(1, ⌊s · H⌋) per input, as a long tensor. A tiny epsilon keeps s·H = 4.0 at 4."""
+    return torch.floor(s * n_heads + 1e-6).long().clamp(1, n_heads)
+
+
+def select_top_k(relevance: Tensor, k: Tensor) -> Tensor:
+    """Boolean mask (B, H) of the k[b] heads with the largest relevance (ties: lower index)."""
+    n_heads = relevance.shape[-1]
+    # stable descending sort: equal scores keep index order, so uniform p picks heads 0..k-1
+    order = torch.sort(relevance, dim=-1, descending=True, stable=True).indices  # (B, H)
+    rank_ok = torch.arange(n_heads, device=relevance.device)[None, :] < k[:, None]  # (B, H)
+    return torch.zeros_like(rank_ok).scatter(-1, order, rank_ok)
+
+
+def random_relevance(batch: int, n_heads: int, seed: int) -> Tensor:
+    """Random scores used only to *rank* heads for the random-choice ablation."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(batch, n_heads, generator=g)

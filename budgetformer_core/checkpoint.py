@@ -1,0 +1,132 @@
+"""Checkpoints: a directory with ``model.safetensors``, ``config.json``, ``tokenizer.json`` and
+``history.json``. Loading never unpickles anything; a missing, corrupt or mismatched file gives a
+:class:`CheckpointError` that says which file and why.
+
+Weights are stored as float16 by default (half the size, plenty for inference); the model is
+rounded to float16 before saving, so what is saved is exactly what was evaluated and a
+save → load → save cycle is byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+
+from .config import ModelConfig, model_config_from_dict, to_dict
+from .model import BudgetFormer
+
+FORMAT_VERSION = 1
+FILES = ("model.safetensors", "config.json", "tokenizer.json")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory that cannot be loaded, with the reason."""
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the model (in eval mode), its tokenizer and metadata."""
+
+    model: BudgetFormer
+    tokenizer: Tokenizer
+    label_names: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    path: Path | None = None
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.model.cfg
+
+
+def round_weights(model: BudgetFormer, dtype: torch.dtype = torch.float16) -> None:
+    """Round every parameter to ``dtype``-representable values in place (storage precision)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(dtype).to(p.dtype))
+
+
+def save_checkpoint(
+    path: str | Path,
+    model: BudgetFormer,
+    tokenizer: Tokenizer,
+    label_names: list[str],
+    meta: dict[str, Any] | None = None,
+    history: list[dict[str, Any]] | None = None,
+    dtype: torch.dtype = torch.float16,
+) -> Path:
+    """Write a checkpoint directory (the model is rounded to ``dtype`` first)."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    round_weights(model, dtype)
+    tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in model.state_dict().items()}
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format_version": str(FORMAT_VERSION)})
+    config = {
+        "format_version": FORMAT_VERSION,
+        "model": to_dict(model.cfg),
+        "label_names": list(label_names),
+        **(meta or {}),
+    }
+    (path / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    (path / "tokenizer.json").write_text(tokenizer.to_str(pretty=False) + "\n")
+    (path / "history.json").write_text(json.dumps(history or [], indent=1) + "\n")
+    return path
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """Load a checkpoint directory written by :func:`save_checkpoint`."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint {path} is not a directory")
+    missing = [f for f in FILES if not (path / f).is_file()]
+    if missing:
+        raise CheckpointError(f"checkpoint {path} lacks {', '.join(missing)}")
+    try:
+        config = json.loads((path / "config.json").read_text())
+        cfg = model_config_from_dict(config["model"])
+        label_names = list(config["label_names"])
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{path / 'config.json'} is not a valid checkpoint config: {e}") from None
+    if config.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{path} has format version {config.get('format_version')}, expected {FORMAT_VERSION}")
+    if len(label_names) != cfg.n_classes:
+        raise CheckpointError(f"{path}: {len(label_names)} label names for {cfg.n_classes} classes")
+    try:
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    except Exception as e:  # the tokenizers library raises plain Exception subclasses
+        raise CheckpointError(f"{path / 'tokenizer.json'} cannot be read: {e}") from None
+    if tokenizer.get_vocab_size() > cfg.vocab_size:
+        raise CheckpointError(
+            f"{path}: tokenizer has {tokenizer.get_vocab_size()} tokens, model only {cfg.vocab_size}"
+        )
+    try:
+        tensors = load_file(str(path / "model.safetensors"))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path / 'model.safetensors'} is corrupt or truncated: {e}") from None
+    model = BudgetFormer(cfg)
+    expected = model.state_dict()
+    if set(tensors) != set(expected):
+        extra, lacking = sorted(set(tensors) - set(expected)), sorted(set(expected) - set(tensors))
+        raise CheckpointError(f"{path}: weights do not match config.json (extra {extra[:3]}, missing {lacking[:3]})")
+    bad = [k for k, v in tensors.items() if v.shape != expected[k].shape]
+    if bad:
+        k = bad[0]
+        raise CheckpointError(
+            f"{path}: weight {k} has shape {tuple(tensors[k].shape)}, config.json implies {tuple(expected[k].shape)}"
+        )
+    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
+    model.eval()
+    history_path = path / "history.json"
+    try:
+        history = json.loads(history_path.read_text()) if history_path.is_file() else []
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{history_path} is not valid JSON: {e}") from None
+    meta = {k: v for k, v in config.items() if k not in ("model", "label_names", "format_version")}
+    return Checkpoint(model, tokenizer, label_names, meta, history, path)

@@ -1,0 +1,159 @@
+"""The ``budgetformer`` command: a table of subcommands, each a thin wrapper of a core function.
+
+    budgetformer train   --dataset NAME --variant {dense,budgetformer} --out DIR [--set key=value ...]
+    budgetformer eval    --checkpoint DIR [--split test] [--budget S] [--ablation A] [--json]
+    budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --input-file F)
+
+Errors the user can fix (unknown key, bad checkpoint, empty text) print one line to stderr and
+exit with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .budget import Control
+from .checkpoint import load_checkpoint
+from .config import ModelConfig, TrainConfig, apply_overrides
+from .data import load_dataset
+from .infer import analyze, check_texts, evaluate_split
+
+ABLATIONS = ("no-budget-net", "no-head-scorer")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .train import train  # keeps `predict` start-up light
+
+    model_cfg, train_cfg = apply_overrides(ModelConfig(variant=args.variant), TrainConfig(), args.set)
+    dataset = load_dataset(args.dataset, args.data_dir, seed=args.split_seed)
+    result = train(dataset, model_cfg, train_cfg, args.out, progress=not args.quiet)
+    print(json.dumps({"checkpoint": str(result.checkpoint), "seconds": round(result.seconds, 1), **result.test}))
+    return 0
+
+
+def ablation_control(ckpt, args: argparse.Namespace, split) -> Control:
+    """The Control for --budget / --ablation.
+
+    ``no-budget-net`` replaces f_θ by a constant s: ``--budget`` if given, else the full model's
+    mean s on the same split (same average cost, no per-input adaptivity). ``no-head-scorer``
+    replaces g_φ by a random choice of the k heads (uniform weights).
+    """
+    if ckpt.config.variant == "dense" and (args.budget is not None or args.ablation):
+        raise ValueError("a dense checkpoint has no budget: --budget and --ablation need a budgetformer model")
+    budget = args.budget
+    if args.ablation == "no-budget-net" and budget is None:
+        budget = evaluate_split(ckpt, split).mean_budget
+    choice = "random" if args.ablation == "no-head-scorer" else None
+    return Control(budget=budget, head_choice=choice, seed=args.seed)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    ckpt = load_checkpoint(args.checkpoint)
+    dataset_name = args.dataset or ckpt.meta.get("dataset")
+    if not dataset_name:
+        raise ValueError("the checkpoint does not name its dataset: pass --dataset")
+    split = load_dataset(dataset_name, args.data_dir, seed=args.split_seed).split(args.split)
+    if args.limit:
+        split = split.head(args.limit)
+    control = ablation_control(ckpt, args, split)
+    result = evaluate_split(ckpt, split, control, args.mode)
+    summary = {"checkpoint": str(args.checkpoint), "dataset": dataset_name, "split": args.split,
+               "budget": args.budget, "ablation": args.ablation, **result.summary()}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        for k, v in summary.items():
+            print(f"{k:>22}: {v}")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    ckpt = load_checkpoint(args.checkpoint)
+    texts = list(args.text)
+    if args.input_file:
+        try:
+            raw = Path(args.input_file).read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            raise ValueError(f"cannot read {args.input_file}: {e.strerror}") from None
+        texts += [line for line in raw.splitlines() if line.strip()]
+    if not texts:
+        raise ValueError("no input: give TEXT arguments or --input-file")
+    check_texts(texts)
+    control = Control(budget=args.budget) if args.budget is not None else None
+    if control and ckpt.config.variant == "dense":
+        raise ValueError("a dense checkpoint has no budget: --budget needs a budgetformer model")
+    for a in analyze(ckpt, texts, control):
+        row = {"label": a.label, "probs": dict(zip(ckpt.label_names, a.probs)), "budget": a.budget,
+               "k": a.k, "selected_heads": a.selected_heads, "n_tokens": a.n_tokens,
+               "truncated": a.truncated, "flops": a.flops, "dense_flops": a.dense_flops}
+        if args.json:
+            print(json.dumps(row, ensure_ascii=False))
+        else:
+            print(f"{a.label}\t{max(a.probs):.3f}\tk={a.k}\t{a.text[:60]!r}")
+    return 0
+
+
+def _budget(value: str) -> float:
+    b = float(value)
+    if not 0.0 < b <= 1.0:
+        raise argparse.ArgumentTypeError(f"budget must be in (0, 1], got {value}")
+    return b
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="budgetformer", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train a model and write a checkpoint")
+    p.add_argument("--dataset", required=True, help="bbc, synthetic, ag_news, dbpedia_14, sst2, snli or a file")
+    p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
+    p.add_argument("--variant", choices=("dense", "budgetformer"), default="budgetformer")
+    p.add_argument("--out", required=True, help="checkpoint directory to write")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the train/validation/test split")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+
+    p = sub.add_parser("eval", help="evaluate a checkpoint on a split")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
+    p.add_argument("--data-dir")
+    p.add_argument("--split", default="test", choices=("train", "validation", "test"))
+    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--budget", type=_budget, help="force s for every input and layer")
+    p.add_argument("--ablation", choices=ABLATIONS)
+    p.add_argument("--mode", choices=("structural", "masked", "soft", "dense"), help="execution mode")
+    p.add_argument("--limit", type=int, default=0, help="evaluate only the first N rows")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random head choice")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("predict", help="classify texts and show the heads each one used")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--budget", type=_budget)
+    p.add_argument("--input-file", help="one text per line")
+    p.add_argument("--json", action="store_true", help="one JSON object per input")
+    p.add_argument("text", nargs="*")
+    return parser
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "train": cmd_train,
+    "eval": cmd_eval,
+    "predict": cmd_predict,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (ValueError, RuntimeError, FileNotFoundError) as e:
+        print(f"budgetformer {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

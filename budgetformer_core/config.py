@@ -1,0 +1,181 @@
+"""Typed, validated configuration: the model's shape and the training recipe.
+
+Every choice the papers leave open is a field here with a documented default. Command-line
+overrides (``--set key=value``) go through :func:`apply_overrides`, which rejects unknown keys
+and converts values to the field's type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Variant = Literal["dense", "budgetformer"]
+HeadChoice = Literal["learned", "uniform", "random"]
+BetaSchedule = Literal["linear", "cosine", "step"]
+
+
+@dataclass
+class ModelConfig:
+    """Shape of the encoder classifier and of its budget / head-scoring networks."""
+
+    vocab_size: int = 8000
+    """Tokenizer vocabulary size (also the embedding table size)."""
+    n_classes: int = 2
+    """Number of output classes."""
+    d_model: int = 128
+    """Width of the residual stream."""
+    n_heads: int = 8
+    """Attention heads per layer (H)."""
+    n_layers: int = 2
+    """Encoder layers."""
+    d_ff: int = 256
+    """Hidden width of the feed-forward block."""
+    max_len: int = 256
+    """Longest input in tokens; longer inputs are truncated."""
+    dropout: float = 0.1
+    """Dropout on embeddings, attention output and feed-forward output."""
+    variant: Variant = "budgetformer"
+    """``dense`` (plain multi-head attention) or ``budgetformer`` (f_θ + g_φ per layer)."""
+    budget_hidden: int = 32
+    """Hidden width of the budget network f_θ and of the head-scoring network g_φ."""
+    shared_budget: bool = False
+    """One (f_θ, g_φ) pair shared by all layers instead of one pair per layer."""
+    tau: float = 1.0
+    """Temperature of the head relevance softmax p = softmax(z / τ)."""
+    use_budget_net: bool = True
+    """Ablation "no f_θ": when False, s is the constant ``fixed_budget`` for every input."""
+    fixed_budget: float = 0.5
+    """The constant s used when ``use_budget_net`` is False."""
+    head_choice: HeadChoice = "learned"
+    """Ablation "no g_φ": ``uniform`` (p = 1/H, the first k heads) or ``random`` heads."""
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "n_classes", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.n_classes < 2:
+            raise ValueError(f"n_classes must be >= 2, got {self.n_classes}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        if self.variant not in ("dense", "budgetformer"):
+            raise ValueError(f"variant must be 'dense' or 'budgetformer', got {self.variant!r}")
+        if self.head_choice not in ("learned", "uniform", "random"):
+            raise ValueError(f"head_choice must be learned/uniform/random, got {self.head_choice!r}")
+        if not 0.0 < self.fixed_budget <= 1.0:
+            raise ValueError(f"fixed_budget must be in (0, 1], got {self.fixed_budget}")
+        if self.tau <= 0:
+            raise ValueError(f"tau must be > 0, got {self.tau}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+
+@dataclass
+class TrainConfig:
+    """The training recipe: optimiser, schedule and the BudgetFormer loss weights."""
+
+    epochs: int = 12
+    batch_size: int = 32
+    lr: float = 2e-3
+    weight_decay: float = 0.01
+    warmup_frac: float = 0.1
+    """Fraction of optimiser steps with linear learning-rate warm-up (then cosine decay)."""
+    grad_clip: float = 1.0
+    seed: int = 0
+    label_smoothing: float = 0.0
+    token_dropout: float = 0.0
+    """Fraction of training tokens dropped at random from each input (augmentation)."""
+    random_crop: bool = False
+    """Train on a random window of ``max_len`` tokens of longer inputs (test reads the start)."""
+    s_min: float = 0.1
+    """Lower edge of the budget band: L_budget is zero for s in [s_min, s_max]."""
+    s_max: float = 0.45
+    """Upper edge of the budget band."""
+    lambda_budget: float = 1.0
+    """λ_b, weight of the quadratic-hinge budget loss."""
+    lambda_entropy: float = 0.01
+    """λ_e, weight of β(t)·H(p)."""
+    beta_start: float = -1.0
+    """β at the start of training (< 0 rewards high head entropy: explore)."""
+    beta_end: float = 1.0
+    """β at the end of training (> 0 rewards low head entropy: specialise)."""
+    beta_schedule: BetaSchedule = "linear"
+    """Shape of β(t) from beta_start to beta_end: linear, cosine or step (at half-way)."""
+    max_train: int = 0
+    """Use only the first N training rows (0 = all); for quick runs."""
+    vocab_size: int = 8000
+    """Vocabulary size of the tokenizer trained on the training split."""
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError("epochs and batch_size must be >= 1")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0.0 <= self.s_min <= self.s_max <= 1.0:
+            raise ValueError(f"need 0 <= s_min <= s_max <= 1, got [{self.s_min}, {self.s_max}]")
+        if self.beta_schedule not in ("linear", "cosine", "step"):
+            raise ValueError(f"beta_schedule must be linear/cosine/step, got {self.beta_schedule!r}")
+        if not 0.0 <= self.token_dropout < 1.0:
+            raise ValueError(f"token_dropout must be in [0, 1), got {self.token_dropout}")
+        if not 0.0 <= self.warmup_frac < 1.0:
+            raise ValueError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
+
+
+def _convert(value: str, current: Any, key: str) -> Any:
+    if isinstance(current, bool):
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"--set {key}: expected true/false, got {value!r}")
+    try:
+        return type(current)(value)
+    except ValueError:
+        raise ValueError(f"--set {key}: expected {type(current).__name__}, got {value!r}") from None
+
+
+def apply_overrides(
+    model: ModelConfig, train: TrainConfig, overrides: list[str]
+) -> tuple[ModelConfig, TrainConfig]:
+    """Apply ``key=value`` strings to the two configs; unknown keys raise ``ValueError``."""
+    model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    train_fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    m_changes: dict[str, Any] = {}
+    t_changes: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        if key in model_fields:
+            m_changes[key] = _convert(value, getattr(model, key), key)
+        elif key in train_fields:
+            t_changes[key] = _convert(value, getattr(train, key), key)
+        else:
+            known = ", ".join(sorted(model_fields | train_fields))
+            raise ValueError(f"unknown config key {key!r}; known keys: {known}")
+    return dataclasses.replace(model, **m_changes), dataclasses.replace(train, **t_changes)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def model_config_from_dict(d: dict[str, Any]) -> ModelConfig:
+    """Build a ModelConfig from JSON, rejecting unknown keys (a mismatched checkpoint)."""
+    known = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = set(d) - known
+    if unknown:
+        raise ValueError(f"config has unknown keys {sorted(unknown)}")
+    return ModelConfig(**d)
+
+
+def dumps(cfg: Any) -> str:
+    return json.dumps(to_dict(cfg), indent=2, sort_keys=True)
+

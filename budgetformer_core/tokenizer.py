@@ -1,0 +1,73 @@
+"""WordPiece tokenizer trained on a training split with the ``tokenizers`` library.
+
+Lower-cased, accents stripped, CJK characters split one per token, punctuation split off
+(BERT-style normalisation). Saved as ``tokenizer.json`` beside the weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from torch import Tensor
+
+PAD, UNK, SEP = "[PAD]", "[UNK]", "[SEP]"
+SPECIAL_TOKENS = [PAD, UNK, SEP]
+
+
+def train_tokenizer(texts: list[str], vocab_size: int = 8000, min_frequency: int = 2) -> Tokenizer:
+    """Train a WordPiece vocabulary of at most ``vocab_size`` entries on ``texts``."""
+    tok = Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=50))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True, handle_chinese_chars=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=SPECIAL_TOKENS, show_progress=False
+    )
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    return Tokenizer.from_file(str(path))
+
+
+@dataclass
+class Batch:
+    """Token ids of a batch, padded to its longest member."""
+
+    ids: Tensor
+    """(B, T) token ids, ``[PAD]`` (id 0) after the end."""
+    mask: Tensor
+    """(B, T) bool, True for real tokens."""
+    n_tokens: list[int]
+    """Tokens per input before truncation."""
+
+    @property
+    def truncated(self) -> list[bool]:
+        return [n > self.ids.shape[1] for n in self.n_tokens]
+
+
+def encode(tok: Tokenizer, texts: list[str], max_len: int) -> tuple[list[list[int]], list[int]]:
+    """Token ids per text cut to ``max_len`` (no tokens becomes ``[UNK]``), and full lengths."""
+    encs = tok.encode_batch(texts)
+    unk = tok.token_to_id(UNK)
+    return [e.ids[:max_len] or [unk] for e in encs], [len(e.ids) for e in encs]
+
+
+def pad(ids: list[list[int]], n_tokens: list[int] | None = None) -> Batch:
+    """Pad id lists to a (B, T) batch with a mask."""
+    T = max(len(x) for x in ids)
+    out = torch.zeros(len(ids), T, dtype=torch.long)
+    mask = torch.zeros(len(ids), T, dtype=torch.bool)
+    for i, x in enumerate(ids):
+        out[i, : len(x)] = torch.tensor(x, dtype=torch.long)
+        mask[i, : len(x)] = True
+    return Batch(out, mask, n_tokens or [len(x) for x in ids])
+
+
+def encode_batch(tok: Tokenizer, texts: list[str], max_len: int) -> Batch:
+    """Tokenise, truncate to ``max_len`` and pad a list of texts."""
+    return pad(*encode(tok, texts, max_len))

@@ -1,0 +1,173 @@
+"""Training: tokenizer on the training split, AdamW with warm-up and cosine decay, the
+BudgetFormer loss, per-epoch validation, a history of every epoch, and a checkpoint at the end.
+
+The checkpoint holds the final epoch's weights (no picking the best epoch on validation), and
+its reported test figures are measured on the model exactly as stored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .checkpoint import save_checkpoint
+from .config import ModelConfig, TrainConfig, to_dict
+from .data import TextDataset
+from .infer import evaluate
+from .losses import total_loss
+from .model import BudgetFormer
+from .tokenizer import encode, pad, train_tokenizer
+
+
+def set_seed(seed: int) -> int:
+    """Seed Python, NumPy and PyTorch; returns the seed."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return seed
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
+    """Linear warm-up over ``warmup_frac`` of the steps, then cosine decay to 0."""
+    warm = max(1, int(cfg.warmup_frac * total))
+    if step < warm:
+        return cfg.lr * (step + 1) / warm
+    return cfg.lr * 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
+
+
+def augment(ids: list[int], max_len: int, cfg: TrainConfig, rng: random.Random) -> list[int]:
+    """A random ``max_len`` window (``random_crop``) with ``token_dropout`` of its tokens dropped."""
+    if len(ids) > max_len:
+        start = rng.randrange(len(ids) - max_len + 1) if cfg.random_crop else 0
+        ids = ids[start : start + max_len]
+    if cfg.token_dropout:
+        kept = [t for t in ids if rng.random() >= cfg.token_dropout]
+        ids = kept or ids[:1]
+    return ids
+
+
+@dataclass
+class TrainResult:
+    """Where the checkpoint went and what it scored."""
+
+    checkpoint: Path
+    history: list[dict[str, Any]]
+    test: dict[str, Any]
+    seconds: float
+
+
+def train(
+    dataset: TextDataset,
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    out_dir: str | Path,
+    progress: bool = True,
+    device: torch.device | None = None,
+) -> TrainResult:
+    """Train a model on ``dataset`` and write a checkpoint to ``out_dir``."""
+    t0 = time.perf_counter()
+    set_seed(train_cfg.seed)
+    device = device or default_device()
+    train_split = dataset.split("train")
+    if train_cfg.max_train:
+        train_split = train_split.head(train_cfg.max_train)
+    tok = train_tokenizer(train_split.texts, train_cfg.vocab_size)
+    model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size(), n_classes=dataset.n_classes)
+    model = BudgetFormer(model_cfg).to(device)
+    dense = model_cfg.variant == "dense"
+
+    crop_len = 10**9 if train_cfg.random_crop else model_cfg.max_len
+    train_ids, _ = encode(tok, train_split.texts, crop_len)
+    val_split = dataset.split("validation")
+    val_ids, _ = encode(tok, val_split.texts, model_cfg.max_len)
+    labels = torch.tensor(train_split.labels)
+
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "emb" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "emb" not in n)]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": train_cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=train_cfg.lr,
+    )
+    steps_per_epoch = math.ceil(len(train_ids) / train_cfg.batch_size)
+    total_steps = steps_per_epoch * train_cfg.epochs
+    gen = torch.Generator().manual_seed(train_cfg.seed)
+    rng = random.Random(train_cfg.seed)
+    history: list[dict[str, Any]] = []
+    step = 0
+    for epoch in range(train_cfg.epochs):
+        model.train()
+        sums = {"loss": 0.0, "task": 0.0, "budget": 0.0, "entropy": 0.0, "correct": 0}
+        s_sum = torch.zeros(model_cfg.n_layers)
+        perm = torch.randperm(len(train_ids), generator=gen).tolist()
+        bar = tqdm(range(steps_per_epoch), desc=f"epoch {epoch + 1}/{train_cfg.epochs}", disable=not progress, leave=False)
+        for b in bar:
+            rows = perm[b * train_cfg.batch_size : (b + 1) * train_cfg.batch_size]
+            batch = pad([augment(train_ids[i], model_cfg.max_len, train_cfg, rng) for i in rows])
+            y = labels[rows].to(device)
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, total_steps, train_cfg)
+            out = model(batch.ids.to(device), batch.mask.to(device), mode="dense" if dense else "soft")
+            terms = total_loss(out, y, train_cfg, step / max(1, total_steps - 1), dense)
+            opt.zero_grad(set_to_none=True)
+            terms.total.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
+            opt.step()
+            step += 1
+            n = len(rows)
+            sums["loss"] += terms.total.item() * n
+            sums["task"] += terms.task * n
+            sums["budget"] += terms.budget * n
+            sums["entropy"] += terms.entropy * n
+            sums["correct"] += int((out.logits.argmax(-1) == y).sum())
+            s_sum += torch.stack([t.budget.detach().sum() for t in out.layers]).cpu()
+            bar.set_postfix(loss=f"{terms.total.item():.3f}")
+        n_train = len(train_ids)
+        val = evaluate(model, val_ids, val_split.labels)
+        row = {
+            "epoch": epoch + 1,
+            "loss": sums["loss"] / n_train,
+            "task_loss": sums["task"] / n_train,
+            "budget_loss": sums["budget"] / n_train,
+            "entropy": sums["entropy"] / n_train,
+            "beta": terms.beta,
+            "lr": opt.param_groups[0]["lr"],
+            "train_accuracy": sums["correct"] / n_train,
+            "train_mean_budget_per_layer": (s_sum / n_train).tolist(),
+            "val_accuracy": val.accuracy,
+            "val_mean_budget": val.mean_budget,
+            "val_mean_budget_per_layer": val.mean_budget_per_layer,
+            "val_mean_heads_fraction": val.mean_heads_fraction,
+            "val_head_entropy": val.head_entropy,
+            "seconds": time.perf_counter() - t0,
+        }
+        history.append(row)
+        if progress:
+            tqdm.write(
+                f"epoch {epoch + 1}: loss {row['loss']:.4f} train acc {row['train_accuracy']:.4f} "
+                f"val acc {val.accuracy:.4f} s {val.mean_budget:.3f} heads {val.mean_heads_fraction:.3f} β {terms.beta:+.2f}"
+            )
+
+    model.cpu()
+    meta = {"dataset": dataset.name, "train": to_dict(train_cfg)}
+    path = save_checkpoint(out_dir, model, tok, dataset.label_names, meta, history)
+    # test on the weights exactly as stored (save rounds them to the storage precision)
+    test_split = dataset.split("test")
+    test_ids, _ = encode(tok, test_split.texts, model_cfg.max_len)
+    test = evaluate(model, test_ids, test_split.labels).summary()
+    seconds = time.perf_counter() - t0
+    save_checkpoint(out_dir, model, tok, dataset.label_names, {**meta, "test": test, "train_seconds": seconds}, history)
+    return TrainResult(path, history, test, seconds)
+

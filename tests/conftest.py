@@ -1,0 +1,52 @@
+"""Shared fixtures: small real models (random or briefly trained) and the shipped checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.config import ModelConfig, TrainConfig
+from budgetformer_core.data import load_synthetic
+from budgetformer_core.model import BudgetFormer
+from budgetformer_core.train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+PRECOMPUTED = ROOT / "precomputed" / "checkpoints"
+
+
+def small_config(**kw) -> ModelConfig:
+    base = dict(vocab_size=50, n_classes=3, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=40, dropout=0.0)
+    return ModelConfig(**{**base, **kw})
+
+
+@pytest.fixture
+def small_model() -> BudgetFormer:
+    """A randomly initialised budgetformer whose budget nets give varied s and p."""
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config())
+    with torch.no_grad():  # spread s and p so inputs pick different k and heads
+        for net in list(model.budget_nets) + list(model.scorers):
+            net.net[-1].weight.normal_(0, 3.0)
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    """A budgetformer briefly trained on a slice of the synthetic task (seconds)."""
+    out = tmp_path_factory.mktemp("ckpt") / "tiny"
+    data = load_synthetic()
+    data.splits = {k: v.head(300) for k, v in data.splits.items()}
+    cfg = small_config(vocab_size=200, max_len=64)
+    train(data, cfg, TrainConfig(epochs=2, batch_size=32, vocab_size=200), out, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def bbc_budgetformer():
+    path = PRECOMPUTED / "bbc-budgetformer"
+    if not path.is_dir():
+        pytest.fail(f"{path} is missing: run `make precompute`")
+    return load_checkpoint(path)

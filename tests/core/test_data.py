@@ -1,0 +1,284 @@
+"""Dataset loaders: built-in sets, the shared local copies, generic files, and clear errors."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from budgetformer_core.data import (
+    SEP,
+    SPLITS,
+    TextDataset,
+    load_bbc,
+    load_dataset,
+    load_synthetic,
+)
+
+SHARED = Path(__file__).parents[3] / "shared" / "data"
+
+
+def check_valid(ds: TextDataset) -> None:
+    """Every split present, texts non-empty str, labels ints in [0, n_classes)."""
+    assert set(ds.splits) == set(SPLITS)
+    for split in ds.splits.values():
+        assert len(split) > 0
+        assert all(isinstance(t, str) and t for t in split.texts)
+        assert all(type(y) is int and 0 <= y < ds.n_classes for y in split.labels)
+
+
+def proportions(labels: list[int], n: int) -> list[float]:
+    counts = Counter(labels)
+    return [counts[i] / len(labels) for i in range(n)]
+
+
+# --------------------------------------------------------------------------- built in
+
+@pytest.fixture(scope="module")
+def bbc() -> TextDataset:
+    return load_bbc(seed=0)
+
+
+def test_bbc_has_five_classes_and_no_duplicates(bbc):
+    check_valid(bbc)
+    assert bbc.n_classes == 5
+    assert bbc.label_names == sorted(bbc.label_names)
+    texts = [t for s in bbc.splits.values() for t in s.texts]
+    assert 2000 < len(texts) <= 2225
+    assert len(set(texts)) == len(texts)  # none within a split, none across splits
+
+
+def test_bbc_split_is_deterministic_and_stratified(bbc):
+    again = load_dataset("bbc", seed=0)
+    for name in SPLITS:
+        assert again.split(name).texts == bbc.split(name).texts
+        assert again.split(name).labels == bbc.split(name).labels
+    overall = proportions([y for s in bbc.splits.values() for y in s.labels], 5)
+    for split in bbc.splits.values():
+        assert proportions(split.labels, 5) == pytest.approx(overall, abs=0.02)
+    sizes = {k: len(v) / sum(map(len, bbc.splits.values())) for k, v in bbc.splits.items()}
+    assert sizes == pytest.approx({"train": 0.7, "validation": 0.1, "test": 0.2}, abs=0.01)
+
+
+def test_synthetic_is_deterministic():
+    a = load_synthetic(seed=1, n_train=200, n_val=50, n_test=50)
+    b = load_synthetic(seed=1, n_train=200, n_val=50, n_test=50)
+    check_valid(a)
+    assert a.n_classes == 16
+    assert a.split("train").texts == b.split("train").texts
+    assert a.split("test").labels == b.split("test").labels
+    assert load_synthetic(seed=2, n_train=200).split("train").texts != a.split("train").texts
+    default = load_synthetic().split("train").texts[:5]
+    assert load_dataset("synthetic").split("train").texts[:5] == default
+
+
+# --------------------------------------------------------------------------- shared copies
+
+def shared(folder: str) -> Path:
+    path = SHARED / folder
+    if not path.is_dir():
+        pytest.skip(f"no shared copy at {path}")
+    return path
+
+
+def test_shared_ag_news():
+    ds = load_dataset("ag_news", data_dir=shared("ag_news"))
+    check_valid(ds)
+    assert ds.label_names == ["World", "Sports", "Business", "Sci/Tech"]
+    test = ds.split("test")
+    assert len(test) == 7600 and Counter(test.labels) == {i: 1900 for i in range(4)}
+    train, val = ds.split("train"), ds.split("validation")
+    assert len(train) + len(val) == 22269  # all of train_pool.csv
+    assert len(val) == pytest.approx(2227, abs=1)
+    assert not set(val.texts) & set(train.texts)
+    # the headerless class,title,description file is joined like the pool's hub-style text
+    assert test.texts[0].startswith("Fears for T N pension after talks Unions representing")
+    assert test.labels[0] == 2  # class "3" (Business) in the file
+    again = load_dataset("ag_news", data_dir=shared("ag_news"))
+    assert again.split("validation").texts == val.texts
+
+
+def test_shared_dbpedia_alias_and_parent_folder():
+    ds = load_dataset("dbpedia", data_dir=shared("dbpedia"))
+    check_valid(ds)
+    assert ds.name == "dbpedia_14" and ds.n_classes == 14 and ds.label_names[0] == "Company"
+    assert sum(map(len, ds.splits.values())) == 5000
+    assert proportions(ds.split("test").labels, 14) == pytest.approx(
+        proportions(ds.split("train").labels, 14), abs=0.01
+    )
+    # ../shared/data itself works too: the loader steps into the set's folder
+    parent = load_dataset("dbpedia_14", data_dir=SHARED)
+    assert parent.split("test").texts == ds.split("test").texts
+
+
+def test_shared_sst2():
+    ds = load_dataset("sst2", data_dir=shared("sst2"))
+    check_valid(ds)
+    assert ds.label_names == ["negative", "positive"]
+    assert {k: len(v) for k, v in ds.splits.items()} == {
+        "train": 67349, "validation": 872, "test": 1821,
+    }
+    assert Counter(ds.split("train").labels) == {0: 29780, 1: 37569}
+    assert not any(t.endswith("\r") for t in ds.split("train").texts[:100])  # CRLF file
+
+
+def test_shared_snli():
+    ds = load_dataset("snli", data_dir=shared("snli"))
+    check_valid(ds)
+    assert ds.label_names == ["entailment", "neutral", "contradiction"]
+    texts = [t for s in ds.splits.values() for t in s.texts]
+    assert len(texts) == len(set(texts)) == 9840  # 9,842 pairs less 2 exact duplicates
+    assert all(f" {SEP} " in t for t in texts)
+
+
+# --------------------------------------------------------------------------- generic files
+
+def frame(n: int = 60) -> pd.DataFrame:
+    names = ["cat", "dog", "emu"]
+    texts = [f"example number {i}" for i in range(n)]
+    return pd.DataFrame({"text": texts, "label": [names[i % 3] for i in range(n)]})
+
+
+def write(df: pd.DataFrame, path: Path) -> Path:
+    ext = path.suffix
+    if ext == ".parquet":
+        df.to_parquet(path)
+    elif ext == ".jsonl":
+        df.to_json(path, orient="records", lines=True)
+    else:
+        df.to_csv(path, index=False, sep="\t" if ext == ".tsv" else ",")
+    return path
+
+
+@pytest.mark.parametrize("ext", [".csv", ".tsv", ".jsonl", ".parquet"])
+@pytest.mark.parametrize("int_labels", [False, True])
+def test_generic_file_round_trips(tmp_path, ext, int_labels):
+    df = frame()
+    if int_labels:
+        df["label"] = df["label"].map({"cat": 0, "dog": 1, "emu": 2})
+    ds = load_dataset(str(write(df, tmp_path / f"mine{ext}")))
+    check_valid(ds)
+    assert ds.label_names == (["0", "1", "2"] if int_labels else ["cat", "dog", "emu"])
+    got = {t: y for s in ds.splits.values() for t, y in zip(s.texts, s.labels)}
+    assert got == dict(zip(df["text"], [i % 3 for i in range(60)]))
+    again = load_dataset(str(tmp_path / f"mine{ext}"))
+    assert again.split("test").texts == ds.split("test").texts
+
+
+def test_generic_file_keeps_na_like_texts_and_label_names(tmp_path):
+    df = frame(62)
+    df.loc[0, "text"], df.loc[1, "text"] = "NA", "null"
+    df.loc[60, "text"], df.loc[61, "label"] = "", ""  # rows without text or label are dropped
+    df["label_name"] = df["label"]
+    df["label"] = df["label"].map({"cat": 0, "dog": 1, "emu": 2})
+    ds = load_dataset("mine.csv", data_dir=write(df, tmp_path / "mine.csv").parent)
+    assert ds.label_names == ["cat", "dog", "emu"]
+    texts = {t for s in ds.splits.values() for t in s.texts}
+    assert {"NA", "null"} <= texts and len(texts) == 60
+
+
+def test_hub_style_folder(tmp_path):
+    df = frame(90)
+    write(df[:60], tmp_path / "train.parquet")
+    write(df[60:75], tmp_path / "validation.jsonl")
+    write(df[75:], tmp_path / "test.csv")
+    ds = load_dataset(str(tmp_path))
+    check_valid(ds)
+    assert {k: len(v) for k, v in ds.splits.items()} == {"train": 60, "validation": 15, "test": 15}
+    assert ds.split("test").texts == df["text"][75:].tolist()
+
+
+def test_folder_fills_missing_splits(tmp_path):
+    df = frame(90).assign(label=[i % 3 for i in range(90)])
+    write(df[:60], tmp_path / "train.csv")
+    write(df[60:].assign(label=-1), tmp_path / "test.csv")  # hub-style unlabelled test
+    write(df[60:], tmp_path / "dev.csv")
+    ds = load_dataset(str(tmp_path))
+    assert ds.split("test").texts == df["text"][60:].tolist()  # dev stands in for test
+    assert len(ds.split("validation")) == 6 and len(ds.split("train")) == 54
+    (tmp_path / "dev.csv").unlink()
+    (tmp_path / "test.csv").unlink()
+    write(df[60:], tmp_path / "test.csv")
+    ds = load_dataset(str(tmp_path))
+    assert len(ds.split("test")) == 30 and len(ds.split("validation")) == 6
+
+
+def test_published_layouts_in_tmp(tmp_path):
+    ag = tmp_path / "ag"
+    ag.mkdir()
+    rows = [f'"{1 + i % 4}","Title {i}","Body {i}."' for i in range(40)]
+    (ag / "test.csv").write_text("\n".join(rows) + "\n")
+    (ag / "train.csv").write_text("\n".join(rows).replace("Title", "Other") + "\n")
+    ds = load_dataset("ag_news", data_dir=ag)
+    assert ds.split("test").texts[0] == "Title 0 Body 0."
+    assert ds.split("test").labels[:4] == [0, 1, 2, 3]
+    assert ds.label_names == ["World", "Sports", "Business", "Sci/Tech"]
+    snli = tmp_path / "snli"
+    snli.mkdir()
+    pairs = pd.DataFrame(
+        {
+            "premise": [f"p{i}" for i in range(40)],
+            "hypothesis": [f"h{i}" for i in range(40)],
+            "label": ["entailment", "neutral", "contradiction", "-"] * 10,
+        }
+    )
+    write(pairs, snli / "dev.jsonl")
+    ds = load_dataset("snli", data_dir=snli)
+    texts = [t for s in ds.splits.values() for t in s.texts]
+    assert len(texts) == 30 and "p0 [SEP] h0" in texts  # the "-" rows are dropped
+
+
+# --------------------------------------------------------------------------- errors
+
+def test_unknown_name_lists_valid_names():
+    with pytest.raises(ValueError, match=r"unknown dataset 'imdbx'.*ag_news.*bbc"):
+        load_dataset("imdbx")
+
+
+def test_missing_paths_are_clear(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.csv"):
+        load_dataset(str(tmp_path / "nope.csv"))
+    with pytest.raises(FileNotFoundError, match="data directory"):
+        load_dataset("ag_news", data_dir=tmp_path / "missing")
+
+
+def test_folder_without_known_files_lists_expected_and_found(tmp_path):
+    (tmp_path / "notes.txt").write_text("hi")
+    with pytest.raises(ValueError, match=r"(?s)train_pool\.csv.*Found: \['notes\.txt'\]"):
+        load_dataset("ag_news", data_dir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("foo,bar\n1,2\n", "no text column"),
+        ('"1","title","body"\nx,"title","body"\n', "first column of a class,title,body"),
+        ("text,other\nhello,1\n", "no label column"),
+        ("words,label\nhello,1\n", "no text column"),
+        ("text,label\nhello,0.5\nbye,1\n", "labels must be integers"),
+        ("", "cannot read"),
+    ],
+)
+def test_bad_csv_gives_clear_value_error(tmp_path, content, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        load_dataset(str(path))
+
+
+def test_bad_parquet_and_out_of_range_labels(tmp_path):
+    (tmp_path / "bad.parquet").write_bytes(b"not a parquet file")
+    with pytest.raises(ValueError, match="cannot read"):
+        load_dataset(str(tmp_path / "bad.parquet"))
+    (tmp_path / "test.csv").write_text('"7","title","body"\n"1","title","body"\n')
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 4\)"):
+        load_dataset("ag_news", data_dir=tmp_path)
+
+
+def test_hub_without_datasets_package_says_use_data_dir(monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets -> ImportError
+    with pytest.raises(RuntimeError, match=r"datasets.*--data-dir \.\./shared/data/dbpedia"):
+        load_dataset("dbpedia")

@@ -1,0 +1,42 @@
+"""L_budget is a quadratic hinge on [s_min, s_max]; β(t) goes from explore to exploit."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from budgetformer_core.losses import beta_at, budget_loss, head_entropy
+
+
+def test_budget_loss_zero_inside_band():
+    s = torch.linspace(0.2, 0.5, 31)
+    assert budget_loss(s, 0.2, 0.5).item() == 0.0
+
+
+@pytest.mark.parametrize("d", [0.01, 0.05, 0.2])
+def test_budget_loss_quadratic_outside(d):
+    above = budget_loss(torch.tensor([0.5 + d]), 0.2, 0.5).item()
+    below = budget_loss(torch.tensor([0.2 - d]), 0.2, 0.5).item()
+    assert above == pytest.approx(d**2, rel=1e-4)
+    assert below == pytest.approx(d**2, rel=1e-4)
+    # doubling the distance quadruples the loss
+    assert budget_loss(torch.tensor([0.5 + 2 * d]), 0.2, 0.5).item() == pytest.approx(4 * above, rel=1e-4)
+
+
+def test_head_entropy_bounds():
+    assert head_entropy(torch.full((3, 8), 1 / 8)).item() == pytest.approx(math.log(8), rel=1e-6)
+    assert head_entropy(torch.eye(8)).item() == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine", "step"])
+def test_beta_goes_from_explore_to_exploit(schedule):
+    values = [beta_at(t / 10, -1.0, 2.0, schedule) for t in range(11)]
+    assert values[0] == pytest.approx(-1.0) and values[-1] == pytest.approx(2.0)
+    assert all(a <= b + 1e-12 for a, b in zip(values, values[1:]))
+
+
+def test_unknown_schedule():
+    with pytest.raises(ValueError, match="schedule"):
+        beta_at(0.5, -1, 1, "zigzag")

@@ -1,0 +1,117 @@
+"""The encoder: modes agree where they must, padding is invisible, budgets are respected."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from budgetformer_core.budget import Control, heads_for_budget, select_top_k
+from budgetformer_core.model import BudgetFormer
+
+from ..conftest import small_config
+
+
+def batch(B=4, T=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, 50, (B, T), generator=g)
+    lengths = torch.tensor([T, T - 3, 5, 1][:B])
+    mask = torch.arange(T)[None, :] < lengths[:, None]
+    return ids * mask, mask
+
+
+def test_structural_equals_masked_soft_path(small_model):
+    ids, mask = batch()
+    structural = small_model(ids, mask, mode="structural")
+    masked = small_model(ids, mask, mode="masked")
+    assert len({tuple(t.k.tolist()) for t in structural.layers}) > 1 or len(set(structural.layers[0].k.tolist())) > 1
+    torch.testing.assert_close(structural.logits, masked.logits, atol=1e-5, rtol=0)
+    for a, b in zip(structural.layers, masked.layers):
+        assert torch.equal(a.selected, b.selected)
+
+
+def test_full_budget_selects_every_head(small_model):
+    ids, mask = batch()
+    out = small_model(ids, mask, mode="structural", control=Control(budget=1.0))
+    soft = small_model(ids, mask, mode="soft", control=Control(budget=1.0))
+    assert all(bool(t.selected.all()) for t in out.layers)
+    torch.testing.assert_close(out.logits, soft.logits, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["dense", "soft", "structural"])
+def test_padding_does_not_change_logits(small_model, mode):
+    ids, mask = batch()
+    out = small_model(ids, mask, mode=mode)
+    # the same inputs with 9 more padding positions each
+    ids_p = torch.cat([ids, torch.zeros(4, 9, dtype=torch.long)], 1)
+    mask_p = torch.cat([mask, torch.zeros(4, 9, dtype=torch.bool)], 1)
+    out_p = small_model(ids_p, mask_p, mode=mode)
+    torch.testing.assert_close(out.logits, out_p.logits, atol=1e-5, rtol=0)
+    # and each input alone, unpadded
+    for b in range(4):
+        n = int(mask[b].sum())
+        alone = small_model(ids[b : b + 1, :n], mask[b : b + 1, :n], mode=mode)
+        torch.testing.assert_close(alone.logits[0], out.logits[b], atol=1e-5, rtol=0)
+
+
+def test_k_follows_budget_and_selects_largest_relevance(small_model):
+    ids, mask = batch()
+    out = small_model(ids, mask, mode="structural")
+    for t in out.layers:
+        assert torch.equal(t.k, heads_for_budget(t.budget, 4))
+        assert torch.equal(t.selected.sum(1), t.k)
+        # every selected head is at least as relevant as every unselected one
+        lowest_in = torch.where(t.selected, t.relevance, torch.inf).min(1).values
+        highest_out = torch.where(t.selected, -torch.inf, t.relevance).max(1).values
+        assert bool((lowest_in >= highest_out).all())
+        torch.testing.assert_close(t.head_weights, t.budget[:, None] * 4 * t.relevance)
+
+
+def test_heads_for_budget_floor_and_minimum():
+    s = torch.tensor([0.0, 0.1, 0.25, 0.49, 0.5, 0.99, 1.0])
+    assert heads_for_budget(s, 4).tolist() == [1, 1, 1, 1, 2, 3, 4]
+
+
+def test_select_top_k_breaks_ties_by_index():
+    p = torch.full((2, 4), 0.25)
+    assert select_top_k(p, torch.tensor([1, 3])).tolist() == [[True, False, False, False], [True, True, True, False]]
+
+
+def test_forced_k_and_head_choice_ablations(small_model):
+    ids, mask = batch()
+    out = small_model(ids, mask, mode="structural", control=Control(k=2, head_choice="uniform"))
+    for t in out.layers:
+        assert t.selected[:, :2].all() and not t.selected[:, 2:].any()
+        torch.testing.assert_close(t.head_weights, t.budget[:, None].expand(-1, 4))  # w = s·H·(1/H)
+    r1 = small_model(ids, mask, mode="structural", control=Control(k=2, head_choice="random", seed=1))
+    r2 = small_model(ids, mask, mode="structural", control=Control(k=2, head_choice="random", seed=1))
+    assert all(torch.equal(a.selected, b.selected) for a, b in zip(r1.layers, r2.layers))
+    assert all(bool((t.selected.sum(1) == 2).all()) for t in r1.layers)
+
+
+def test_fixed_budget_ablation_model_has_no_budget_net():
+    model = BudgetFormer(small_config(use_budget_net=False, fixed_budget=0.5)).eval()
+    assert len(model.budget_nets) == 0
+    ids, mask = batch()
+    out = model(ids, mask)
+    assert all(bool((t.k == 2).all()) for t in out.layers)
+
+
+def test_dense_model_runs_only_dense():
+    model = BudgetFormer(small_config(variant="dense")).eval()
+    ids, mask = batch()
+    out = model(ids, mask)
+    assert all(bool(t.selected.all()) for t in out.layers)
+    with pytest.raises(ValueError, match="dense model"):
+        model(ids, mask, mode="structural")
+
+
+def test_bad_arguments_are_clear(small_model):
+    ids, mask = batch()
+    with pytest.raises(ValueError, match="mode"):
+        small_model(ids, mask, mode="fast")
+    with pytest.raises(ValueError, match="max_len"):
+        small_model(torch.zeros(1, 41, dtype=torch.long), torch.ones(1, 41, dtype=torch.bool))
+    with pytest.raises(ValueError, match="budget"):
+        Control(budget=0.0)
+    with pytest.raises(ValueError, match="divisible"):
+        small_config(d_model=30)

@@ -1,0 +1,57 @@
+"""A tiny training run lowers the loss and records the history the app plots."""
+
+from __future__ import annotations
+
+import pytest
+
+from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides
+from budgetformer_core.data import Split, TextDataset
+from budgetformer_core.train import set_seed, train
+
+from ..conftest import small_config
+
+
+def keyword_task(n: int, seed: int) -> Split:
+    """Three classes, each marked by its own keyword among random noise words."""
+    import random
+
+    rng = random.Random(seed)
+    texts, labels = [], []
+    for i in range(n):
+        y = i % 3
+        words = [f"n{rng.randrange(30)}" for _ in range(12)]
+        words[rng.randrange(12)] = ("alpha", "beta", "gamma")[y]
+        texts.append(" ".join(words))
+        labels.append(y)
+    return Split(texts, labels)
+
+
+@pytest.mark.parametrize("variant", ["budgetformer", "dense"])
+def test_tiny_run_lowers_the_loss(tmp_path, variant):
+    data = TextDataset("keywords", ["a", "b", "c"], {"train": keyword_task(240, 0),
+                       "validation": keyword_task(60, 1), "test": keyword_task(60, 2)})
+    result = train(data, small_config(variant=variant, vocab_size=200, max_len=64),
+                   TrainConfig(epochs=4, batch_size=16, lr=3e-3, vocab_size=200), tmp_path / variant, progress=False)
+    losses = [h["task_loss"] for h in result.history]
+    assert losses[-1] < losses[0] * 0.7
+    assert [h["epoch"] for h in result.history] == [1, 2, 3, 4]
+    betas = [h["beta"] for h in result.history]
+    assert betas == sorted(betas)
+    assert (tmp_path / variant / "model.safetensors").is_file()
+
+
+def test_set_seed_returns_seed():
+    assert set_seed(123) == 123
+
+
+def test_overrides_convert_and_reject_unknown_keys():
+    m, t = apply_overrides(ModelConfig(), TrainConfig(), ["n_heads=4", "lr=0.01", "random_crop=true", "tau=0.5"])
+    assert (m.n_heads, t.lr, t.random_crop, m.tau) == (4, 0.01, True, 0.5)
+    with pytest.raises(ValueError, match="unknown config key 'learning_rate'"):
+        apply_overrides(ModelConfig(), TrainConfig(), ["learning_rate=1"])
+    with pytest.raises(ValueError, match="expected int"):
+        apply_overrides(ModelConfig(), TrainConfig(), ["n_heads=four"])
+    with pytest.raises(ValueError, match="key=value"):
+        apply_overrides(ModelConfig(), TrainConfig(), ["n_heads"])
+    with pytest.raises(ValueError, match="s_min"):
+        apply_overrides(ModelConfig(), TrainConfig(), ["s_min=0.9", "s_max=0.1"])
