@@ -10,6 +10,11 @@
 
 The fused projection ``qkv.weight`` has shape (3·D, D); head i owns rows
 [i·Dh, (i+1)·Dh) of each of its Q, K and V blocks, and columns [i·Dh, (i+1)·Dh) of ``out.weight``.
+Viewed as (3, H, Dh·D) and (D, H, Dh), a head's slices are one index along the H axis, so
+gathering k heads is one ``index_select`` per weight, with no index arithmetic per call.
+
+A ``key_mask`` of ``None`` means every position is a real token: attention then runs without a
+mask, which the fused CPU kernel does faster (the model passes ``None`` for unpadded batches).
 """
 
 from __future__ import annotations
@@ -28,58 +33,76 @@ class HeadAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
 
-    def _attend(self, qkv: Tensor, key_mask: Tensor, n: int) -> Tensor:
+    def _attend(self, qkv: Tensor, key_mask: Tensor | None, n: int) -> Tensor:
         """Scaled dot-product attention of ``n`` heads packed in ``qkv``.
 
         Args:
             qkv: (B, T, 3·n·Dh) projected queries, keys and values.
-            key_mask: (B, T) True for real tokens.
+            key_mask: (B, T) True for real tokens, or None when all are real.
 
         Returns:
             (B, n, T, Dh) per-head outputs.
         """
         B, T, _ = qkv.shape
         q, k, v = qkv.view(B, T, 3, n, self.d_head).permute(2, 0, 3, 1, 4)  # 3 × (B, n, T, Dh)
-        attn_mask = key_mask[:, None, None, :]  # (B, 1, 1, T)
+        attn_mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, 1, 1, T)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
 
-    def _merge(self, heads: Tensor) -> Tensor:
+    @staticmethod
+    def _merge(heads: Tensor) -> Tensor:
         B, n, T, Dh = heads.shape
-        return heads.transpose(1, 2).reshape(B, T, n * Dh)  # (B, n, T, Dh) -> (B, T, n·Dh)
+        # (B, n, T, Dh) -> (B, T, n·Dh); a free view when the kernel laid heads out (B, T, n, Dh)
+        return heads.transpose(1, 2).reshape(B, T, n * Dh)
 
-    def dense(self, x: Tensor, key_mask: Tensor) -> Tensor:
+    def dense(self, x: Tensor, key_mask: Tensor | None) -> Tensor:
         """Plain multi-head attention. x: (B, T, D) -> (B, T, D)."""
         heads = self._attend(self.qkv(x), key_mask, self.n_heads)
         return self.out(self._merge(heads))
 
-    def weighted(self, x: Tensor, key_mask: Tensor, head_weights: Tensor) -> Tensor:
+    def weighted(self, x: Tensor, key_mask: Tensor | None, head_weights: Tensor) -> Tensor:
         """All heads computed, head i scaled by head_weights[:, i] (B, H)."""
         heads = self._attend(self.qkv(x), key_mask, self.n_heads)  # (B, H, T, Dh)
         heads = heads * head_weights[:, :, None, None]
         return self.out(self._merge(heads))
 
-    def head_rows(self, selected: Tensor) -> tuple[Tensor, Tensor]:
-        """Row indices into qkv.weight and column indices into out.weight of selected heads.
+    def head_slices(self, heads: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The selected heads' Q/K/V weight rows and biases and output-projection columns.
 
         Args:
-            selected: (B, k) head indices.
+            heads: (k,) head indices shared by the whole batch, or (B, k) one set per input.
 
         Returns:
-            ``(qkv_rows, out_cols)`` of shapes (B, 3·k·Dh) and (B, k·Dh).
+            ``(w_qkv, b_qkv, w_out)``: for (k,) indices (3·k·Dh, D), (3·k·Dh,), (D, k·Dh) — the
+            weights of a k-head attention layer; for (B, k) indices the same with a leading
+            batch axis, shaped for ``baddbmm``: (B, 3·k·Dh, D), (B, 1, 3·k·Dh), (B, k·Dh, D).
+            Q, K and V rows come in that order, each in the order of ``heads``.
         """
-        B, k = selected.shape
-        dev = selected.device
-        offsets = torch.arange(self.d_head, device=dev)
-        cols = (selected[:, :, None] * self.d_head + offsets).reshape(B, k * self.d_head)
-        block = torch.arange(3, device=dev)[None, :, None] * self.d_model  # Q, K, V: (1, 3, 1)
-        return (cols[:, None, :] + block).reshape(B, 3 * k * self.d_head), cols
+        H, Dh, D = self.n_heads, self.d_head, self.d_model
+        w_qkv = self.qkv.weight.view(3, H, Dh * D)  # Q/K/V block, head, the head's rows
+        b_qkv = self.qkv.bias.view(3, H, Dh)
+        w_out = self.out.weight.view(D, H, Dh)  # output row, head, the head's columns
+        if heads.dim() == 1:
+            n = 3 * heads.numel() * Dh
+            return (
+                w_qkv.index_select(1, heads).view(n, D),  # (3, k, Dh·D) -> (3·k·Dh, D)
+                b_qkv.index_select(1, heads).view(n),
+                w_out.index_select(1, heads).view(D, n // 3),  # (D, k, Dh) -> (D, k·Dh)
+            )
+        B, k = heads.shape
+        rows = (heads[:, None, :] + torch.arange(0, 3 * H, H, device=heads.device)[:, None]).view(-1)  # (B·3·k,) in (3·H)
+        n = 3 * k * Dh
+        return (
+            w_qkv.view(3 * H, Dh * D).index_select(0, rows).view(B, n, D),  # (B, 3, k, Dh·D) -> (B, 3·k·Dh, D)
+            b_qkv.view(3 * H, Dh).index_select(0, rows).view(B, 1, n),
+            w_out.index_select(1, heads.view(-1)).view(D, B, k * Dh).permute(1, 2, 0),  # (B, k·Dh, D)
+        )
 
-    def structural(self, x: Tensor, key_mask: Tensor, selected: Tensor, weights: Tensor) -> Tensor:
+    def structural(self, x: Tensor, key_mask: Tensor | None, selected: Tensor, weights: Tensor) -> Tensor:
         """Compute only the selected heads.
 
         Args:
             x: (B, T, D) layer input (after layer norm).
-            key_mask: (B, T) True for real tokens.
+            key_mask: (B, T) True for real tokens, or None when all are real.
             selected: (B, k) indices of the heads to run, the same k for every input.
             weights: (B, k) the selected heads' weights w.
 
@@ -87,15 +110,17 @@ class HeadAttention(nn.Module):
             (B, T, D), equal to :meth:`weighted` with the other heads' weights set to zero.
         """
         B, k = selected.shape
-        rows, cols = self.head_rows(selected)
+        if k == self.n_heads:
+            # every head runs: the layer's own weights, nothing to gather
+            return self.weighted(x, key_mask, weights.new_zeros(B, k).scatter_(1, selected, weights))
         if B == 1 or bool((selected == selected[:1]).all()):
             # one head set for the whole batch: slice the weights once, plain matmuls
-            qkv = F.linear(x, self.qkv.weight[rows[0]], self.qkv.bias[rows[0]])  # (B, T, 3·k·Dh)
+            w_qkv, b_qkv, w_out = self.head_slices(selected[0])
+            qkv = F.linear(x, w_qkv, b_qkv)  # (B, T, 3·k·Dh)
             heads = self._attend(qkv, key_mask, k) * weights[:, :, None, None]  # (B, k, T, Dh)
-            return F.linear(self._merge(heads), self.out.weight[:, cols[0]], self.out.bias)
-        # a head set per input: gather per-input weight slices, batched matmuls
-        w_qkv = self.qkv.weight[rows]  # (B, 3·k·Dh, D)
-        qkv = torch.baddbmm(self.qkv.bias[rows][:, None, :], x, w_qkv.transpose(1, 2))  # (B, T, 3·k·Dh)
+            return F.linear(self._merge(heads), w_out, self.out.bias)
+        # a head set per input: per-input weight slices, batched matmuls
+        w_qkv, b_qkv, w_out = self.head_slices(selected)
+        qkv = torch.baddbmm(b_qkv, x, w_qkv.transpose(1, 2))  # (B, T, 3·k·Dh)
         heads = self._attend(qkv, key_mask, k) * weights[:, :, None, None]  # (B, k, T, Dh)
-        w_out = self.out.weight[:, cols].permute(1, 2, 0)  # (D, B, k·Dh) -> (B, k·Dh, D)
-        return torch.baddbmm(self.out.bias[None, None, :], self._merge(heads), w_out)
+        return torch.baddbmm(self.out.bias, self._merge(heads), w_out)  # (B, T, D)

@@ -10,10 +10,22 @@ From a global summary h of a layer's input (mean over non-padding tokens):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
+
+
+def mlp(net: nn.Sequential, h: Tensor) -> Tensor:
+    """Run a Linear → GELU → Linear ``net`` through ``torch.nn.functional``.
+
+    Same result as ``net(h)``; skipping the three sub-module calls matters because at batch size
+    1 these networks are a handful of tiny ops whose cost is mostly Python call overhead.
+    """
+    first, _, last = net
+    return F.linear(F.gelu(F.linear(h, first.weight, first.bias)), last.weight, last.bias)
 
 
 class BudgetNet(nn.Module):
@@ -24,7 +36,7 @@ class BudgetNet(nn.Module):
         self.net = nn.Sequential(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, 1))
 
     def forward(self, h: Tensor) -> Tensor:
-        return torch.sigmoid(self.net(h)).squeeze(-1)  # (B, D) -> (B,)
+        return torch.sigmoid(mlp(self.net, h)).squeeze(-1)  # (B, D) -> (B,)
 
 
 class HeadScorer(nn.Module):
@@ -35,7 +47,7 @@ class HeadScorer(nn.Module):
         self.net = nn.Sequential(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, n_heads))
 
     def forward(self, h: Tensor) -> Tensor:
-        return self.net(h)  # (B, D) -> (B, H)
+        return mlp(self.net, h)  # (B, D) -> (B, H)
 
 
 @dataclass
@@ -44,24 +56,41 @@ class Control:
 
     Attributes:
         budget: force s to this value for every input and layer (overrides f_θ).
-        k: force exactly k heads per layer (overrides the k implied by s; s stays f_θ's).
+        k: force exactly k heads per layer (overrides the k implied by s; s stays f_θ's);
+            one int for every input, or a sequence with one k per input of the batch.
         head_choice: ``learned`` (g_φ), ``uniform`` (p = 1/H, the first k heads) or
             ``random`` (p = 1/H, k random heads per input, from ``seed``).
         seed: seed of the random head choice.
     """
 
     budget: float | None = None
-    k: int | None = None
+    k: int | Sequence[int] | None = None
     head_choice: str | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.budget is not None and not 0.0 < self.budget <= 1.0:
             raise ValueError(f"budget must be in (0, 1], got {self.budget}")
-        if self.k is not None and self.k < 1:
+        if self.k is not None and (not self._ks() or min(self._ks()) < 1):
             raise ValueError(f"k must be >= 1, got {self.k}")
         if self.head_choice not in (None, "learned", "uniform", "random"):
             raise ValueError(f"head_choice must be learned/uniform/random, got {self.head_choice!r}")
+
+    def _ks(self) -> list[int]:
+        return [self.k] if isinstance(self.k, int) else list(self.k)
+
+    def k_tensor(self, batch: int, n_heads: int) -> Tensor:
+        """The forced k as a (batch,) long tensor, capped at ``n_heads``.
+
+        Raises:
+            ValueError: if a per-input k does not have one entry per input.
+        """
+        ks = self._ks()
+        if len(ks) == 1:
+            return torch.full((batch,), min(ks[0], n_heads))
+        if len(ks) != batch:
+            raise ValueError(f"k has {len(ks)} entries for a batch of {batch} inputs")
+        return torch.tensor(ks).clamp_(max=n_heads)
 
 
 def heads_for_budget(s: Tensor, n_heads: int) -> Tensor:

@@ -107,6 +107,9 @@ class TrainConfig:
     """β at the end of training (> 0 rewards low head entropy: specialise)."""
     beta_schedule: BetaSchedule = "linear"
     """Shape of β(t) from beta_start to beta_end: linear, cosine or step (at half-way)."""
+    structural_from: float = 1.0
+    """Fraction of training after which the forward pass runs only the top-k heads, as at
+    inference (hard-gate adaptation; gradients still reach s and p through w). 1.0 = never."""
     max_train: int = 0
     """Use only the first N training rows (0 = all); for quick runs."""
     vocab_size: int = 8000
@@ -121,6 +124,8 @@ class TrainConfig:
             raise ValueError(f"need 0 <= s_min <= s_max <= 1, got [{self.s_min}, {self.s_max}]")
         if self.beta_schedule not in ("linear", "cosine", "step"):
             raise ValueError(f"beta_schedule must be linear/cosine/step, got {self.beta_schedule!r}")
+        if not 0.0 <= self.structural_from <= 1.0:
+            raise ValueError(f"structural_from must be in [0, 1], got {self.structural_from}")
         if not 0.0 <= self.token_dropout < 1.0:
             raise ValueError(f"token_dropout must be in [0, 1), got {self.token_dropout}")
         if not 0.0 <= self.warmup_frac < 1.0:

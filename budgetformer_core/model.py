@@ -57,8 +57,10 @@ class ModelOutput:
     """(B,) number of real tokens per input."""
 
 
-def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
-    """Mean over real tokens: x (B, T, D), mask (B, T) -> (B, D)."""
+def masked_mean(x: Tensor, mask: Tensor | None) -> Tensor:
+    """Mean over real tokens: x (B, T, D), mask (B, T) or None (all real) -> (B, D)."""
+    if mask is None:
+        return x.mean(1)
     m = mask.unsqueeze(-1).to(x.dtype)  # (B, T, 1)
     return (x * m).sum(1) / m.sum(1).clamp_min(1.0)
 
@@ -74,7 +76,8 @@ class EncoderLayer(nn.Module):
         self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model))
         self.drop = nn.Dropout(cfg.dropout)
 
-    def attend(self, xn: Tensor, mask: Tensor, mode: str, trace: LayerTrace) -> Tensor:
+    def attend(self, xn: Tensor, mask: Tensor | None, mode: str, trace: LayerTrace) -> Tensor:
+        """The attention block in ``mode``; ``mask`` is None when every token is real."""
         if mode == "dense":
             return self.attn.dense(xn, mask)
         if mode == "soft":
@@ -83,18 +86,23 @@ class EncoderLayer(nn.Module):
             return self.attn.weighted(xn, mask, trace.head_weights * trace.selected)
         return self.structural(xn, mask, trace)
 
-    def structural(self, xn: Tensor, mask: Tensor, trace: LayerTrace) -> Tensor:
-        """Run each group of inputs that share k through the structural path."""
-        ks = trace.k.unique().tolist()  # at most H groups; no loop over heads
-        if len(ks) == 1:
-            return self._run_group(xn, mask, trace.selected, trace.head_weights, ks[0])
+    def structural(self, xn: Tensor, mask: Tensor | None, trace: LayerTrace) -> Tensor:
+        """Run each group of inputs that share k through the structural path.
+
+        One call when the batch shares k (always at batch size 1); otherwise one call per
+        distinct k — at most H groups, never a loop over heads.
+        """
+        k = trace.k
+        if k.shape[0] == 1 or bool((k == k[0]).all()):
+            return self._run_group(xn, mask, trace.selected, trace.head_weights, int(k[0]))
         out = torch.empty_like(xn)
-        for k in ks:
-            rows = (trace.k == k).nonzero().squeeze(1)
-            out[rows] = self._run_group(xn[rows], mask[rows], trace.selected[rows], trace.head_weights[rows], k)
+        for kg in k.unique().tolist():
+            rows = (k == kg).nonzero().squeeze(1)
+            group_mask = None if mask is None else mask[rows]
+            out[rows] = self._run_group(xn[rows], group_mask, trace.selected[rows], trace.head_weights[rows], kg)
         return out
 
-    def _run_group(self, xn: Tensor, mask: Tensor, selected: Tensor, w: Tensor, k: int) -> Tensor:
+    def _run_group(self, xn: Tensor, mask: Tensor | None, selected: Tensor, w: Tensor, k: int) -> Tensor:
         idx = selected.nonzero()[:, 1].view(selected.shape[0], k)  # (Bg, k) ascending head ids
         return self.attn.structural(xn, mask, idx, w.gather(1, idx))
 
@@ -128,8 +136,11 @@ class BudgetFormer(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
-    def allocate(self, i: int, xn: Tensor, mask: Tensor, control: Control) -> LayerTrace:
-        """Layer i's budget s, relevance p, weights w and selected heads for normalised input xn."""
+    def allocate(self, i: int, xn: Tensor, mask: Tensor | None, control: Control) -> LayerTrace:
+        """Layer i's budget s, relevance p, weights w and selected heads for normalised input xn.
+
+        ``mask`` is (B, T), True for real tokens, or None when every token is real.
+        """
         B, H = xn.shape[0], self.cfg.n_heads
         h = masked_mean(xn, mask)  # (B, D) global summary of the layer input
         pair = 0 if self.cfg.shared_budget else i
@@ -148,13 +159,14 @@ class BudgetFormer(nn.Module):
         else:
             p = h.new_full((B, H), 1.0 / H)
             rank = p if choice == "uniform" else random_relevance(B, H, control.seed * 1000 + i).to(h.device)
-        k = h.new_full((B,), control.k, dtype=torch.long).clamp(max=H) if control.k else heads_for_budget(s, H)
-        return LayerTrace(s, p, s[:, None] * H * p, k, select_top_k(rank, k))
+        k = heads_for_budget(s, H) if control.k is None else control.k_tensor(B, H).to(h.device)
+        return LayerTrace(s, p, (s * H)[:, None] * p, k, select_top_k(rank, k))
 
-    def _dense_trace(self, xn: Tensor) -> LayerTrace:
-        B, H = xn.shape[0], self.cfg.n_heads
-        ones = xn.new_ones(B, H)
-        return LayerTrace(xn.new_ones(B), ones / H, ones, torch.full((B,), H), ones.bool())
+    def _dense_trace(self, x: Tensor) -> LayerTrace:
+        """Every head, weight 1 (one trace object serves all layers of a dense forward)."""
+        B, H = x.shape[0], self.cfg.n_heads
+        ones = x.new_ones(B, H)
+        return LayerTrace(x.new_ones(B), ones / H, ones, torch.full((B,), H, device=x.device), ones.bool())
 
     def forward(
         self, ids: Tensor, mask: Tensor, mode: str | None = None, control: Control | None = None
@@ -178,15 +190,17 @@ class BudgetFormer(nn.Module):
             raise ValueError(f"a dense model runs only in mode 'dense', not {mode!r}")
         control = control or Control()
         mask = mask.bool()
+        key_mask = None if bool(mask.all()) else mask  # no padding: unmasked (faster) attention
         pos = torch.arange(ids.shape[1], device=ids.device)
         x = self.drop(self.tok_emb(ids) + self.pos_emb(pos))  # (B, T, D)
+        dense_trace = self._dense_trace(x) if mode == "dense" else None
         traces = []
         for i, layer in enumerate(self.layers):
             xn = layer.ln1(x)
-            trace = self._dense_trace(xn) if mode == "dense" else self.allocate(i, xn, mask, control)
-            x = x + layer.drop(layer.attend(xn, mask, mode, trace))
+            trace = self.allocate(i, xn, key_mask, control) if dense_trace is None else dense_trace
+            x = x + layer.drop(layer.attend(xn, key_mask, mode, trace))
             x = x + layer.drop(layer.ff(layer.ln2(x)))
             traces.append(trace)
-        logits = self.head(masked_mean(self.ln_f(x), mask))  # (B, C)
+        logits = self.head(masked_mean(self.ln_f(x), key_mask))  # (B, C)
         return ModelOutput(logits, traces, mask.sum(1))
 

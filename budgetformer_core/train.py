@@ -119,8 +119,10 @@ def train(
             y = labels[rows].to(device)
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, total_steps, train_cfg)
-            out = model(batch.ids.to(device), batch.mask.to(device), mode="dense" if dense else "soft")
-            terms = total_loss(out, y, train_cfg, step / max(1, total_steps - 1), dense)
+            t = step / max(1, total_steps - 1)  # training progress in [0, 1]
+            mode = "dense" if dense else ("structural" if t >= train_cfg.structural_from else "soft")
+            out = model(batch.ids.to(device), batch.mask.to(device), mode=mode)
+            terms = total_loss(out, y, train_cfg, t, dense)
             opt.zero_grad(set_to_none=True)
             terms.total.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)

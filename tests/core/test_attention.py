@@ -54,11 +54,18 @@ def test_shared_head_set_takes_the_same_result_as_per_input(attn):
     torch.testing.assert_close(shared, per_input, atol=1e-5, rtol=0)
 
 
-def test_head_rows_pick_each_heads_slices(attn):
-    rows, cols = attn.head_rows(torch.tensor([[2]]))
-    Dh = 4
-    assert cols.tolist() == [list(range(2 * Dh, 3 * Dh))]
-    assert rows.tolist() == [[b * 32 + c for b in range(3) for c in range(2 * Dh, 3 * Dh)]]
+def test_head_slices_pick_each_heads_rows_and_columns(attn):
+    Dh, D = 4, 32
+    w_qkv, b_qkv, w_out = attn.head_slices(torch.tensor([6, 2]))
+    rows = [blk * D + h * Dh + c for blk in range(3) for h in (6, 2) for c in range(Dh)]  # Q, K, V blocks
+    cols = [h * Dh + c for h in (6, 2) for c in range(Dh)]
+    assert torch.equal(w_qkv, attn.qkv.weight[rows]) and torch.equal(b_qkv, attn.qkv.bias[rows])
+    assert torch.equal(w_out, attn.out.weight[:, cols])
+    # per-input sets: the same slices, one batch entry per input
+    bw_qkv, bb_qkv, bw_out = attn.head_slices(torch.tensor([[6, 2], [0, 7]]))
+    assert torch.equal(bw_qkv[0], w_qkv) and torch.equal(bb_qkv[0, 0], b_qkv)
+    assert torch.equal(bw_out[0], w_out.T)
+    assert torch.equal(bw_qkv[1], attn.head_slices(torch.tensor([0, 7]))[0])
 
 
 def test_structural_does_less_matmul_work(attn):

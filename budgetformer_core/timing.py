@@ -1,0 +1,187 @@
+"""CPU timing and peak tensor memory, measured the same way for every variant compared.
+
+:func:`time_interleaved` times several callables in one run: each is warmed up, then the
+callables take turns — round r times a block of calls of every callable, in an order that
+rotates from round to round — so a burst of load from other processes hits all of them alike.
+Each sample is the mean time of one block of calls (``torch.utils.benchmark.Timer``, which also
+pins the thread count); the summary is the median and the inter-quartile range over rounds.
+Because samples are paired by round, :func:`paired_speedup` compares two callables round by
+round instead of dividing two medians taken at different moments.
+
+:func:`peak_memory` runs a callable once under a dispatch mode that adds up the bytes of every
+tensor storage created and not yet freed, and reports the largest total: the peak memory of the
+tensors the call allocates (activations, gathered weight slices, outputs), not counting what
+existed before the call nor scratch space private to a kernel.
+
+:func:`machine_info` records what a reader needs to judge a timing: CPU model, core count,
+threads used, torch version and the load average at the time.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from torch.utils import benchmark
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+
+@dataclass
+class MachineInfo:
+    """Where and how a timing was taken."""
+
+    cpu_model: str
+    n_cpus: int
+    threads: int
+    """Intra-op threads torch used for the timing."""
+    torch_version: str
+    python_version: str
+    load_average: list[float]
+    """1-, 5- and 15-minute load averages when the timing started (empty where unknown)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what :mod:`platform` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def machine_info(threads: int) -> MachineInfo:
+    """Describe this machine for a timing taken with ``threads`` intra-op threads."""
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        load = []
+    return MachineInfo(
+        cpu_model=cpu_model(),
+        n_cpus=os.cpu_count() or 0,
+        threads=threads,
+        torch_version=torch.__version__,
+        python_version=platform.python_version(),
+        load_average=load,
+    )
+
+
+@dataclass
+class TimingStats:
+    """Latency of one callable: one sample per round, each the mean over a block of calls."""
+
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    calls_per_sample: int
+    samples_ms: list[float] = field(repr=False)
+
+    @property
+    def iqr_ms(self) -> float:
+        """Inter-quartile range q3 − q1."""
+        return self.q3_ms - self.q1_ms
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float], calls_per_sample: int) -> TimingStats:
+        q1, med, q3 = np.percentile(samples_ms, [25, 50, 75])
+        return cls(float(med), float(q1), float(q3), calls_per_sample, list(samples_ms))
+
+    def to_dict(self) -> dict:
+        return {"median_ms": self.median_ms, "iqr_ms": self.iqr_ms, "q1_ms": self.q1_ms,
+                "q3_ms": self.q3_ms, "samples": len(self.samples_ms), "calls_per_sample": self.calls_per_sample}
+
+
+def time_interleaved(
+    fns: Mapping[str, Callable[[], object]],
+    repeats: int = 30,
+    warmup: int = 3,
+    threads: int = 1,
+    min_sample_s: float = 0.02,
+) -> dict[str, TimingStats]:
+    """Time several callables in turn, round after round.
+
+    Args:
+        fns: name → callable taking no arguments (the thing to time).
+        repeats: rounds; each gives one sample per callable.
+        warmup: calls of each callable before timing (allocator, caches, lazy init).
+        threads: torch intra-op threads during the timing (1: single-thread latency).
+        min_sample_s: each sample times enough calls to last about this long, so the clock's
+            resolution and the per-block overhead do not matter.
+
+    Returns:
+        name → :class:`TimingStats`, samples in round order (so they pair across names).
+    """
+    if repeats < 1 or warmup < 0 or threads < 1:
+        raise ValueError("need repeats >= 1, warmup >= 0 and threads >= 1")
+    timers = {name: benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads) for name, fn in fns.items()}
+    calls = {}
+    for name, timer in timers.items():
+        if warmup:
+            timer.timeit(warmup)
+        once = timer.timeit(1).median
+        calls[name] = max(1, round(min_sample_s / max(once, 1e-9)))
+    samples: dict[str, list[float]] = {name: [] for name in timers}
+    names = list(timers)
+    for r in range(repeats):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:  # rotate who goes first
+            samples[name].append(timers[name].timeit(calls[name]).median * 1e3)
+    return {name: TimingStats.from_samples(samples[name], calls[name]) for name in names}
+
+
+def time_fn(fn: Callable[[], object], **kwargs) -> TimingStats:
+    """Time one callable (same options as :func:`time_interleaved`)."""
+    return time_interleaved({"fn": fn}, **kwargs)["fn"]
+
+
+def paired_speedup(baseline: TimingStats, other: TimingStats) -> float:
+    """Median over rounds of baseline / other latency (> 1: ``other`` is faster)."""
+    ratios = np.asarray(baseline.samples_ms) / np.asarray(other.samples_ms)
+    return float(np.median(ratios))
+
+
+class _LiveStorage(TorchDispatchMode):
+    """Adds up the bytes of storages created under the mode while they are alive."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = self.peak = 0
+        self._alive: set[int] = set()
+
+    def _freed(self, key: int, nbytes: int) -> None:
+        self._alive.discard(key)
+        self.live -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            storage = t.untyped_storage()
+            key, nbytes = storage.data_ptr(), storage.nbytes()
+            if nbytes == 0 or key in self._alive:  # empty, or a view of a storage already counted
+                continue
+            self._alive.add(key)
+            self.live += nbytes
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(storage, self._freed, key, nbytes)
+        return out
+
+
+def peak_memory(fn: Callable[[], object]) -> int:
+    """Peak bytes of tensor storage allocated by one call of ``fn`` and alive at once."""
+    with _LiveStorage() as tracker:
+        result = fn()
+    del result
+    return tracker.peak
