@@ -1,15 +1,24 @@
 """BudgetFormer Explorer — router only: page config, sidebar pickers, navigation."""
 
 import sys
+import time
 from pathlib import Path
 
 import streamlit as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `streamlit run app/main.py` from anywhere
+# `streamlit run app/main.py` from anywhere
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.components import model_picker  # noqa: E402  (needs the path above)
+
+started = time.perf_counter()
 st.set_page_config(page_title="BudgetFormer Explorer", page_icon="🧠", layout="wide")
 
 pages = [
     st.Page("views/explore.py", title="Explore an input", icon="🔎", default=True),
 ]
-st.navigation(pages).run()
+page = st.navigation(pages)
+model_picker()  # shared by every page: widgets in the entry script persist across pages
+page.run()
+# reached only when the page ran to the end (st.stop ends the run before this)
+st.sidebar.caption(f"Server time for this update: {(time.perf_counter() - started) * 1e3:.0f} ms")

@@ -1,16 +1,36 @@
-"""Cached loading shared by the pages: models with cache_resource, tables with cache_data."""
+"""Cached loading shared by the pages: models with cache_resource, tables with cache_data.
+
+Every cache is keyed by the checkpoint's name *and* a stamp of its files (size and mtime), so a
+checkpoint replaced on disk is picked up without restarting the server. Caches of per-input
+results are bounded (``max_entries``), so many sessions and many inputs cannot grow memory
+without limit.
+
+Only the first call that needs a model imports torch and the core (seconds), so the pages can
+draw their widgets from ``config.json`` before that.
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from budgetformer_core.checkpoint import Checkpoint, load_checkpoint
+from app import analysis as an
+
+if TYPE_CHECKING:
+    from budgetformer_core.checkpoint import Checkpoint
+    from budgetformer_core.infer import Analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "precomputed" / "checkpoints"
 DEFAULT_MODEL = "bbc-budgetformer"
+MODEL_KEY = "model"
+"""Session-state key of the model picked in the sidebar."""
+OFFLINE_DATASETS = ("bbc", "synthetic")
+"""Datasets whose texts ship with the app (others would need the network)."""
 
 
 def available_models() -> list[str]:
@@ -20,7 +40,140 @@ def available_models() -> list[str]:
     return sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").is_file())
 
 
-@st.cache_resource(show_spinner="Loading model…")
+def stamp(name: str) -> tuple:
+    """(size, mtime) of the checkpoint's files: changes when the checkpoint is replaced."""
+    out = []
+    for f in ("config.json", "model.safetensors", "tokenizer.json"):
+        try:
+            s = (CHECKPOINTS / name / f).stat()
+            out.append((s.st_size, s.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def checkpoint_path(name: str) -> Path:
+    """The directory of a shipped checkpoint; CheckpointError for a name that is not one."""
+    from budgetformer_core.checkpoint import CheckpointError
+
+    if name not in available_models():
+        raise CheckpointError(
+            f"unknown checkpoint {name!r}; shipped: {', '.join(available_models()) or 'none'}"
+        )
+    return CHECKPOINTS / name
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _config(name: str, version: tuple) -> dict:
+    try:
+        return json.loads((CHECKPOINTS / name / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def checkpoint_config(name: str) -> dict:
+    """The checkpoint's config.json as a dict ({} when unreadable)."""
+    return _config(name, stamp(name))
+
+
+def model_config(name: str) -> dict:
+    """The "model" section of config.json (layers, heads, variant, …; {} when unreadable)."""
+    model = checkpoint_config(name).get("model")
+    return model if isinstance(model, dict) else {}
+
+
+def dataset_of(name: str) -> str:
+    """The dataset a checkpoint was trained on (config.json "dataset"), or "unknown"."""
+    return str(checkpoint_config(name).get("dataset") or "unknown")
+
+
+@st.cache_resource(show_spinner="Loading model…", max_entries=8)
+def _checkpoint(name: str, version: tuple) -> Checkpoint:
+    from budgetformer_core.checkpoint import load_checkpoint
+
+    return load_checkpoint(checkpoint_path(name))
+
+
 def get_checkpoint(name: str) -> Checkpoint:
-    """Load a shipped checkpoint once per server (read-only afterwards, so safe to share)."""
-    return load_checkpoint(CHECKPOINTS / name)
+    """Load a shipped checkpoint once per server (read-only afterwards, so safe to share).
+
+    Raises:
+        CheckpointError: unknown name, or missing / corrupt files (a ValueError).
+    """
+    return _checkpoint(name, stamp(name))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _sha256(name: str, version: tuple) -> str:
+    return an.file_sha256(CHECKPOINTS / name / "model.safetensors")
+
+
+def model_sha256(name: str) -> str:
+    return _sha256(name, stamp(name))
+
+
+@dataclass
+class Samples:
+    """The test split of a dataset: texts, integer labels and the dataset's label names."""
+
+    label_names: list[str]
+    texts: list[str]
+    labels: list[int]
+
+
+@st.cache_data(max_entries=4, show_spinner="Loading the test split…")
+def test_samples(dataset: str) -> Samples | None:
+    """The offline test split of ``dataset``, or None when its texts are not available here."""
+    if dataset not in OFFLINE_DATASETS:
+        return None
+    from budgetformer_core.data import load_dataset
+
+    try:
+        data = load_dataset(dataset)
+        split = data.split("test")
+    except (RuntimeError, ValueError, OSError):
+        return None
+    return Samples(list(data.label_names), list(split.texts), list(split.labels))
+
+
+@dataclass
+class Result:
+    """Everything the explore page shows for one input and one setting."""
+
+    full: Analysis
+    current: Analysis
+    timing: an.Timing | None
+    control_repr: dict | None
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _full(name: str, version: tuple, text: str, measure: bool) -> Result:
+    ckpt = get_checkpoint(name)
+    full = an.run_analysis(ckpt, text)
+    return Result(full, full, an.time_input(ckpt, text) if measure else None, None)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _result(name: str, version: tuple, text: str, settings: an.Settings, measure: bool) -> Result:
+    base = _full(name, version, text, measure)
+    ckpt = get_checkpoint(name)
+    control = an.control_for(settings, base.full) if an.is_budgeted(ckpt) else None
+    if control is None:
+        return base
+    current = an.run_analysis(ckpt, text, control)
+    timing = an.time_input(ckpt, text, control, dense=base.timing) if measure else None
+    return Result(base.full, current, timing, vars(control).copy())
+
+
+def explore(name: str, text: str, settings: an.Settings, measure: bool = True) -> Result:
+    """Full-model and chosen-setting analyses of ``text`` plus latencies (cached).
+
+    Raises:
+        ValueError: an unusable text (empty, …) or checkpoint.
+    """
+    return _result(name, stamp(name), text, settings, measure)
+
+
+def selected_model() -> str:
+    """The model picked in the sidebar (the default before the sidebar has run)."""
+    return st.session_state.get(MODEL_KEY) or DEFAULT_MODEL

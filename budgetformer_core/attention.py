@@ -62,7 +62,7 @@ class HeadAttention(nn.Module):
     def weighted(self, x: Tensor, key_mask: Tensor | None, head_weights: Tensor) -> Tensor:
         """All heads computed, head i scaled by head_weights[:, i] (B, H)."""
         heads = self._attend(self.qkv(x), key_mask, self.n_heads)  # (B, H, T, Dh)
-        heads = heads * head_weights[:, :, None, None]
+        heads = heads * head_weights.view(*head_weights.shape, 1, 1)  # (B, H, 1, 1) scales
         return self.out(self._merge(heads))
 
     def head_slices(self, heads: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -89,15 +89,19 @@ class HeadAttention(nn.Module):
                 w_out.index_select(1, heads).view(D, n // 3),  # (D, k, Dh) -> (D, k·Dh)
             )
         B, k = heads.shape
-        rows = (heads[:, None, :] + torch.arange(0, 3 * H, H, device=heads.device)[:, None]).view(-1)  # (B·3·k,) in (3·H)
+        blocks = torch.arange(0, 3 * H, H, device=heads.device)[:, None]  # (3, 1) Q, K, V offsets
+        rows = (heads[:, None, :] + blocks).view(-1)  # (B·3·k,) rows of the (3·H, Dh·D) view
         n = 3 * k * Dh
+        w_out = w_out.index_select(1, heads.reshape(-1))  # (D, B·k, Dh)
         return (
-            w_qkv.view(3 * H, Dh * D).index_select(0, rows).view(B, n, D),  # (B, 3, k, Dh·D) -> (B, 3·k·Dh, D)
+            w_qkv.view(3 * H, Dh * D).index_select(0, rows).view(B, n, D),  # (B, 3·k·Dh, D)
             b_qkv.view(3 * H, Dh).index_select(0, rows).view(B, 1, n),
-            w_out.index_select(1, heads.view(-1)).view(D, B, k * Dh).permute(1, 2, 0),  # (B, k·Dh, D)
+            w_out.view(D, B, k * Dh).permute(1, 2, 0),  # (D, B, k·Dh) -> (B, k·Dh, D)
         )
 
-    def structural(self, x: Tensor, key_mask: Tensor | None, selected: Tensor, weights: Tensor) -> Tensor:
+    def structural(
+        self, x: Tensor, key_mask: Tensor | None, selected: Tensor, weights: Tensor
+    ) -> Tensor:
         """Compute only the selected heads.
 
         Args:
@@ -112,15 +116,17 @@ class HeadAttention(nn.Module):
         B, k = selected.shape
         if k == self.n_heads:
             # every head runs: the layer's own weights, nothing to gather
-            return self.weighted(x, key_mask, weights.new_zeros(B, k).scatter_(1, selected, weights))
+            all_weights = weights.new_zeros(B, k).scatter_(1, selected, weights)  # (B, H) by head
+            return self.weighted(x, key_mask, all_weights)
+        scale = weights.view(B, k, 1, 1)
         if B == 1 or bool((selected == selected[:1]).all()):
             # one head set for the whole batch: slice the weights once, plain matmuls
             w_qkv, b_qkv, w_out = self.head_slices(selected[0])
             qkv = F.linear(x, w_qkv, b_qkv)  # (B, T, 3·k·Dh)
-            heads = self._attend(qkv, key_mask, k) * weights[:, :, None, None]  # (B, k, T, Dh)
+            heads = self._attend(qkv, key_mask, k) * scale  # (B, k, T, Dh)
             return F.linear(self._merge(heads), w_out, self.out.bias)
         # a head set per input: per-input weight slices, batched matmuls
         w_qkv, b_qkv, w_out = self.head_slices(selected)
         qkv = torch.baddbmm(b_qkv, x, w_qkv.transpose(1, 2))  # (B, T, 3·k·Dh)
-        heads = self._attend(qkv, key_mask, k) * weights[:, :, None, None]  # (B, k, T, Dh)
+        heads = self._attend(qkv, key_mask, k) * scale  # (B, k, T, Dh)
         return torch.baddbmm(self.out.bias, self._merge(heads), w_out)  # (B, T, D)

@@ -6,6 +6,9 @@ From a global summary h of a layer's input (mean over non-padding tokens):
 * g_φ(h) → z ∈ R^H, p = softmax(z / τ): how relevant each head is;
 * w = s · H · p: the weight each head's output is scaled by;
 * at inference the k = max(1, ⌊s · H⌋) heads with the largest p are the only ones computed.
+
+At batch size 1 these networks are a few dozen tiny operations, so their cost is per-call
+overhead rather than arithmetic; the code here keeps the number of tensor operations small.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from torch import Tensor, nn
 def mlp(net: nn.Sequential, h: Tensor) -> Tensor:
     """Run a Linear → GELU → Linear ``net`` through ``torch.nn.functional``.
 
-    Same result as ``net(h)``; skipping the three sub-module calls matters because at batch size
-    1 these networks are a handful of tiny ops whose cost is mostly Python call overhead.
+    Same result as ``net(h)`` without the three sub-module calls, whose Python overhead is
+    comparable to the arithmetic on a batch of one.
     """
     first, _, last = net
     return F.linear(F.gelu(F.linear(h, first.weight, first.bias)), last.weight, last.bias)
@@ -48,6 +51,40 @@ class HeadScorer(nn.Module):
 
     def forward(self, h: Tensor) -> Tensor:
         return mlp(self.net, h)  # (B, D) -> (B, H)
+
+
+def run_budget_nets(
+    budget_net: BudgetNet | None, scorer: HeadScorer | None, h: Tensor
+) -> tuple[Tensor | None, Tensor | None]:
+    """s = f_θ(h) and z = g_φ(h) for the networks given (None for a missing one).
+
+    Both read the same h, so when both are given and autograd is off their first layers run
+    as one matmul and one GELU on the two weight matrices stacked (the same FLOPs, half the
+    calls). The stacked copy is cached on ``budget_net`` and rebuilt when a parameter changes.
+    With autograd on each network runs as itself. The two ways agree (tested).
+    """
+    if budget_net is None or scorer is None or torch.is_grad_enabled():
+        return (budget_net(h) if budget_net else None), (scorer(h) if scorer else None)
+    (f1, _, f2), (g1, _, g2) = budget_net.net, scorer.net
+    w1, b1 = _stacked(budget_net, (f1.weight, g1.weight), (f1.bias, g1.bias))
+    hidden = F.gelu(F.linear(h, w1, b1))  # (B, 2·M): f_θ's hidden units, then g_φ's
+    m = f1.out_features
+    s = torch.sigmoid(F.linear(hidden[:, :m], f2.weight, f2.bias)).squeeze(-1)  # (B,)
+    return s, F.linear(hidden[:, m:], g2.weight, g2.bias)  # (B, H)
+
+
+def _stacked(
+    owner: nn.Module, weights: tuple[Tensor, ...], biases: tuple[Tensor, ...]
+) -> tuple[Tensor, Tensor]:
+    """``torch.cat`` of the weights and of the biases, cached on ``owner`` while unchanged."""
+    # a new tensor changes data_ptr; an in-place update (optimiser step, load_state_dict) _version
+    key = tuple((p.data_ptr(), p._version) for p in weights + biases)
+    cached = owner.__dict__.get("_stacked_cache")
+    if cached is None or cached[0] != key:
+        with torch.no_grad():
+            cached = (key, torch.cat(weights), torch.cat(biases))
+        owner.__dict__["_stacked_cache"] = cached
+    return cached[1], cached[2]
 
 
 @dataclass
@@ -79,18 +116,18 @@ class Control:
     def _ks(self) -> list[int]:
         return [self.k] if isinstance(self.k, int) else list(self.k)
 
-    def k_tensor(self, batch: int, n_heads: int) -> Tensor:
+    def k_tensor(self, batch: int, n_heads: int, device: torch.device | None = None) -> Tensor:
         """The forced k as a (batch,) long tensor, capped at ``n_heads``.
 
         Raises:
             ValueError: if a per-input k does not have one entry per input.
         """
         ks = self._ks()
-        if len(ks) == 1:
-            return torch.full((batch,), min(ks[0], n_heads))
+        if isinstance(self.k, int):
+            return torch.full((batch,), min(ks[0], n_heads), device=device)
         if len(ks) != batch:
             raise ValueError(f"k has {len(ks)} entries for a batch of {batch} inputs")
-        return torch.tensor(ks).clamp_(max=n_heads)
+        return torch.tensor(ks, device=device).clamp_(max=n_heads)
 
 
 def heads_for_budget(s: Tensor, n_heads: int) -> Tensor:
@@ -98,12 +135,27 @@ def heads_for_budget(s: Tensor, n_heads: int) -> Tensor:
     return torch.floor(s * n_heads + 1e-6).long().clamp(1, n_heads)
 
 
-def select_top_k(relevance: Tensor, k: Tensor) -> Tensor:
-    """Boolean mask (B, H) of the k[b] heads with the largest relevance (ties: lower index)."""
-    n_heads = relevance.shape[-1]
-    # stable descending sort: equal scores keep index order, so uniform p picks heads 0..k-1
-    order = torch.sort(relevance, dim=-1, descending=True, stable=True).indices  # (B, H)
-    rank_ok = torch.arange(n_heads, device=relevance.device)[None, :] < k[:, None]  # (B, H)
+def rank_heads(relevance: Tensor) -> Tensor:
+    """(B, H) head indices by decreasing relevance; equal scores keep index order.
+
+    The stable sort makes a uniform p pick heads 0..k-1, and the top k of any row are
+    ``order[:, :k]`` (the heads the structural path runs).
+    """
+    return torch.sort(relevance, dim=-1, descending=True, stable=True).indices
+
+
+def select_top_k(relevance: Tensor, k: Tensor | int, order: Tensor | None = None) -> Tensor:
+    """Boolean mask (B, H) of the k[b] heads with the largest relevance (ties: lower index).
+
+    Args:
+        relevance: (B, H) head scores.
+        k: (B,) heads per input, or one int for the whole batch.
+        order: ``rank_heads(relevance)`` when the caller has it already.
+    """
+    order = rank_heads(relevance) if order is None else order  # (B, H)
+    if isinstance(k, int):
+        return torch.zeros_like(order, dtype=torch.bool).scatter_(1, order[:, :k], True)
+    rank_ok = torch.arange(order.shape[1], device=order.device)[None, :] < k[:, None]  # (B, H)
     return torch.zeros_like(rank_ok).scatter(-1, order, rank_ok)
 
 

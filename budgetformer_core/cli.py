@@ -3,6 +3,8 @@
     budgetformer train   --dataset NAME --variant {dense,budgetformer} --out DIR [--set key=value ...]
     budgetformer eval    --checkpoint DIR [--split test] [--budget S] [--ablation A] [--json]
     budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --input-file F)
+    budgetformer bench   (--checkpoint DIR | [--set key=value ...]) [--batch-size N] [--threads T]
+                         [--seq-len L] [--repeats R] [--budgets B,B,...] [--json]
 
 Errors the user can fix (unknown key, bad checkpoint, empty text) print one line to stderr and
 exit with status 2; no traceback.
@@ -16,11 +18,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
+
+from .bench import BUDGETS, bench
 from .budget import Control
 from .checkpoint import load_checkpoint
 from .config import ModelConfig, TrainConfig, apply_overrides
 from .data import load_dataset
 from .infer import analyze, check_texts, evaluate_split
+from .model import BudgetFormer
 
 ABLATIONS = ("no-budget-net", "no-head-scorer")
 
@@ -97,11 +103,49 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def bench_model(args: argparse.Namespace) -> tuple[BudgetFormer, str]:
+    """The model to benchmark and where it came from: a checkpoint, or a fresh random model
+    of the default shape changed by ``--set`` (its weights do not matter for speed)."""
+    if args.checkpoint:
+        if args.set:
+            raise ValueError("--set changes the shape of a fresh model; a checkpoint has its own shape")
+        return load_checkpoint(args.checkpoint).model, str(args.checkpoint)
+    model_cfg, train_cfg = apply_overrides(ModelConfig(), TrainConfig(), args.set)
+    if train_cfg != TrainConfig():
+        raise ValueError("bench takes only model keys in --set (d_model, n_heads, max_len, ...)")
+    torch.manual_seed(args.seed)
+    settings = ", ".join(args.set) or "default shape"
+    return BudgetFormer(model_cfg).eval(), f"random initialisation ({settings})"
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    model, source = bench_model(args)
+    result = bench(model, batch_size=args.batch_size, seq_len=args.seq_len, threads=args.threads,
+                   budgets=args.budgets, repeats=args.repeats, warmup=args.warmup, seed=args.seed,
+                   source=source)
+    print(json.dumps(result.to_dict()) if args.json else result.table())
+    return 0
+
+
 def _budget(value: str) -> float:
     b = float(value)
     if not 0.0 < b <= 1.0:
         raise argparse.ArgumentTypeError(f"budget must be in (0, 1], got {value}")
     return b
+
+
+def _budgets(value: str) -> tuple[float, ...]:
+    try:
+        return tuple(_budget(v) for v in value.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"budgets must be comma-separated numbers in (0, 1], got {value}") from None
+
+
+def _positive(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return n
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,6 +180,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-file", help="one text per line")
     p.add_argument("--json", action="store_true", help="one JSON object per input")
     p.add_argument("text", nargs="*")
+
+    p = sub.add_parser("bench", help="measure structural speed-up per budget against the FLOP ideal")
+    p.add_argument("--checkpoint", help="a budgetformer checkpoint (default: a random model, see --set)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="shape of the random model")
+    p.add_argument("--batch-size", type=_positive, default=1)
+    p.add_argument("--threads", type=_positive, default=1, help="torch threads (1: single-thread latency)")
+    p.add_argument("--seq-len", type=_positive, help="tokens per input (default: the model's max_len)")
+    p.add_argument("--repeats", type=_positive, default=30, help="interleaved timing rounds")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls of each variant first")
+    p.add_argument("--budgets", type=_budgets, default=BUDGETS, help="comma-separated budgets in (0, 1]")
+    p.add_argument("--seed", type=int, default=0, help="seed of the inputs and of a random model")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return parser
 
 
@@ -143,6 +199,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "train": cmd_train,
     "eval": cmd_eval,
     "predict": cmd_predict,
+    "bench": cmd_bench,
 }
 
 

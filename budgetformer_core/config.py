@@ -22,7 +22,8 @@ class ModelConfig:
     """Shape of the encoder classifier and of its budget / head-scoring networks."""
 
     vocab_size: int = 8000
-    """Tokenizer vocabulary size (also the embedding table size)."""
+    """Largest vocabulary of the tokenizer trained on the training split (the embedding table
+    is sized to what the tokenizer ends up with)."""
     n_classes: int = 2
     """Number of output classes."""
     d_model: int = 128
@@ -37,6 +38,8 @@ class ModelConfig:
     """Longest input in tokens; longer inputs are truncated."""
     dropout: float = 0.1
     """Dropout on embeddings, attention output and feed-forward output."""
+    pooling: Literal["mean", "mean_max"] = "mean"
+    """How token states become the classifier's input: their mean, or mean and max concatenated."""
     variant: Variant = "budgetformer"
     """``dense`` (plain multi-head attention) or ``budgetformer`` (f_θ + g_φ per layer)."""
     budget_hidden: int = 32
@@ -62,6 +65,8 @@ class ModelConfig:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if self.variant not in ("dense", "budgetformer"):
             raise ValueError(f"variant must be 'dense' or 'budgetformer', got {self.variant!r}")
+        if self.pooling not in ("mean", "mean_max"):
+            raise ValueError(f"pooling must be 'mean' or 'mean_max', got {self.pooling!r}")
         if self.head_choice not in ("learned", "uniform", "random"):
             raise ValueError(f"head_choice must be learned/uniform/random, got {self.head_choice!r}")
         if not 0.0 < self.fixed_budget <= 1.0:
@@ -107,13 +112,14 @@ class TrainConfig:
     """β at the end of training (> 0 rewards low head entropy: specialise)."""
     beta_schedule: BetaSchedule = "linear"
     """Shape of β(t) from beta_start to beta_end: linear, cosine or step (at half-way)."""
+    ema: float = 0.0
+    """Decay of an exponential moving average of the weights (e.g. 0.99), used for validation,
+    test and the checkpoint; 0 = off."""
     structural_from: float = 1.0
     """Fraction of training after which the forward pass runs only the top-k heads, as at
     inference (hard-gate adaptation; gradients still reach s and p through w). 1.0 = never."""
     max_train: int = 0
     """Use only the first N training rows (0 = all); for quick runs."""
-    vocab_size: int = 8000
-    """Vocabulary size of the tokenizer trained on the training split."""
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1:
@@ -124,6 +130,8 @@ class TrainConfig:
             raise ValueError(f"need 0 <= s_min <= s_max <= 1, got [{self.s_min}, {self.s_max}]")
         if self.beta_schedule not in ("linear", "cosine", "step"):
             raise ValueError(f"beta_schedule must be linear/cosine/step, got {self.beta_schedule!r}")
+        if not 0.0 <= self.ema < 1.0:
+            raise ValueError(f"ema must be in [0, 1), got {self.ema}")
         if not 0.0 <= self.structural_from <= 1.0:
             raise ValueError(f"structural_from must be in [0, 1], got {self.structural_from}")
         if not 0.0 <= self.token_dropout < 1.0:

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
 SEP = "[SEP]"
 SPLITS = ("train", "validation", "test")
@@ -85,6 +84,8 @@ def stratified_splits(
     texts: list[str], labels: list[int], seed: int, val_frac: float = 0.1, test_frac: float = 0.2
 ) -> dict[str, Split]:
     """Deterministic stratified train/validation/test split."""
+    from sklearn.model_selection import train_test_split  # slow import, only when splitting
+
     idx = list(range(len(texts)))
     rest, test = train_test_split(
         idx, test_size=test_frac, stratify=labels, random_state=seed
@@ -246,6 +247,8 @@ def _complete(splits: dict[str, Split], seed: int) -> dict[str, Split]:
     if "test" not in splits:
         splits["test"] = splits.pop("validation")
     if "validation" not in splits:
+        from sklearn.model_selection import train_test_split
+
         train = _dedupe(splits["train"])
         keep, val = train_test_split(
             list(range(len(train))), test_size=0.1, stratify=train.labels, random_state=seed

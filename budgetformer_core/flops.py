@@ -13,7 +13,10 @@ feed-forward width F, k heads run in a layer, C classes, budget-network hidden s
     f_θ + g_φ (budgeted)  2 · (D·M + M·1) + 2 · (D·M + M·H)
     classifier (once)     2 · D · C
 
-The dense baseline is the same model with k = H in every layer and no f_θ / g_φ.
+The dense baseline is the same model with k = H in every layer and no f_θ / g_φ. With one k
+per input (a batch whose inputs got different budgets) the batch's FLOPs are the sum of the
+inputs' FLOPs. ``tests/core/test_flops.py`` checks these numbers against
+``torch.utils.flop_counter.FlopCounterMode`` on real forward passes.
 """
 
 from __future__ import annotations
@@ -50,3 +53,13 @@ def forward_flops(cfg: ModelConfig, n_tokens: int, ks: Sequence[int] | None = No
 def dense_flops(cfg: ModelConfig, n_tokens: int) -> int:
     """FLOPs of the dense model of the same shape on the same input."""
     return forward_flops(cfg, n_tokens, None)
+
+
+def attention_share(cfg: ModelConfig, n_tokens: int) -> float:
+    """Share of a dense layer's FLOPs in the attention product itself (QKᵀ and AV).
+
+    It grows with the sequence length (T² against T): the longer the input, the more of the
+    layer's work head budgeting can remove.
+    """
+    parts = layer_flops(cfg, n_tokens, cfg.n_heads, budgeted=False)
+    return parts["attention"] / sum(parts.values())

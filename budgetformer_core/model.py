@@ -24,7 +24,17 @@ import torch
 from torch import Tensor, nn
 
 from .attention import HeadAttention
-from .budget import BudgetNet, Control, HeadScorer, heads_for_budget, random_relevance, select_top_k
+from .budget import (
+    BudgetNet,
+    Control,
+    HeadScorer,
+    heads_for_budget,
+    mlp,
+    random_relevance,
+    rank_heads,
+    run_budget_nets,
+    select_top_k,
+)
 from .config import ModelConfig
 
 MODES = ("dense", "soft", "masked", "structural")
@@ -44,6 +54,8 @@ class LayerTrace:
     """(B,) number of heads run."""
     selected: Tensor
     """(B, H) bool, True for the heads that ran."""
+    order: Tensor
+    """(B, H) head indices by decreasing relevance: the heads that ran are ``order[b, :k[b]]``."""
 
 
 @dataclass
@@ -76,6 +88,14 @@ class EncoderLayer(nn.Module):
         self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model))
         self.drop = nn.Dropout(cfg.dropout)
 
+    def forward(self, x: Tensor, xn: Tensor, mask: Tensor | None, mode: str, trace: LayerTrace) -> Tensor:
+        """The layer's output for input x (B, T, D) whose first layer norm ``xn`` is given."""
+        x = x + self.dropout(self.attend(xn, mask, mode, trace))
+        return x + self.dropout(mlp(self.ff, self.ln2(x)))
+
+    def dropout(self, x: Tensor) -> Tensor:
+        return self.drop(x) if self.training else x  # skip the module call in eval
+
     def attend(self, xn: Tensor, mask: Tensor | None, mode: str, trace: LayerTrace) -> Tensor:
         """The attention block in ``mode``; ``mask`` is None when every token is real."""
         if mode == "dense":
@@ -92,18 +112,20 @@ class EncoderLayer(nn.Module):
         One call when the batch shares k (always at batch size 1); otherwise one call per
         distinct k — at most H groups, never a loop over heads.
         """
-        k = trace.k
-        if k.shape[0] == 1 or bool((k == k[0]).all()):
-            return self._run_group(xn, mask, trace.selected, trace.head_weights, int(k[0]))
+        k, order = trace.k, trace.order
+        if k.shape[0] == 1:
+            return self._run_group(xn, mask, order, trace.head_weights, int(k))
+        if bool((k == k[0]).all()):
+            return self._run_group(xn, mask, order, trace.head_weights, int(k[0]))
         out = torch.empty_like(xn)
         for kg in k.unique().tolist():
             rows = (k == kg).nonzero().squeeze(1)
             group_mask = None if mask is None else mask[rows]
-            out[rows] = self._run_group(xn[rows], group_mask, trace.selected[rows], trace.head_weights[rows], kg)
+            out[rows] = self._run_group(xn[rows], group_mask, order[rows], trace.head_weights[rows], kg)
         return out
 
-    def _run_group(self, xn: Tensor, mask: Tensor | None, selected: Tensor, w: Tensor, k: int) -> Tensor:
-        idx = selected.nonzero()[:, 1].view(selected.shape[0], k)  # (Bg, k) ascending head ids
+    def _run_group(self, xn: Tensor, mask: Tensor | None, order: Tensor, w: Tensor, k: int) -> Tensor:
+        idx = order[:, :k]  # (Bg, k) the k most relevant heads of each input
         return self.attn.structural(xn, mask, idx, w.gather(1, idx))
 
 
@@ -118,7 +140,7 @@ class BudgetFormer(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
-        self.head = nn.Linear(cfg.d_model, cfg.n_classes)
+        self.head = nn.Linear(cfg.d_model * (2 if cfg.pooling == "mean_max" else 1), cfg.n_classes)
         n_pairs = 0 if cfg.variant == "dense" else (1 if cfg.shared_budget else cfg.n_layers)
         self.budget_nets = nn.ModuleList(
             BudgetNet(cfg.d_model, cfg.budget_hidden) for _ in range(n_pairs if cfg.use_budget_net else 0)
@@ -136,6 +158,14 @@ class BudgetFormer(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
+    def pool(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """(B, T, D) final states -> (B, D) mean, or (B, 2D) mean ‖ max, over real tokens."""
+        mean = masked_mean(x, mask)
+        if self.cfg.pooling == "mean":
+            return mean
+        masked = x if mask is None else x.masked_fill(~mask[..., None], float("-inf"))
+        return torch.cat([mean, masked.amax(1)], -1)
+
     def allocate(self, i: int, xn: Tensor, mask: Tensor | None, control: Control) -> LayerTrace:
         """Layer i's budget s, relevance p, weights w and selected heads for normalised input xn.
 
@@ -144,29 +174,33 @@ class BudgetFormer(nn.Module):
         B, H = xn.shape[0], self.cfg.n_heads
         h = masked_mean(xn, mask)  # (B, D) global summary of the layer input
         pair = 0 if self.cfg.shared_budget else i
-        if control.budget is not None:
-            s = h.new_full((B,), control.budget)
-        elif self.budget_nets:
-            s = self.budget_nets[pair](h)
-        else:
-            s = h.new_full((B,), self.cfg.fixed_budget)
         choice = control.head_choice or self.cfg.head_choice
-        if choice == "learned":
-            if not self.scorers:
-                raise ValueError("this model has no head-scoring network g_φ; choose uniform or random")
-            p = torch.softmax(self.scorers[pair](h) / self.cfg.tau, dim=-1)  # (B, H)
+        if choice == "learned" and not self.scorers:
+            raise ValueError("this model has no head-scoring network g_φ; choose uniform or random")
+        budget_net = self.budget_nets[pair] if self.budget_nets and control.budget is None else None
+        s, z = run_budget_nets(budget_net, self.scorers[pair] if choice == "learned" else None, h)
+        if s is None:
+            s = h.new_full((B,), self.cfg.fixed_budget if control.budget is None else control.budget)
+        if z is not None:
+            p = torch.softmax(z if self.cfg.tau == 1.0 else z / self.cfg.tau, dim=-1)  # (B, H)
             rank = p
         else:
             p = h.new_full((B, H), 1.0 / H)
             rank = p if choice == "uniform" else random_relevance(B, H, control.seed * 1000 + i).to(h.device)
-        k = heads_for_budget(s, H) if control.k is None else control.k_tensor(B, H).to(h.device)
-        return LayerTrace(s, p, (s * H)[:, None] * p, k, select_top_k(rank, k))
+        k = heads_for_budget(s, H) if control.k is None else control.k_tensor(B, H, h.device)
+        # one k for the whole batch, as an int, where that is known cheaply: a one-scatter selection
+        shared_k = int(k) if B == 1 else (min(control.k, H) if isinstance(control.k, int) else None)
+        order = rank_heads(rank)
+        selected = select_top_k(rank, k if shared_k is None else shared_k, order)
+        return LayerTrace(s, p, p * (s * H)[:, None], k, selected, order)
 
     def _dense_trace(self, x: Tensor) -> LayerTrace:
         """Every head, weight 1 (one trace object serves all layers of a dense forward)."""
         B, H = x.shape[0], self.cfg.n_heads
         ones = x.new_ones(B, H)
-        return LayerTrace(x.new_ones(B), ones / H, ones, torch.full((B,), H, device=x.device), ones.bool())
+        k = torch.full((B,), H, device=x.device)
+        order = torch.arange(H, device=x.device).expand(B, H)
+        return LayerTrace(x.new_ones(B), ones / H, ones, k, ones.bool(), order)
 
     def forward(
         self, ids: Tensor, mask: Tensor, mode: str | None = None, control: Control | None = None
@@ -189,18 +223,17 @@ class BudgetFormer(nn.Module):
         if self.cfg.variant == "dense" and mode != "dense":
             raise ValueError(f"a dense model runs only in mode 'dense', not {mode!r}")
         control = control or Control()
-        mask = mask.bool()
+        mask = mask if mask.dtype == torch.bool else mask.bool()
         key_mask = None if bool(mask.all()) else mask  # no padding: unmasked (faster) attention
-        pos = torch.arange(ids.shape[1], device=ids.device)
-        x = self.drop(self.tok_emb(ids) + self.pos_emb(pos))  # (B, T, D)
+        x = self.tok_emb(ids) + self.pos_emb.weight[: ids.shape[1]]  # (B, T, D): token + position
+        x = self.drop(x) if self.training else x
         dense_trace = self._dense_trace(x) if mode == "dense" else None
         traces = []
         for i, layer in enumerate(self.layers):
             xn = layer.ln1(x)
             trace = self.allocate(i, xn, key_mask, control) if dense_trace is None else dense_trace
-            x = x + layer.drop(layer.attend(xn, key_mask, mode, trace))
-            x = x + layer.drop(layer.ff(layer.ln2(x)))
+            x = layer(x, xn, key_mask, mode, trace)
             traces.append(trace)
-        logits = self.head(masked_mean(self.ln_f(x), key_mask))  # (B, C)
+        logits = self.head(self.pool(self.ln_f(x), key_mask))  # (B, C)
         return ModelOutput(logits, traces, mask.sum(1))
 

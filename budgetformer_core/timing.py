@@ -99,7 +99,8 @@ class TimingStats:
 
     def to_dict(self) -> dict:
         return {"median_ms": self.median_ms, "iqr_ms": self.iqr_ms, "q1_ms": self.q1_ms,
-                "q3_ms": self.q3_ms, "samples": len(self.samples_ms), "calls_per_sample": self.calls_per_sample}
+                "q3_ms": self.q3_ms, "samples": len(self.samples_ms),
+                "calls_per_sample": self.calls_per_sample}
 
 
 def time_interleaved(
@@ -124,7 +125,10 @@ def time_interleaved(
     """
     if repeats < 1 or warmup < 0 or threads < 1:
         raise ValueError("need repeats >= 1, warmup >= 0 and threads >= 1")
-    timers = {name: benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads) for name, fn in fns.items()}
+    timers = {
+        name: benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads)
+        for name, fn in fns.items()
+    }
     calls = {}
     for name, timer in timers.items():
         if warmup:
@@ -165,12 +169,14 @@ class _LiveStorage(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        inputs = {t.untyped_storage().data_ptr() for t in tensors}
         for t in tree_leaves(out):
             if not isinstance(t, torch.Tensor):
                 continue
             storage = t.untyped_storage()
             key, nbytes = storage.data_ptr(), storage.nbytes()
-            if nbytes == 0 or key in self._alive:  # empty, or a view of a storage already counted
+            if nbytes == 0 or key in self._alive or key in inputs:  # empty, counted, or a view
                 continue
             self._alive.add(key)
             self.live += nbytes

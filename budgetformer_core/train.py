@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from .checkpoint import save_checkpoint
@@ -84,7 +85,7 @@ def train(
     train_split = dataset.split("train")
     if train_cfg.max_train:
         train_split = train_split.head(train_cfg.max_train)
-    tok = train_tokenizer(train_split.texts, train_cfg.vocab_size)
+    tok = train_tokenizer(train_split.texts, model_cfg.vocab_size)
     model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size(), n_classes=dataset.n_classes)
     model = BudgetFormer(model_cfg).to(device)
     dense = model_cfg.variant == "dense"
@@ -107,6 +108,12 @@ def train(
     rng = random.Random(train_cfg.seed)
     history: list[dict[str, Any]] = []
     step = 0
+    averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(train_cfg.ema)) if train_cfg.ema else None
+
+    def final() -> BudgetFormer:
+        """The model to validate and keep: the weight average when ``ema`` is on."""
+        return averaged.module if averaged is not None else model
+
     for epoch in range(train_cfg.epochs):
         model.train()
         sums = {"loss": 0.0, "task": 0.0, "budget": 0.0, "entropy": 0.0, "correct": 0}
@@ -127,6 +134,8 @@ def train(
             terms.total.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
             opt.step()
+            if averaged is not None:
+                averaged.update_parameters(model)
             step += 1
             n = len(rows)
             sums["loss"] += terms.total.item() * n
@@ -137,7 +146,7 @@ def train(
             s_sum += torch.stack([t.budget.detach().sum() for t in out.layers]).cpu()
             bar.set_postfix(loss=f"{terms.total.item():.3f}")
         n_train = len(train_ids)
-        val = evaluate(model, val_ids, val_split.labels)
+        val = evaluate(final(), val_ids, val_split.labels)
         row = {
             "epoch": epoch + 1,
             "loss": sums["loss"] / n_train,
@@ -162,7 +171,7 @@ def train(
                 f"val acc {val.accuracy:.4f} s {val.mean_budget:.3f} heads {val.mean_heads_fraction:.3f} β {terms.beta:+.2f}"
             )
 
-    model.cpu()
+    model = final().cpu()
     meta = {"dataset": dataset.name, "train": to_dict(train_cfg)}
     path = save_checkpoint(out_dir, model, tok, dataset.label_names, meta, history)
     # test on the weights exactly as stored (save rounds them to the storage precision)

@@ -40,7 +40,7 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
     data = load_synthetic()
     data.splits = {k: v.head(300) for k, v in data.splits.items()}
     cfg = small_config(vocab_size=200, max_len=64)
-    train(data, cfg, TrainConfig(epochs=2, batch_size=32, vocab_size=200), out, progress=False)
+    train(data, cfg, TrainConfig(epochs=2, batch_size=32), out, progress=False)
     return out
 
 

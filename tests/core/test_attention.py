@@ -79,3 +79,19 @@ def test_structural_does_less_matmul_work(attn):
     dense = count(lambda: attn.dense(x, mask))
     two = count(lambda: attn.structural(x, mask, torch.tensor([[0, 5]]), torch.ones(1, 2)))
     assert two * 4 <= dense * 1.01  # 2 of 8 heads: a quarter of the projection work
+
+
+def test_all_heads_in_any_order_equal_weighted(attn):
+    x, mask = inputs()
+    order = torch.stack([torch.randperm(8, generator=torch.Generator().manual_seed(i)) for i in range(3)])
+    weights = torch.rand(3, 8)
+    full = torch.zeros(3, 8).scatter(1, order, weights)
+    torch.testing.assert_close(attn.structural(x, mask, order, weights), attn.weighted(x, mask, full), atol=1e-5, rtol=0)
+
+
+def test_no_mask_equals_an_all_true_mask(attn):
+    x, _ = inputs()
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    torch.testing.assert_close(attn.dense(x, None), attn.dense(x, mask), atol=1e-6, rtol=0)
+    sel, w = torch.tensor([[0, 3], [5, 1], [2, 7]]), torch.rand(3, 2)
+    torch.testing.assert_close(attn.structural(x, None, sel, w), attn.structural(x, mask, sel, w), atol=1e-6, rtol=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from budgetformer_core.budget import Control, heads_for_budget, select_top_k
+from budgetformer_core.budget import Control, heads_for_budget, run_budget_nets, select_top_k
 from budgetformer_core.model import BudgetFormer
 
 from ..conftest import small_config
@@ -115,3 +115,30 @@ def test_bad_arguments_are_clear(small_model):
         Control(budget=0.0)
     with pytest.raises(ValueError, match="divisible"):
         small_config(d_model=30)
+
+
+def test_per_input_k(small_model):
+    ids, mask = batch()
+    out = small_model(ids, mask, mode="structural", control=Control(k=[1, 4, 2, 3]))
+    masked = small_model(ids, mask, mode="masked", control=Control(k=[1, 4, 2, 3]))
+    for t in out.layers:
+        assert t.k.tolist() == [1, 4, 2, 3] and t.selected.sum(1).tolist() == [1, 4, 2, 3]
+    torch.testing.assert_close(out.logits, masked.logits, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="entries for a batch of 4"):
+        small_model(ids, mask, mode="structural", control=Control(k=[1, 2]))
+    with pytest.raises(ValueError, match="k must be"):
+        Control(k=[2, 0])
+
+
+def test_budget_nets_fast_path_equals_the_modules(small_model):
+    f, g = small_model.budget_nets[0], small_model.scorers[0]
+    h = torch.randn(5, 32)
+    s_slow, z_slow = run_budget_nets(f, g, h)  # autograd on: each network as itself
+    with torch.no_grad():
+        s_fast, z_fast = run_budget_nets(f, g, h)  # stacked first layers
+        torch.testing.assert_close(s_fast, s_slow.detach(), atol=1e-6, rtol=0)
+        torch.testing.assert_close(z_fast, z_slow.detach(), atol=1e-6, rtol=0)
+        g.net[0].weight.mul_(2)  # an in-place update must refresh the stacked copy
+        torch.testing.assert_close(run_budget_nets(f, g, h)[1], g(h), atol=1e-6, rtol=0)
+    with torch.inference_mode():
+        assert run_budget_nets(None, g, h)[0] is None and run_budget_nets(f, None, h)[1] is None

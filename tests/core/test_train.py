@@ -31,7 +31,7 @@ def test_tiny_run_lowers_the_loss(tmp_path, variant):
     data = TextDataset("keywords", ["a", "b", "c"], {"train": keyword_task(240, 0),
                        "validation": keyword_task(60, 1), "test": keyword_task(60, 2)})
     result = train(data, small_config(variant=variant, vocab_size=200, max_len=64),
-                   TrainConfig(epochs=4, batch_size=16, lr=3e-3, vocab_size=200), tmp_path / variant, progress=False)
+                   TrainConfig(epochs=4, batch_size=16, lr=3e-3), tmp_path / variant, progress=False)
     losses = [h["task_loss"] for h in result.history]
     assert losses[-1] < losses[0] * 0.7
     assert [h["epoch"] for h in result.history] == [1, 2, 3, 4]

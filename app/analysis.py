@@ -1,0 +1,466 @@
+"""What the "Explore an input" page computes, as plain functions (no Streamlit here).
+
+The page reads its widgets into a :class:`Settings`, and this module turns that into the model
+runs it shows: the full model's analysis of the text, the analysis under the chosen override or
+ablation, the measured single-thread latency of both execution paths, the comparison rows and
+the exportable record. Keeping it free of ``st.*`` lets the tests call it directly and lets
+``app/state.py`` cache it.
+
+torch and the core are imported inside the functions that need them: importing them takes
+seconds, and the page draws its title, input and controls before it first needs a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from budgetformer_core.budget import Control
+    from budgetformer_core.checkpoint import Checkpoint
+    from budgetformer_core.infer import Analysis
+
+MAX_INPUT_CHARS = 100_000
+"""Typed or pasted text beyond this many characters is cut off before anything else happens."""
+
+BUDGET_MODES = ("learned", "slider", "force_k")
+"""``learned``: s from f_θ; ``slider``: s from the slider for every layer; ``force_k``: k heads."""
+
+HEAD_ABLATIONS = ("random", "uniform")
+
+
+# --------------------------------------------------------------------------- input
+
+
+@dataclass(frozen=True)
+class PreparedInput:
+    """The text as the page will analyse it."""
+
+    text: str
+    """At most :data:`MAX_INPUT_CHARS` characters."""
+    n_chars: int
+    """Length of the text as given."""
+
+    @property
+    def cut(self) -> bool:
+        """True when the given text was longer than :data:`MAX_INPUT_CHARS` and was cut."""
+        return self.n_chars > len(self.text)
+
+
+def prepare_text(text: str | None) -> PreparedInput:
+    """Cut ``text`` to :data:`MAX_INPUT_CHARS` characters (``None`` counts as empty)."""
+    text = text or ""
+    return PreparedInput(text[:MAX_INPUT_CHARS], len(text))
+
+
+def reading_prefix(tokenizer: Tokenizer, text: str, max_len: int, start: int = 4096) -> str:
+    """The shortest cheap prefix of ``text`` whose first ``max_len`` tokens are the text's own.
+
+    The model reads only ``max_len`` tokens, but tokenising 100,000 characters takes tens of
+    milliseconds. A prefix cut at whitespace tokenises exactly like the same words inside the
+    full text (the normaliser works per character, the pre-tokeniser splits at whitespace), so
+    once a prefix yields more than ``max_len`` tokens the rest of the text cannot change what
+    the model reads — and the result still reports the input as truncated. Prefixes grow ×4.
+    """
+    size = start
+    while size < len(text):
+        cut = text.rfind(" ", 0, size)
+        cut = max(cut, text.rfind("\n", 0, size))
+        if cut > 0 and len(tokenizer.encode(text[:cut]).ids) > max_len:
+            return text[:cut]
+        size *= 4
+    return text
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the page's controls ask for; hashable so results can be cached by it."""
+
+    budget_mode: str = "learned"
+    """One of :data:`BUDGET_MODES`."""
+    budget: float = 0.5
+    """s used in ``slider`` mode."""
+    k: int = 2
+    """Heads per layer in ``force_k`` mode."""
+    no_budget_net: bool = False
+    """Ablation "no f_θ": a fixed budget, the full model's mean s on this input, in every layer."""
+    head_ablation: str | None = None
+    """Ablation "no g_φ": ``random`` or ``uniform`` head choice instead of g_φ's relevance."""
+    seed: int = 0
+    """Seed of the random head choice."""
+
+    def __post_init__(self) -> None:
+        if self.budget_mode not in BUDGET_MODES:
+            raise ValueError(f"budget_mode must be one of {BUDGET_MODES}, got {self.budget_mode!r}")
+        if self.head_ablation not in (None, *HEAD_ABLATIONS):
+            raise ValueError(
+                f"head_ablation must be random, uniform or None, got {self.head_ablation!r}"
+            )
+
+    @property
+    def is_full_model(self) -> bool:
+        """True when nothing overrides the model's own f_θ and g_φ."""
+        return (
+            self.budget_mode == "learned" and not self.no_budget_net and self.head_ablation is None
+        )
+
+    def canonical(self) -> Settings:
+        """The same setting with the fields it does not use reset (one cache entry per setting)."""
+        default = Settings()
+        return Settings(
+            budget_mode="learned" if self.no_budget_net else self.budget_mode,
+            budget=self.budget
+            if self.budget_mode == "slider" and not self.no_budget_net
+            else default.budget,
+            k=self.k if self.budget_mode == "force_k" and not self.no_budget_net else default.k,
+            no_budget_net=self.no_budget_net,
+            head_ablation=self.head_ablation,
+            seed=self.seed if self.head_ablation == "random" else default.seed,
+        )
+
+    def describe(self) -> str:
+        """A short human-readable name of this setting."""
+        parts = []
+        if self.no_budget_net:
+            parts.append("no f_θ (fixed mean s)")
+        elif self.budget_mode == "slider":
+            parts.append(f"s = {self.budget:.2f}")
+        elif self.budget_mode == "force_k":
+            parts.append(f"k = {self.k}")
+        if self.head_ablation:
+            parts.append(f"no g_φ ({self.head_ablation} heads)")
+        return ", ".join(parts) or "full model"
+
+
+def mean_budget(full: Analysis) -> float:
+    """The full model's mean s over layers on this input (the "no f_θ" fixed budget)."""
+    return float(sum(full.budget) / len(full.budget))
+
+
+def control_for(settings: Settings, full: Analysis | None) -> Control | None:
+    """The :class:`Control` implementing ``settings`` (``None`` for the full model).
+
+    ``full`` is the full model's analysis of the same input; the "no f_θ" ablation needs its
+    mean s.
+    """
+    from budgetformer_core.budget import Control
+
+    if settings.is_full_model:
+        return None
+    budget = k = None
+    if settings.no_budget_net:
+        if full is None:
+            raise ValueError("the no-f_θ ablation needs the full model's analysis of the input")
+        budget = min(1.0, max(mean_budget(full), 1e-3))
+    elif settings.budget_mode == "slider":
+        budget = settings.budget
+    elif settings.budget_mode == "force_k":
+        k = settings.k
+    return Control(budget=budget, k=k, head_choice=settings.head_ablation, seed=settings.seed)
+
+
+def is_budgeted(ckpt: Checkpoint) -> bool:
+    """False for a dense checkpoint (no budget, no head choice)."""
+    return ckpt.config.variant != "dense"
+
+
+def run_analysis(ckpt: Checkpoint, text: str, control: Control | None = None) -> Analysis:
+    """One input through :func:`budgetformer_core.infer.analyze` (ValueError for a bad input).
+
+    Only :func:`reading_prefix` of the text is tokenised; ``truncated`` is set when the model
+    did not read all of it. Runs on one thread: at batch size 1 more threads barely help, and
+    on a busy machine their synchronisation can make a 5 ms forward pass take hundreds.
+    """
+    from budgetformer_core.infer import analyze
+
+    prefix = reading_prefix(ckpt.tokenizer, text, ckpt.config.max_len)
+    with single_thread():
+        [a] = analyze(ckpt, [prefix], control if is_budgeted(ckpt) else None)
+    a.text = text
+    a.truncated = a.truncated or len(prefix) < len(text)
+    return a
+
+
+# --------------------------------------------------------------------------- timing
+
+_THREADS_LOCK = threading.RLock()
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Run the body with one torch intra-op thread, then restore the previous count.
+
+    ``torch.set_num_threads`` is process-wide and the server runs one thread per browser
+    session, so the lock makes model runs take turns: no session can restore the count while
+    another is in the middle of a run (re-entrant, so the body may use it again).
+    """
+    import torch
+
+    with _THREADS_LOCK:
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+
+@dataclass
+class Timing:
+    """Median single-thread latency of one forward pass, budgeted (structural) and dense."""
+
+    dense_ms: float
+    structural_ms: float | None
+    """None for a dense checkpoint."""
+    repeats: int
+    threads: int = 1
+    samples_ms: dict[str, list[float]] = field(default_factory=dict)
+    dense_reused: bool = False
+    """True when the dense time was measured earlier on the same text (see :func:`time_input`)."""
+
+    @property
+    def speedup(self) -> float | None:
+        return None if not self.structural_ms else self.dense_ms / self.structural_ms
+
+
+def time_input(
+    ckpt: Checkpoint,
+    text: str,
+    control: Control | None = None,
+    repeats: int = 3,
+    dense: Timing | None = None,
+) -> Timing:
+    """Time ``ckpt.model`` on ``text`` in structural and dense mode, interleaved, single thread.
+
+    ``repeats`` rounds each time one call of both paths, in alternating order, so a burst of
+    load from elsewhere hits both alike; the medians are reported. There is no separate
+    warm-up: the page has just run the same input through the model, and the median of three
+    shrugs off one cold call.
+
+    The dense path does not depend on the budget, so when the slider moves the page passes the
+    full model's timing of the same text as ``dense`` and only the structural path is timed
+    again: a dense forward pass of 512 tokens takes ~15 ms on one thread, and timing it three
+    more times on every slider step would use most of the page's 150 ms.
+    """
+    import torch
+
+    from budgetformer_core.tokenizer import encode_batch
+
+    model = ckpt.model
+    prefix = reading_prefix(ckpt.tokenizer, text, ckpt.config.max_len)
+    batch = encode_batch(ckpt.tokenizer, [prefix], ckpt.config.max_len)
+    names = ["structural"] if is_budgeted(ckpt) else []
+    if dense is None or not names:
+        names.append("dense")
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    with torch.no_grad(), single_thread():
+        for r in range(repeats):
+            for mode in names if r % 2 == 0 else names[::-1]:
+                t0 = time.perf_counter()
+                model(batch.ids, batch.mask, mode=mode, control=control)
+                samples[mode].append((time.perf_counter() - t0) * 1e3)
+    structural = statistics.median(samples["structural"]) if "structural" in samples else None
+    if "dense" in samples:
+        return Timing(statistics.median(samples["dense"]), structural, repeats, 1, samples)
+    samples["dense"] = dense.samples_ms.get("dense", [])
+    return Timing(dense.dense_ms, structural, repeats, 1, samples, dense_reused=True)
+
+
+def speed_note(timing: Timing) -> str:
+    """ "dense 3.1 ms · 1.40× faster" (or slower) for the latency metric."""
+    if timing.structural_ms is None:
+        return "dense model"
+    x = timing.speedup or 1.0
+    pace = f"{x:.2f}× faster" if x >= 1 else f"{1 / x:.2f}× slower"
+    return f"dense {timing.dense_ms:.1f} ms · {pace}"
+
+
+@dataclass(frozen=True)
+class Card:
+    """One headline number of the page (shown with ``st.metric``)."""
+
+    label: str
+    value: str
+    note: str | None = None
+    help: str | None = None
+
+
+def metric_cards(
+    a: Analysis, timing: Timing | None, settings: Settings, n_heads: int
+) -> list[Card]:
+    """Prediction, budget s, heads run, FLOPs and latency of one analysis, formatted."""
+    dense = a.k == [n_heads] * len(a.k) and a.flops == a.dense_flops
+    if settings.no_budget_net:
+        s_note = "fixed (no f_θ)"
+    elif settings.budget_mode == "slider":
+        s_note = "set by the slider"
+    else:
+        s_note = "dense: every head" if dense else "predicted by f_θ"
+    if timing is None:
+        latency = Card("Latency (1 thread)", "—", "not measured")
+    elif timing.structural_ms is None:
+        latency = Card("Latency (1 thread)", f"{timing.dense_ms:.1f} ms", "dense model")
+    else:
+        latency = Card(
+            "Latency (1 thread)",
+            f"{timing.structural_ms:.1f} ms",
+            speed_note(timing),
+            f"Median of {timing.repeats} single-thread forward passes of this input through "
+            "the budgeted (structural) path and the dense path"
+            + (
+                "; the dense time was measured when this text was first analysed."
+                if timing.dense_reused
+                else ", taking turns."
+            ),
+        )
+    return [
+        Card("Prediction", a.label, f"{max(a.probs):.1%} confident"),
+        Card("Budget s per layer", " / ".join(f"{x:.2f}" for x in a.budget), s_note),
+        Card("Heads run per layer", " / ".join(str(x) for x in a.k), f"of {n_heads} per layer"),
+        Card(
+            "FLOPs vs dense",
+            f"{flops_fraction(a):.0%}",
+            f"{a.flops / 1e6:.2f} of {a.dense_flops / 1e6:.2f} MFLOPs",
+        ),
+        latency,
+    ]
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def flops_fraction(a: Analysis) -> float:
+    return a.flops / a.dense_flops
+
+
+def comparison_rows(full: Analysis, current: Analysis, label: str) -> list[dict[str, str]]:
+    """Rows "what / full model / <label>" contrasting two analyses of the same input."""
+
+    def heads(a: Analysis) -> str:
+        return " | ".join(",".join(str(h) for h in sel) for sel in a.selected_heads)
+
+    def fmt(a: Analysis) -> dict[str, str]:
+        return {
+            "prediction": f"{a.label} ({max(a.probs):.1%})",
+            "budget s per layer": " / ".join(f"{s:.2f}" for s in a.budget),
+            "heads run per layer (k)": " / ".join(str(k) for k in a.k),
+            "which heads ran (layer | layer)": heads(a),
+            "FLOPs vs dense": f"{flops_fraction(a):.1%}",
+        }
+
+    f, c = fmt(full), fmt(current)
+    return [
+        {"": key, "full model": f[key], label: c[key], "changed": "yes" if f[key] != c[key] else ""}
+        for key in f
+    ]
+
+
+def probability_rows(label_names: list[str], probs: list[float]) -> list[dict[str, object]]:
+    return [
+        {"class": name, "probability": round(float(p), 6)}
+        for name, p in zip(label_names, probs, strict=True)
+    ]
+
+
+# --------------------------------------------------------------------------- export
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def machine_info() -> dict[str, object]:
+    """Where the latency was measured."""
+    import torch
+
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "timing_threads": 1,
+    }
+
+
+def analysis_record(a: Analysis) -> dict:
+    """An :class:`Analysis` as JSON-ready data, without the (separately stored) text."""
+    d = a.to_dict()
+    d.pop("text", None)
+    return d
+
+
+def export_record(
+    *,
+    prepared: PreparedInput,
+    checkpoint_name: str,
+    checkpoint_path: str,
+    checkpoint_sha256: str,
+    label_names: list[str],
+    settings: Settings,
+    control: dict | None,
+    current: Analysis,
+    full: Analysis,
+    timing: Timing | None,
+) -> dict:
+    """Everything needed to reproduce and judge one analysis, as JSON-ready data."""
+    return {
+        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "input": {
+            "text": prepared.text,
+            "n_chars": prepared.n_chars,
+            "cut_to_chars": MAX_INPUT_CHARS if prepared.cut else None,
+            "n_tokens_read": current.n_tokens,
+            "truncated": current.truncated or prepared.cut,
+        },
+        "checkpoint": {
+            "name": checkpoint_name,
+            "path": checkpoint_path,
+            "model_sha256": checkpoint_sha256,
+        },
+        "label_names": label_names,
+        "settings": {**asdict(settings), "description": settings.describe()},
+        "control": control,
+        "truncated": current.truncated or prepared.cut,
+        "analysis": analysis_record(current),
+        "full_model": analysis_record(full),
+        "timing": None
+        if timing is None
+        else {
+            "dense_ms": timing.dense_ms,
+            "structural_ms": timing.structural_ms,
+            "speedup": timing.speedup,
+            "repeats": timing.repeats,
+            "threads": timing.threads,
+            "samples_ms": timing.samples_ms,
+            "dense_reused": timing.dense_reused,
+        },
+        "machine": machine_info(),
+    }
+
+
+def search_texts(texts: list[str], query: str, limit: int = 50) -> list[int]:
+    """Indices of the texts containing ``query`` (case-insensitive), at most ``limit``."""
+    q = query.strip().lower()
+    if not q:
+        return []
+    return [i for i, t in enumerate(texts) if q in t.lower()][:limit]

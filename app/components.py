@@ -1,0 +1,190 @@
+"""UI pieces shared by the pages: the sidebar model picker and the test-set sample picker.
+
+User text is only ever shown through widgets and elements that print it as plain text
+(``st.text``, ``st.code``, widget values); markdown gets only our own strings or names passed
+through :func:`md_escape`. Nothing here uses ``unsafe_allow_html``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import streamlit as st
+
+from app.state import (
+    DEFAULT_MODEL,
+    MODEL_KEY,
+    Samples,
+    available_models,
+    checkpoint_config,
+    dataset_of,
+)
+
+TEXT_KEY = "text"
+"""Session-state key of the text being explored (the text area's value)."""
+SAMPLE_KEY = "sample"
+"""Session-state key of the test sample last loaded: (dataset, index)."""
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
+
+
+def md_escape(s: object) -> str:
+    """``s`` as literal text inside markdown (every markdown / HTML special character escaped)."""
+    return _MD_SPECIAL.sub(r"\\\1", str(s))
+
+
+def model_picker() -> str | None:
+    """Sidebar: dataset, then one of its checkpoints; stores the choice under :data:`MODEL_KEY`."""
+    models = available_models()
+    if not models:
+        st.sidebar.error(
+            "No trained checkpoints under precomputed/checkpoints. Run `make precompute`."
+        )
+        return None
+    default = DEFAULT_MODEL if DEFAULT_MODEL in models else models[0]
+    by_dataset: dict[str, list[str]] = {}
+    for m in models:
+        by_dataset.setdefault(dataset_of(m), []).append(m)
+    datasets = sorted(by_dataset)
+    current = st.session_state.get(MODEL_KEY, default)
+    current = current if current in models else default
+    dataset = st.sidebar.selectbox(
+        "Dataset",
+        datasets,
+        index=datasets.index(dataset_of(current)),
+        key="dataset",
+        help="Datasets the shipped checkpoints were trained on.",
+    )
+    names = by_dataset[dataset]
+    name = st.sidebar.selectbox(
+        "Model",
+        names,
+        index=names.index(current) if current in names else 0,
+        key=f"model_for_{dataset}",
+        help="Checkpoint directories under precomputed/checkpoints.",
+    )
+    st.session_state[MODEL_KEY] = name
+    model_card(name)
+    return name
+
+
+def model_card(name: str) -> None:
+    """A few facts about the checkpoint under the picker."""
+    cfg = checkpoint_config(name)
+    model = cfg.get("model", {})
+    test = cfg.get("test", {})
+    lines = [
+        f"**{md_escape(model.get('variant', '?'))}** · {model.get('n_layers', '?')} layers × "
+        f"{model.get('n_heads', '?')} heads"
+    ]
+    if "accuracy" in test:
+        lines.append(f"test accuracy **{test['accuracy']:.1%}** on {test.get('n', '?')} texts")
+    if model.get("variant") != "dense" and "mean_budget" in test:
+        lines.append(
+            f"mean budget s **{test['mean_budget']:.2f}**, "
+            f"{test.get('mean_heads_fraction', 0):.0%} of heads run"
+        )
+    st.sidebar.caption("  \n".join(lines))
+
+
+def _load(samples: Samples, dataset: str, index: int) -> None:
+    st.session_state[TEXT_KEY] = samples.texts[index]
+    st.session_state[SAMPLE_KEY] = (dataset, index)
+
+
+def _load_random(samples: Samples, dataset: str, label: int | None) -> None:
+    pool = [i for i, y in enumerate(samples.labels) if label is None or y == label]
+    if pool:
+        _load(samples, dataset, random.choice(pool))
+
+
+def sample_picker(samples: Samples | None, dataset: str) -> None:
+    """Widgets that copy a test-split text into the text area (through a callback)."""
+    if samples is None or not samples.texts:
+        st.info(
+            f"The texts of the dataset {dataset!r} are not available on this machine, so there are "
+            "no samples to pick. Type your own text on the left."
+        )
+        return
+    n = len(samples.texts)
+    how = st.radio(
+        f"Pick one of the {n} test texts",
+        ["Random", "By class", "By index", "Search"],
+        horizontal=True,
+        key="pick_how",
+        persist_state="session",
+    )
+    if how == "Random":
+        st.button(
+            "Random test text",
+            on_click=_load_random,
+            args=(samples, dataset, None),
+            key="pick_random",
+        )
+    elif how == "By class":
+        label = st.selectbox(
+            "Class",
+            range(len(samples.label_names)),
+            format_func=lambda i: samples.label_names[i],
+            key="pick_class",
+        )
+        st.button(
+            f"Random text of class “{samples.label_names[label]}”",
+            key="pick_class_go",
+            on_click=_load_random,
+            args=(samples, dataset, label),
+        )
+    elif how == "By index":
+        index = st.number_input(f"Index (0–{n - 1})", 0, n - 1, 0, step=1, key="pick_index")
+        st.button(
+            "Load this text",
+            on_click=_load,
+            args=(samples, dataset, int(index)),
+            key="pick_index_go",
+        )
+    else:
+        from app.analysis import search_texts
+
+        query = st.text_input(
+            "Texts containing",
+            key="pick_query",
+            max_chars=200,
+            placeholder="e.g. election, football, album",
+        )
+        hits = search_texts(samples.texts, query)
+        if query.strip() and not hits:
+            st.caption("No test text contains that.")
+        elif hits:
+            choice = st.selectbox(
+                f"{len(hits)} match{'es' if len(hits) > 1 else ''}"
+                + (" (first 50)" if len(hits) == 50 else ""),
+                hits,
+                format_func=lambda i: (
+                    f"#{i} [{samples.label_names[samples.labels[i]]}] {_one_line(samples.texts[i])}"
+                ),
+                key="pick_hit",
+            )
+            st.button(
+                "Load this text",
+                on_click=_load,
+                args=(samples, dataset, int(choice)),
+                key="pick_hit_go",
+            )
+
+
+def _one_line(text: str, width: int = 80) -> str:
+    """The start of ``text`` on one line (an option label)."""
+    flat = " ".join(text[: width * 2].split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def loaded_sample(samples: Samples | None, dataset: str, text: str) -> tuple[int, str] | None:
+    """(index, true label) when ``text`` is still the test sample last loaded, else None."""
+    picked = st.session_state.get(SAMPLE_KEY)
+    if samples is None or not picked or picked[0] != dataset:
+        return None
+    index = picked[1]
+    if index >= len(samples.texts) or samples.texts[index] != text:
+        return None
+    return index, samples.label_names[samples.labels[index]]

@@ -1,0 +1,300 @@
+"""Measured speed of structural head execution against its FLOP-count ideal.
+
+For each budget b the model runs structurally with the budget requested, ``Control(budget=b)``
+(the explorer's budget slider): s = b in every layer, so k = max(1, ⌊b·H⌋) heads, chosen by
+g_φ. One table row per budget gives
+
+* the analytic FLOPs (:mod:`budgetformer_core.flops`; they count f_θ and g_φ, although a
+  requested budget skips f_θ — a difference below 0.01 %) and their ratio to the dense model's;
+* the **ideal** speed-up dense FLOPs / budgeted FLOPs — what perfect structural pruning gives;
+* the **measured** speed-up over the dense model (``mode="dense"``: plain multi-head attention,
+  no budget networks), timed in the same run with every variant interleaved round by round
+  (:func:`budgetformer_core.timing.time_interleaved`): the median of per-round ratios;
+* the **efficiency** measured / ideal;
+* the latency of the *masked* path (every head computed, the unselected ones zeroed) at the
+  same budget, for contrast: masking saves nothing;
+* the peak tensor memory of one structural forward pass.
+
+With a batch of more than one input a ``per-input`` row gives each input its own k (the
+budgets' k values dealt out over the batch in a seeded random order, ``Control(k=[...])``; f_θ
+runs there), so the structural path groups inputs by k and each input has its own heads. The budgeting itself is timed alone on each layer's real input: the
+networks (mean-pooling, f_θ, g_φ) and the whole allocation (networks plus top-k selection and
+head weights), each as a fraction of the dense latency.
+
+Inputs are random token ids filling all ``seq_len`` positions (no padding): the cost of a
+forward pass does not depend on which tokens they are.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from .budget import Control, heads_for_budget, run_budget_nets
+from .flops import attention_share, dense_flops, forward_flops
+from .model import BudgetFormer, masked_mean
+from .timing import (
+    MachineInfo,
+    TimingStats,
+    machine_info,
+    paired_speedup,
+    peak_memory,
+    time_interleaved,
+)
+
+BUDGETS = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0)
+PER_INPUT = "per-input"
+MB = 2**20
+
+
+@dataclass
+class BenchRow:
+    """One budget's (or the per-input mix's) cost, ideal and measured speed."""
+
+    budget: str
+    """The budget b, or ``per-input`` for the row where every input has its own k."""
+    k_per_layer: list[float]
+    """Heads run in each layer (the batch mean for the per-input row)."""
+    flops: int
+    """Analytic FLOPs of one forward pass over the whole batch."""
+    flops_ratio: float
+    """flops / dense flops."""
+    ideal_speedup: float
+    """dense flops / flops."""
+    measured_speedup: float
+    """Dense latency / this latency, median over interleaved rounds."""
+    efficiency: float
+    """measured_speedup / ideal_speedup."""
+    latency: TimingStats
+    peak_memory_mb: float
+    """Peak tensor memory of one structural forward pass."""
+    masked_latency: TimingStats | None = None
+    """The same budget run as a mask (all heads computed); None for the per-input row."""
+    masked_speedup: float | None = None
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k not in ("latency", "masked_latency")}
+        d["latency"] = self.latency.to_dict()
+        d["masked_latency"] = self.masked_latency.to_dict() if self.masked_latency else None
+        return d
+
+
+@dataclass
+class BenchResult:
+    """A whole benchmark run: the setting, the dense baseline and one row per budget."""
+
+    machine: MachineInfo
+    model: dict
+    """The model's config (its shape)."""
+    source: str
+    """The checkpoint directory, or a note that the model is randomly initialised."""
+    batch_size: int
+    seq_len: int
+    repeats: int
+    dense_flops: int
+    dense_latency: TimingStats
+    dense_peak_memory_mb: float
+    attention_share: float
+    """Share of a dense layer's FLOPs in attention scores and mixing (QKᵀ and AV)."""
+    nets_ms: float
+    """Median latency of mean-pooling + f_θ + g_φ in every layer, for the whole batch."""
+    allocation_ms: float
+    """Median latency of the whole allocation (the networks, top-k selection, head weights)."""
+    rows: list[BenchRow] = field(default_factory=list)
+
+    @property
+    def nets_frac(self) -> float:
+        """nets_ms / dense latency."""
+        return self.nets_ms / self.dense_latency.median_ms
+
+    @property
+    def allocation_frac(self) -> float:
+        """allocation_ms / dense latency."""
+        return self.allocation_ms / self.dense_latency.median_ms
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k not in ("machine", "dense_latency", "rows")}
+        d.update(machine=self.machine.to_dict(), dense_latency=self.dense_latency.to_dict(),
+                 nets_frac=self.nets_frac, allocation_frac=self.allocation_frac,
+                 rows=[r.to_dict() for r in self.rows])
+        return d
+
+    def table(self) -> str:
+        """The result as a few header lines and a Markdown table."""
+        m, c, dense = self.machine, self.model, self.dense_latency
+        lines = [
+            f"model: {self.source} (d_model={c['d_model']}, n_heads={c['n_heads']}, "
+            f"n_layers={c['n_layers']}, d_ff={c['d_ff']}); batch {self.batch_size} × "
+            f"{self.seq_len} tokens; QKᵀ and AV are {self.attention_share:.0%} of a layer's FLOPs",
+            f"machine: {m.cpu_model}, {m.n_cpus} CPUs, {m.threads} thread(s), "
+            f"torch {m.torch_version}, load average {m.load_average} at start; "
+            f"{self.repeats} interleaved rounds",
+            f"dense: {dense.median_ms:.3f} ms (IQR {dense.iqr_ms:.3f}), "
+            f"{self.dense_flops / 1e6:.1f} MFLOPs, peak {self.dense_peak_memory_mb:.1f} MB",
+            f"budget + scoring nets (pool, f_θ, g_φ): {self.nets_ms:.3f} ms = "
+            f"{self.nets_frac:.1%} of dense; with top-k selection: {self.allocation_ms:.3f} ms = "
+            f"{self.allocation_frac:.1%}",
+            "",
+            "| budget | k per layer | FLOPs ratio | ideal × | measured × | efficiency "
+            "| latency ms (IQR) | masked ms | masked × | peak MB |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in self.rows:
+            ks = "/".join(f"{k:g}" for k in r.k_per_layer)
+            masked = "— | —"
+            if r.masked_latency:
+                masked = f"{r.masked_latency.median_ms:.3f} | {r.masked_speedup:.2f}"
+            lines.append(
+                f"| {r.budget} | {ks} | {r.flops_ratio:.3f} | {r.ideal_speedup:.2f} "
+                f"| {r.measured_speedup:.2f} | {r.efficiency:.2f} "
+                f"| {r.latency.median_ms:.3f} ({r.latency.iqr_ms:.3f}) | {masked} "
+                f"| {r.peak_memory_mb:.1f} |"
+            )
+        return "\n".join(lines)
+
+
+def k_for_budget(budget: float, n_heads: int) -> int:
+    """k = max(1, ⌊b·H⌋), exactly as the model computes it."""
+    return int(heads_for_budget(torch.tensor([budget]), n_heads))
+
+
+def per_input_ks(budgets: tuple[float, ...], n_heads: int, batch_size: int, seed: int) -> list[int]:
+    """Deal the budgets' k values out over a batch, in a seeded random order."""
+    ks = [k_for_budget(b, n_heads) for b in budgets]
+    dealt = [ks[i % len(ks)] for i in range(batch_size)]
+    random.Random(seed).shuffle(dealt)
+    return dealt
+
+
+@torch.inference_mode()
+def bench(
+    model: BudgetFormer,
+    batch_size: int = 1,
+    seq_len: int | None = None,
+    threads: int = 1,
+    budgets: tuple[float, ...] = BUDGETS,
+    repeats: int = 30,
+    warmup: int = 3,
+    min_sample_s: float = 0.02,
+    seed: int = 0,
+    source: str = "random initialisation",
+) -> BenchResult:
+    """Time dense, structural and masked execution of ``model`` and compare with the FLOP ideal.
+
+    Args:
+        model: a ``budgetformer`` model (a dense model has no heads to skip).
+        batch_size: inputs per forward pass; above 1 a per-input-k row is added.
+        seq_len: tokens per input (default: the model's ``max_len``).
+        threads: torch intra-op threads (1: single-thread CPU latency).
+        budgets: the budgets b of the rows, each in (0, 1].
+        repeats: interleaved timing rounds.
+        warmup: untimed calls of each variant first.
+        min_sample_s: length of one timed block of calls.
+        seed: seed of the token ids and of the per-input k order.
+        source: where the model came from, for the report.
+
+    Raises:
+        ValueError: for a dense model, a bad batch size or sequence length, or a bad budget.
+    """
+    cfg = model.cfg
+    if cfg.variant == "dense":
+        raise ValueError("bench needs a budgetformer model: a dense model has no heads to skip")
+    seq_len = seq_len or cfg.max_len
+    if not 1 <= seq_len <= cfg.max_len:
+        raise ValueError(f"seq_len must be in [1, {cfg.max_len}] (max_len), got {seq_len}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if not budgets or any(not 0.0 < b <= 1.0 for b in budgets):
+        raise ValueError(f"budgets must be in (0, 1], got {budgets}")
+    model.eval()
+    machine = machine_info(threads)  # the load average as the timing starts
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, cfg.vocab_size, (batch_size, seq_len), generator=g)
+    mask = torch.ones(batch_size, seq_len, dtype=torch.bool)
+
+    def run(mode: str, control: Control | None = None) -> Callable[[], object]:
+        return lambda: model(ids, mask, mode=mode, control=control)
+
+    fns = {"dense": run("dense")}
+    heads: dict[str, list[int]] = {}  # structural variant → k of each input
+    for b in budgets:
+        k = k_for_budget(b, cfg.n_heads)
+        heads[f"{b:g}"] = [k] * batch_size
+        fns[f"{b:g}"] = run("structural", Control(budget=b))
+        fns[f"masked {b:g}"] = run("masked", Control(budget=b))
+    if batch_size > 1:
+        heads[PER_INPUT] = per_input_ks(budgets, cfg.n_heads, batch_size, seed)
+        fns[PER_INPUT] = run("structural", Control(k=heads[PER_INPUT]))
+    fns.update(_budgeting(model, ids, mask))
+    stats = time_interleaved(fns, repeats, warmup, threads, min_sample_s)
+
+    dense = stats["dense"]
+    dense_total = dense_flops(cfg, seq_len) * batch_size
+    rows = []
+    for name, ks in heads.items():
+        flops = sum(forward_flops(cfg, seq_len, [k] * cfg.n_layers) for k in ks)
+        speedup = paired_speedup(dense, stats[name])
+        masked = stats.get(f"masked {name}")
+        rows.append(
+            BenchRow(
+                budget=name,
+                k_per_layer=[sum(ks) / len(ks)] * cfg.n_layers,
+                flops=flops,
+                flops_ratio=flops / dense_total,
+                ideal_speedup=dense_total / flops,
+                measured_speedup=speedup,
+                efficiency=speedup * flops / dense_total,
+                latency=stats[name],
+                peak_memory_mb=peak_memory(fns[name]) / MB,
+                masked_latency=masked,
+                masked_speedup=paired_speedup(dense, masked) if masked else None,
+            )
+        )
+    return BenchResult(
+        machine=machine,
+        model=asdict(cfg),
+        source=source,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        repeats=repeats,
+        dense_flops=dense_total,
+        dense_latency=dense,
+        dense_peak_memory_mb=peak_memory(fns["dense"]) / MB,
+        attention_share=attention_share(cfg, seq_len),
+        nets_ms=stats["nets"].median_ms,
+        allocation_ms=stats["allocation"].median_ms,
+        rows=rows,
+    )
+
+
+def _budgeting(
+    model: BudgetFormer, ids: torch.Tensor, mask: torch.Tensor
+) -> dict[str, Callable[[], object]]:
+    """Callables running only the budgeting of every layer, on each layer's real input.
+
+    ``nets``: mean-pooling, f_θ and g_φ; ``allocation``: :meth:`BudgetFormer.allocate`, i.e. the
+    networks plus top-k selection and head weights.
+    """
+    inputs: list[torch.Tensor] = []  # each layer's normalised input, from one dense pass
+    hooks = [
+        layer.ln1.register_forward_hook(lambda _m, _i, out: inputs.append(out))
+        for layer in model.layers
+    ]
+    try:
+        model(ids, mask, mode="dense")
+    finally:
+        for hook in hooks:
+            hook.remove()
+    cfg, control = model.cfg, Control()
+    pairs = [0 if cfg.shared_budget else i for i in range(cfg.n_layers)]
+    f = [model.budget_nets[p] if model.budget_nets else None for p in pairs]
+    g = [model.scorers[p] if model.scorers else None for p in pairs]
+    nets = list(zip(f, g, strict=True))
+    layers = list(zip(nets, inputs, strict=True))
+    return {
+        "nets": lambda: [run_budget_nets(f, g, masked_mean(xn, None)) for (f, g), xn in layers],
+        "allocation": lambda: [model.allocate(i, xn, None, control) for i, xn in enumerate(inputs)],
+    }

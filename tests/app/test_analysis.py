@@ -1,0 +1,204 @@
+"""The explore page's pure logic (app/analysis.py) and charts (app/charts.py), without Streamlit."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+import torch
+
+from app import analysis as an
+from app import charts
+from app.state import CHECKPOINTS as PRECOMPUTED
+from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.tokenizer import encode
+
+SPORT = "The striker scored twice as the champions won the cup final after extra time."
+
+
+@pytest.fixture(scope="module")
+def dense():
+    path = PRECOMPUTED / "bbc-dense"
+    if not path.is_dir():
+        pytest.skip("no dense checkpoint shipped")
+    return load_checkpoint(path)
+
+
+def test_prepare_text_cuts_huge_inputs():
+    assert an.prepare_text(None).text == ""
+    small = an.prepare_text("abc")
+    assert small.text == "abc" and not small.cut
+    huge = an.prepare_text("x" * (an.MAX_INPUT_CHARS + 5))
+    assert (
+        len(huge.text) == an.MAX_INPUT_CHARS and huge.cut and huge.n_chars == an.MAX_INPUT_CHARS + 5
+    )
+
+
+def test_reading_prefix_reads_the_same_tokens(bbc_budgetformer):
+    tok, max_len = bbc_budgetformer.tokenizer, bbc_budgetformer.config.max_len
+    text = "Gordon Brown's budget: taxes, pensions and the élection — " * 400  # ~24,000 chars
+    prefix = an.reading_prefix(tok, text, max_len)
+    assert len(prefix) < len(text)
+    [full_ids], _ = encode(tok, [text], max_len)
+    [prefix_ids], _ = encode(tok, [prefix], max_len)
+    assert prefix_ids == full_ids
+    a = an.run_analysis(bbc_budgetformer, text)
+    assert a.truncated and a.text == text and a.n_tokens == max_len
+    short = "no need to cut this"
+    assert an.reading_prefix(tok, short, max_len) == short
+
+
+def test_settings_map_to_controls(bbc_budgetformer):
+    full = an.run_analysis(bbc_budgetformer, SPORT)
+    assert an.control_for(an.Settings(), full) is None
+    assert an.control_for(an.Settings("slider", budget=0.3), full).budget == 0.3
+    assert an.control_for(an.Settings("force_k", k=3), full).k == 3
+    no_f = an.control_for(an.Settings("slider", budget=0.9, no_budget_net=True), full)
+    assert no_f.budget == pytest.approx(sum(full.budget) / len(full.budget)) and no_f.k is None
+    no_g = an.control_for(an.Settings(head_ablation="random"), full)
+    assert no_g.head_choice == "random" and no_g.budget is None
+    with pytest.raises(ValueError):
+        an.Settings("nonsense")
+    with pytest.raises(ValueError):
+        an.Settings(head_ablation="learned-ish")
+
+
+def test_canonical_settings_drop_unused_fields():
+    assert an.Settings("learned", budget=0.8, k=5).canonical() == an.Settings()
+    assert an.Settings("slider", budget=0.8, k=5).canonical() == an.Settings("slider", budget=0.8)
+    assert an.Settings("force_k", budget=0.8, k=5, no_budget_net=True).canonical() == an.Settings(
+        no_budget_net=True
+    )
+    assert an.Settings(head_ablation="random", seed=3).describe() == "no g_φ (random heads)"
+
+
+def test_overrides_change_the_analysis(bbc_budgetformer):
+    full = an.run_analysis(bbc_budgetformer, SPORT)
+    all_heads = an.run_analysis(
+        bbc_budgetformer, SPORT, an.control_for(an.Settings("slider", 1.0), full)
+    )
+    H = bbc_budgetformer.config.n_heads
+    assert all_heads.k == [H] * len(full.k)
+    assert 1.0 < an.flops_fraction(all_heads) < 1.01  # all heads plus the tiny f_θ and g_φ
+    rows = an.comparison_rows(full, all_heads, "s = 1")
+    changed = {r[""] for r in rows if r["changed"]}
+    assert {"heads run per layer (k)", "FLOPs vs dense"} <= changed
+
+
+def test_single_thread_restores_the_thread_count():
+    before = torch.get_num_threads()
+    with pytest.raises(RuntimeError), an.single_thread():
+        assert torch.get_num_threads() == 1
+        with an.single_thread():  # re-entrant
+            assert torch.get_num_threads() == 1
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == before
+
+    def work():
+        for _ in range(20):
+            with an.single_thread():
+                assert torch.get_num_threads() == 1
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert torch.get_num_threads() == before
+
+
+def test_time_input(bbc_budgetformer, dense):
+    t = an.time_input(bbc_budgetformer, SPORT, repeats=3)
+    assert t.structural_ms > 0 and t.dense_ms > 0 and t.speedup > 0
+    assert [len(v) for v in t.samples_ms.values()] == [3, 3]
+    assert "dense" in an.speed_note(t)
+    again = an.time_input(bbc_budgetformer, SPORT, repeats=2, dense=t)  # the slider moved
+    assert (
+        again.dense_reused
+        and again.dense_ms == t.dense_ms
+        and len(again.samples_ms["structural"]) == 2
+    )
+    d = an.time_input(dense, SPORT, repeats=2)
+    assert d.structural_ms is None and d.speedup is None and an.speed_note(d) == "dense model"
+
+
+def test_export_record_is_complete_json(bbc_budgetformer):
+    settings = an.Settings("slider", budget=0.5)
+    full = an.run_analysis(bbc_budgetformer, SPORT)
+    control = an.control_for(settings, full)
+    current = an.run_analysis(bbc_budgetformer, SPORT, control)
+    path = bbc_budgetformer.path / "model.safetensors"
+    record = an.export_record(
+        prepared=an.prepare_text(SPORT),
+        checkpoint_name="bbc-budgetformer",
+        checkpoint_path="precomputed/checkpoints/bbc-budgetformer",
+        checkpoint_sha256=an.file_sha256(path),
+        label_names=bbc_budgetformer.label_names,
+        settings=settings,
+        control=vars(control),
+        current=current,
+        full=full,
+        timing=an.time_input(bbc_budgetformer, SPORT, control),
+    )
+    back = json.loads(json.dumps(record))
+    assert back["input"]["text"] == SPORT and back["truncated"] is False
+    assert len(back["checkpoint"]["model_sha256"]) == 64
+    assert back["settings"]["budget"] == 0.5 and back["control"]["budget"] == 0.5
+    assert back["analysis"]["k"] == current.k and "text" not in back["analysis"]
+    assert back["timing"]["repeats"] == 3 and back["machine"]["torch"] == torch.__version__
+    rows = an.probability_rows(bbc_budgetformer.label_names, current.probs)
+    assert [r["class"] for r in rows] == bbc_budgetformer.label_names
+
+
+def test_search_texts():
+    texts = ["Football final", "Election news", "football again"]
+    assert an.search_texts(texts, "FOOTBALL") == [0, 2]
+    assert an.search_texts(texts, "  ") == []
+    assert an.search_texts(texts, "football", limit=1) == [0]
+
+
+# ----------------------------------------------------------------------------- charts
+
+
+def test_head_heatmap_marks_the_heads_that_ran():
+    values = [[0.1, 0.6, 0.2, 0.1], [0.25, 0.25, 0.25, 0.25]]
+    fig = charts.head_heatmap(values, [[1, 2], [0]], "p")
+    heat = fig.data[0]
+    assert len(heat.z) == 2 and len(heat.z[0]) == 4
+    stars = [[cell.startswith("★") for cell in row] for row in heat.text]
+    assert stars == [[False, True, True, False], [True, False, False, False]]
+    assert heat.zmax == pytest.approx(0.6)
+
+
+def test_selection_diff_codes():
+    fig = charts.selection_diff([[0, 1]], [[1, 2]], 4)
+    assert [list(r) for r in fig.data[0].z] == [[1, 3, 2, 0]]  # full only, both, new only, neither
+
+
+def test_bar_charts():
+    fig = charts.probabilities_bar(["a", "b", "c"], [0.2, 0.7, 0.1])
+    assert list(fig.data[0].marker.color).count(charts.ACCENT) == 1
+    assert fig.data[0].marker.color[1] == charts.ACCENT
+    assert len(charts.budget_bars([0.4, 0.3], [3, 2], 8).data) == 1
+    with_ref = charts.budget_bars([0.5, 0.5], [4, 4], 8, reference=[0.4, 0.3])
+    assert len(with_ref.data) == 2 and "full model" in with_ref.layout.title.text
+
+
+def test_metric_cards(bbc_budgetformer, dense):
+    full = an.run_analysis(bbc_budgetformer, SPORT)
+    cards = an.metric_cards(full, an.time_input(bbc_budgetformer, SPORT), an.Settings(), 8)
+    assert [c.label for c in cards] == [
+        "Prediction",
+        "Budget s per layer",
+        "Heads run per layer",
+        "FLOPs vs dense",
+        "Latency (1 thread)",
+    ]
+    assert cards[0].value == "sports" and cards[1].note == "predicted by f_θ"
+    assert cards[2].value == " / ".join(str(k) for k in full.k)
+    assert cards[4].value.endswith(" ms") and cards[4].note.startswith("dense ")
+    d = an.run_analysis(dense, SPORT)
+    dense_cards = an.metric_cards(d, None, an.Settings(), 8)
+    assert dense_cards[1].note == "dense: every head" and dense_cards[3].value == "100%"
+    assert dense_cards[4].value == "—"

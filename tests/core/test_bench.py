@@ -1,0 +1,95 @@
+"""The benchmark table is well formed (rows per budget, consistent columns, JSON that parses).
+
+Timed with very few repeats: nothing here asserts how fast anything is.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from budgetformer_core.bench import BUDGETS, PER_INPUT, bench, per_input_ks
+from budgetformer_core.cli import main
+from budgetformer_core.model import BudgetFormer
+
+from ..conftest import small_config
+
+QUICK = dict(repeats=2, warmup=1, min_sample_s=0.0005)
+
+
+@pytest.fixture(scope="module")
+def result():
+    torch.manual_seed(0)
+    return bench(BudgetFormer(small_config()).eval(), batch_size=3, seq_len=16, **QUICK)
+
+
+def test_one_row_per_budget_then_the_per_input_row(result):
+    assert [r.budget for r in result.rows] == [f"{b:g}" for b in BUDGETS] + [PER_INPUT]
+    assert result.batch_size == 3 and result.seq_len == 16 and result.repeats == 2
+
+
+def test_rows_are_consistent(result):
+    budget_rows = result.rows[:-1]
+    ks = [r.k_per_layer for r in budget_rows]
+    assert ks == sorted(ks) and ks[0] == [1, 1] and ks[-1] == [4, 4]  # H = 4, monotone in b
+    for r in result.rows:
+        assert r.flops_ratio == pytest.approx(r.flops / result.dense_flops)
+        assert r.ideal_speedup == pytest.approx(1 / r.flops_ratio)
+        assert r.efficiency == pytest.approx(r.measured_speedup / r.ideal_speedup)
+        assert r.measured_speedup > 0 and r.latency.median_ms > 0 and r.peak_memory_mb > 0
+    for r in budget_rows[:-1]:
+        assert r.ideal_speedup > 1 and r.masked_latency is not None and r.masked_speedup > 0
+    assert budget_rows[-1].ideal_speedup <= 1  # all heads plus f_θ and g_φ
+    assert result.rows[-1].masked_latency is None
+
+
+def test_budgeting_cost_and_machine_are_reported(result):
+    assert result.nets_ms > 0 and result.allocation_ms > 0
+    assert result.nets_frac == pytest.approx(result.nets_ms / result.dense_latency.median_ms)
+    assert result.machine.threads == 1 and result.machine.cpu_model
+    assert 0 < result.attention_share < 1
+
+
+def test_table_and_json_render(result):
+    table = result.table()
+    assert table.count("\n| ") == 1 + len(result.rows)  # header row + one per row
+    data = json.loads(json.dumps(result.to_dict()))
+    assert len(data["rows"]) == len(result.rows) and data["rows"][0]["latency"]["median_ms"] > 0
+
+
+def test_per_input_ks_deal_every_budget():
+    ks = per_input_ks(BUDGETS, 8, 16, seed=1)
+    assert sorted(ks) == sorted(list(range(1, 9)) * 2)
+    assert per_input_ks(BUDGETS, 8, 16, seed=1) == ks
+
+
+def test_cli_bench_json_on_a_checkpoint(tiny_checkpoint, capsys):
+    assert main(["bench", "--checkpoint", str(tiny_checkpoint), "--seq-len", "8", "--repeats", "2",
+                 "--warmup", "0", "--budgets", "0.5,1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["budget"] for r in data["rows"]] == ["0.5", "1"]
+    assert data["seq_len"] == 8 and data["source"] == str(tiny_checkpoint)
+
+
+def test_cli_bench_table_on_a_random_model_of_a_given_shape(capsys):
+    shape = ["--set", "d_model=32", "--set", "n_heads=4", "--set", "max_len=12"]
+    assert main(["bench", *shape, "--repeats", "1", "--warmup", "0", "--budgets", "0.25",
+                 "--batch-size", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "| 0.25 | 1/1 |" in out and f"| {PER_INPUT} |" in out and "d_model=32" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--set", "variant=dense"], "dense model"),
+        (["--set", "max_len=8", "--seq-len", "9"], "seq_len"),
+        (["--set", "epochs=3"], "only model keys"),
+        (["--checkpoint", "/no/such/dir"], "not a directory"),
+    ],
+)
+def test_cli_bench_errors_are_one_line(argv, message, capsys):
+    assert main(["bench", "--repeats", "1", *argv]) == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,70 @@
+"""The timer returns sane statistics and machine facts; peak memory counts what a call allocates.
+
+No assertion here depends on how fast anything runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from budgetformer_core.timing import (
+    TimingStats,
+    machine_info,
+    paired_speedup,
+    peak_memory,
+    time_fn,
+    time_interleaved,
+)
+
+
+def test_interleaved_timing_gives_one_sample_per_round_and_name():
+    x = torch.randn(64, 64)
+    fns = {"mm": lambda: x @ x, "add": lambda: x + x}
+    stats = time_interleaved(fns, repeats=5, warmup=1, min_sample_s=0.001)
+    assert set(stats) == {"mm", "add"}
+    for s in stats.values():
+        assert len(s.samples_ms) == 5 and s.calls_per_sample >= 1
+        assert 0 < s.q1_ms <= s.median_ms <= s.q3_ms
+        assert s.iqr_ms == pytest.approx(s.q3_ms - s.q1_ms)
+        assert set(s.to_dict()) >= {"median_ms", "iqr_ms", "samples"}
+
+
+def test_time_fn_restores_the_thread_count():
+    before = torch.get_num_threads()
+    s = time_fn(lambda: torch.ones(8).sum(), repeats=3, warmup=0, threads=1, min_sample_s=0.001)
+    assert s.median_ms > 0
+    assert torch.get_num_threads() == before
+
+
+def test_paired_speedup_is_the_median_of_per_round_ratios():
+    slow = TimingStats.from_samples([2.0, 4.0, 9.0], 1)
+    fast = TimingStats.from_samples([1.0, 1.0, 3.0], 1)
+    assert paired_speedup(slow, fast) == pytest.approx(3.0)  # ratios 2, 4, 3
+    assert paired_speedup(fast, fast) == 1.0
+
+
+def test_machine_info_records_cpu_threads_and_torch():
+    info = machine_info(threads=1)
+    assert info.cpu_model and info.n_cpus >= 1 and info.threads == 1
+    assert info.torch_version == torch.__version__
+    assert set(info.to_dict()) >= {"cpu_model", "threads", "torch_version", "load_average"}
+
+
+def test_peak_memory_counts_live_allocations_not_views_or_inputs():
+    w = torch.zeros(1000)  # exists before the call: not counted
+
+    def fn():
+        a = torch.ones(1000)  # 4000 bytes
+        b = a.view(10, 100)  # a view: no new memory
+        c = w[:500] + 1  # 2000 bytes (the slice of w is a view of an input)
+        del a, b
+        d = torch.ones(250)  # 1000 bytes, after a was freed
+        return c, d
+
+    assert peak_memory(fn) == 6000
+
+
+def test_bad_timer_arguments_are_refused():
+    with pytest.raises(ValueError):
+        time_interleaved({"x": lambda: None}, repeats=0)
