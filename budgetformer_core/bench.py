@@ -17,9 +17,11 @@ g_φ. One table row per budget gives
 
 With a batch of more than one input a ``per-input`` row gives each input its own k (the
 budgets' k values dealt out over the batch in a seeded random order, ``Control(k=[...])``; f_θ
-runs there), so the structural path groups inputs by k and each input has its own heads. The budgeting itself is timed alone on each layer's real input: the
-networks (mean-pooling, f_θ, g_φ) and the whole allocation (networks plus top-k selection and
-head weights), each as a fraction of the dense latency.
+runs there), so the structural path groups inputs by k and each input has its own heads.
+
+The budgeting itself is timed alone on each layer's real input: the networks (mean-pooling,
+f_θ, g_φ) and the whole allocation (networks plus top-k selection and head weights), each as a
+fraction of the dense latency.
 
 Inputs are random token ids filling all ``seq_len`` positions (no padding): the cost of a
 forward pass does not depend on which tokens they are.
@@ -33,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .budget import Control, heads_for_budget, run_budget_nets
+from .budget import Control, heads_for_budget_value, run_budget_nets
 from .flops import attention_share, dense_flops, forward_flops
 from .model import BudgetFormer, masked_mean
 from .timing import (
@@ -126,8 +128,8 @@ class BenchResult:
         """The result as a few header lines and a Markdown table."""
         m, c, dense = self.machine, self.model, self.dense_latency
         lines = [
-            f"model: {self.source} (d_model={c['d_model']}, n_heads={c['n_heads']}, "
-            f"n_layers={c['n_layers']}, d_ff={c['d_ff']}); batch {self.batch_size} × "
+            f"model: {self.source}; d_model={c['d_model']}, n_heads={c['n_heads']}, "
+            f"n_layers={c['n_layers']}, d_ff={c['d_ff']}; batch {self.batch_size} × "
             f"{self.seq_len} tokens; QKᵀ and AV are {self.attention_share:.0%} of a layer's FLOPs",
             f"machine: {m.cpu_model}, {m.n_cpus} CPUs, {m.threads} thread(s), "
             f"torch {m.torch_version}, load average {m.load_average} at start; "
@@ -156,14 +158,9 @@ class BenchResult:
         return "\n".join(lines)
 
 
-def k_for_budget(budget: float, n_heads: int) -> int:
-    """k = max(1, ⌊b·H⌋), exactly as the model computes it."""
-    return int(heads_for_budget(torch.tensor([budget]), n_heads))
-
-
 def per_input_ks(budgets: tuple[float, ...], n_heads: int, batch_size: int, seed: int) -> list[int]:
     """Deal the budgets' k values out over a batch, in a seeded random order."""
-    ks = [k_for_budget(b, n_heads) for b in budgets]
+    ks = [heads_for_budget_value(b, n_heads) for b in budgets]
     dealt = [ks[i % len(ks)] for i in range(batch_size)]
     random.Random(seed).shuffle(dealt)
     return dealt
@@ -221,7 +218,7 @@ def bench(
     fns = {"dense": run("dense")}
     heads: dict[str, list[int]] = {}  # structural variant → k of each input
     for b in budgets:
-        k = k_for_budget(b, cfg.n_heads)
+        k = heads_for_budget_value(b, cfg.n_heads)
         heads[f"{b:g}"] = [k] * batch_size
         fns[f"{b:g}"] = run("structural", Control(budget=b))
         fns[f"masked {b:g}"] = run("masked", Control(budget=b))

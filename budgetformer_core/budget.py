@@ -13,6 +13,7 @@ overhead rather than arithmetic; the code here keeps the number of tensor operat
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -133,6 +134,13 @@ class Control:
 def heads_for_budget(s: Tensor, n_heads: int) -> Tensor:
     """k = max(1, ⌊s · H⌋) per input, as a long tensor. A tiny epsilon keeps s·H = 4.0 at 4."""
     return torch.floor(s * n_heads + 1e-6).long().clamp(1, n_heads)
+
+
+@functools.lru_cache(maxsize=1024)
+def heads_for_budget_value(budget: float, n_heads: int) -> int:
+    """:func:`heads_for_budget` of one budget value (same float32 arithmetic), memoised: a
+    requested budget's k is then known without tensor operations on every call."""
+    return int(heads_for_budget(torch.tensor([budget]), n_heads))
 
 
 def rank_heads(relevance: Tensor) -> Tensor:

@@ -112,6 +112,10 @@ class TrainConfig:
     """β at the end of training (> 0 rewards low head entropy: specialise)."""
     beta_schedule: BetaSchedule = "linear"
     """Shape of β(t) from beta_start to beta_end: linear, cosine or step (at half-way)."""
+    embed_init: Literal["normal", "lsa"] = "normal"
+    """Token embeddings start random (``normal``) or from an LSA of the training split
+    (``lsa``: truncated SVD of its TF-IDF token-document matrix, rescaled to the normal init's
+    standard deviation), a cheap way to start with topic-aware word vectors."""
     ema: float = 0.0
     """Decay of an exponential moving average of the weights (e.g. 0.99), used for validation,
     test and the checkpoint; 0 = off."""
@@ -130,6 +134,8 @@ class TrainConfig:
             raise ValueError(f"need 0 <= s_min <= s_max <= 1, got [{self.s_min}, {self.s_max}]")
         if self.beta_schedule not in ("linear", "cosine", "step"):
             raise ValueError(f"beta_schedule must be linear/cosine/step, got {self.beta_schedule!r}")
+        if self.embed_init not in ("normal", "lsa"):
+            raise ValueError(f"embed_init must be 'normal' or 'lsa', got {self.embed_init!r}")
         if not 0.0 <= self.ema < 1.0:
             raise ValueError(f"ema must be in [0, 1), got {self.ema}")
         if not 0.0 <= self.structural_from <= 1.0:

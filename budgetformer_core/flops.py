@@ -11,7 +11,7 @@ feed-forward width F, k heads run in a layer, C classes, budget-network hidden s
     output projection     2 · T · kDh · D
     feed-forward          2 · T · D · F · 2
     f_θ + g_φ (budgeted)  2 · (D·M + M·1) + 2 · (D·M + M·H)
-    classifier (once)     2 · D · C
+    classifier (once)     2 · D · C   (2 · 2D · C with ``pooling="mean_max"``)
 
 The dense baseline is the same model with k = H in every layer and no f_θ / g_φ. With one k
 per input (a batch whose inputs got different budgets) the batch's FLOPs are the sum of the
@@ -47,7 +47,8 @@ def forward_flops(cfg: ModelConfig, n_tokens: int, ks: Sequence[int] | None = No
     if len(ks) != cfg.n_layers:
         raise ValueError(f"need one k per layer ({cfg.n_layers}), got {len(ks)}")
     body = sum(sum(layer_flops(cfg, n_tokens, k, budgeted).values()) for k in ks)
-    return body + 2 * cfg.d_model * cfg.n_classes
+    pooled = cfg.d_model * (2 if cfg.pooling == "mean_max" else 1)  # the classifier's input width
+    return body + 2 * pooled * cfg.n_classes
 
 
 def dense_flops(cfg: ModelConfig, n_tokens: int) -> int:

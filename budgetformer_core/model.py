@@ -29,6 +29,7 @@ from .budget import (
     Control,
     HeadScorer,
     heads_for_budget,
+    heads_for_budget_value,
     mlp,
     random_relevance,
     rank_heads,
@@ -179,17 +180,26 @@ class BudgetFormer(nn.Module):
             raise ValueError("this model has no head-scoring network g_φ; choose uniform or random")
         budget_net = self.budget_nets[pair] if self.budget_nets and control.budget is None else None
         s, z = run_budget_nets(budget_net, self.scorers[pair] if choice == "learned" else None, h)
+        constant = None  # a budget shared by every input (requested, or the no-f_θ ablation's)
         if s is None:
-            s = h.new_full((B,), self.cfg.fixed_budget if control.budget is None else control.budget)
+            constant = self.cfg.fixed_budget if control.budget is None else control.budget
+            s = h.new_full((B,), constant)
         if z is not None:
             p = torch.softmax(z if self.cfg.tau == 1.0 else z / self.cfg.tau, dim=-1)  # (B, H)
             rank = p
         else:
             p = h.new_full((B, H), 1.0 / H)
             rank = p if choice == "uniform" else random_relevance(B, H, control.seed * 1000 + i).to(h.device)
-        k = heads_for_budget(s, H) if control.k is None else control.k_tensor(B, H, h.device)
-        # one k for the whole batch, as an int, where that is known cheaply: a one-scatter selection
-        shared_k = int(k) if B == 1 else (min(control.k, H) if isinstance(control.k, int) else None)
+        # k per input, and as an int where the whole batch shares it (a one-scatter selection)
+        if control.k is not None:
+            k = control.k_tensor(B, H, h.device)
+            shared_k = min(control.k, H) if isinstance(control.k, int) else None
+        elif constant is not None:
+            shared_k = heads_for_budget_value(constant, H)
+            k = torch.full((B,), shared_k, device=h.device)
+        else:
+            k = heads_for_budget(s, H)
+            shared_k = int(k) if B == 1 else None
         order = rank_heads(rank)
         selected = select_top_k(rank, k if shared_k is None else shared_k, order)
         return LayerTrace(s, p, p * (s * H)[:, None], k, selected, order)

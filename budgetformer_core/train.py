@@ -60,6 +60,23 @@ def augment(ids: list[int], max_len: int, cfg: TrainConfig, rng: random.Random) 
     return ids
 
 
+def lsa_embeddings(ids: list[list[int]], vocab_size: int, dim: int, seed: int, std: float = 0.02) -> torch.Tensor:
+    """(vocab_size, dim) token vectors from a truncated SVD of the TF-IDF token-document matrix."""
+    from scipy.sparse import csr_matrix
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    rows = np.repeat(np.arange(len(ids)), [len(x) for x in ids])
+    cols = np.concatenate([np.asarray(x) for x in ids])
+    counts = csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(ids), vocab_size))  # (docs, vocab)
+    tfidf = TfidfTransformer(sublinear_tf=True).fit_transform(counts)
+    svd = TruncatedSVD(min(dim, min(tfidf.shape) - 1), random_state=seed).fit(tfidf)
+    vectors = np.zeros((vocab_size, dim), dtype=np.float32)
+    vectors[:, : svd.components_.shape[0]] = (svd.components_ * svd.singular_values_[:, None]).T
+    vectors *= std / max(vectors.std(), 1e-12)
+    return torch.from_numpy(vectors)
+
+
 @dataclass
 class TrainResult:
     """Where the checkpoint went and what it scored."""
@@ -95,6 +112,9 @@ def train(
     val_split = dataset.split("validation")
     val_ids, _ = encode(tok, val_split.texts, model_cfg.max_len)
     labels = torch.tensor(train_split.labels)
+    if train_cfg.embed_init == "lsa":
+        with torch.no_grad():
+            model.tok_emb.weight.copy_(lsa_embeddings(train_ids, model_cfg.vocab_size, model_cfg.d_model, train_cfg.seed))
 
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "emb" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "emb" not in n)]

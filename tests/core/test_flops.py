@@ -44,6 +44,14 @@ def test_structural_flops_match_torch_counter(small_model, n_tokens, k):
     assert counted == forward_flops(small_model.cfg, n_tokens, ks)  # f_θ and g_φ included
 
 
+def test_mean_max_pooling_flops_match_torch_counter():
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config(pooling="mean_max")).eval()
+    for mode, control in (("dense", None), ("structural", Control(k=2))):
+        counted, ks = counted_flops(model, 9, mode, control)
+        assert counted == forward_flops(model.cfg, 9, None if mode == "dense" else ks)
+
+
 def test_flops_with_a_different_k_per_layer(small_model):
     # the learned budgets of this model give its two layers different k on some inputs
     for n_tokens in range(2, 40):

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from budgetformer_core.budget import Control, heads_for_budget, run_budget_nets, select_top_k
+from budgetformer_core.budget import (
+    Control,
+    heads_for_budget,
+    heads_for_budget_value,
+    run_budget_nets,
+    select_top_k,
+)
 from budgetformer_core.model import BudgetFormer
 
 from ..conftest import small_config
@@ -142,3 +148,13 @@ def test_budget_nets_fast_path_equals_the_modules(small_model):
         torch.testing.assert_close(run_budget_nets(f, g, h)[1], g(h), atol=1e-6, rtol=0)
     with torch.inference_mode():
         assert run_budget_nets(None, g, h)[0] is None and run_budget_nets(f, None, h)[1] is None
+
+
+@pytest.mark.parametrize("budget", [0.05, 0.25, 0.3, 0.5, 0.74, 0.75, 1.0])
+def test_requested_budget_gives_k_of_the_budget(small_model, budget):
+    ids, mask = batch()
+    k = heads_for_budget(torch.tensor([budget]), 4)
+    assert heads_for_budget_value(budget, 4) == int(k)
+    for t in small_model(ids, mask, mode="structural", control=Control(budget=budget)).layers:
+        assert torch.equal(t.k, k.expand(4)) and torch.equal(t.selected.sum(1), t.k)
+        assert torch.equal(t.k, heads_for_budget(t.budget, 4))
