@@ -171,3 +171,35 @@ def random_relevance(batch: int, n_heads: int, seed: int) -> Tensor:
     """Random scores used only to *rank* heads for the random-choice ablation."""
     g = torch.Generator().manual_seed(seed)
     return torch.rand(batch, n_heads, generator=g)
+
+
+# --------------------------------------------------------------------------- budgeted allocation (bba)
+
+
+class StaticGate(nn.Module):
+    """One learned score per head, the same for every input (static gates; post-hoc ranking)."""
+
+    def __init__(self, n_heads: int):
+        super().__init__()
+        self.scores = nn.Parameter(torch.zeros(n_heads))
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.scores.expand(h.shape[0], -1)  # (H,) -> (B, H)
+
+
+def soft_gates(z: Tensor, order: Tensor, k: Tensor, temperature: float) -> Tensor:
+    """Differentiable gates ≈ 1 on the k[b] highest-scoring heads and ≈ 0 on the others.
+
+    ``sigmoid((z − θ) / T)`` with θ half-way between the k-th and (k+1)-th largest score
+    (detached), so the gates follow the exact top-k set while z still gets gradients. Their
+    mean is the *estimated* attention cost of the soft path.
+
+    Args:
+        z: (B, H) head scores; order: ``rank_heads(z)``; k: (B,) heads per input.
+    """
+    H = z.shape[1]
+    ranked = z.detach().gather(1, order)  # (B, H) scores in decreasing order
+    kth = ranked.gather(1, (k - 1)[:, None])  # (B, 1) the last head in
+    after = ranked.gather(1, k.clamp(max=H - 1)[:, None])  # (B, 1) the first head out
+    gates = torch.sigmoid((z - (kth + after) / 2) / temperature)
+    return torch.where((k == H)[:, None], torch.ones_like(gates), gates)  # a full budget: all on

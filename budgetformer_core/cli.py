@@ -1,6 +1,6 @@
 """The ``budgetformer`` command: a table of subcommands, each a thin wrapper of a core function.
 
-    budgetformer train   --dataset NAME --variant {dense,budgetformer} --out DIR [--set key=value ...]
+    budgetformer train   --dataset NAME --variant {dense,budgetformer,bba} --out DIR [--init DIR] [--set key=value ...]
     budgetformer eval    --checkpoint DIR [--split test] [--budget S] [--ablation A] [--json]
     budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --input-file F)
     budgetformer bench   (--checkpoint DIR | [--set key=value ...]) [--batch-size N] [--threads T]
@@ -36,7 +36,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     model_cfg, train_cfg = apply_overrides(ModelConfig(variant=args.variant), TrainConfig(), args.set)
     dataset = load_dataset(args.dataset, args.data_dir, seed=args.split_seed)
-    result = train(dataset, model_cfg, train_cfg, args.out, progress=not args.quiet)
+    result = train(dataset, model_cfg, train_cfg, args.out, progress=not args.quiet, init=args.init)
     print(json.dumps({"checkpoint": str(result.checkpoint), "seconds": round(result.seconds, 1), **result.test}))
     return 0
 
@@ -50,11 +50,30 @@ def ablation_control(ckpt, args: argparse.Namespace, split) -> Control:
     """
     if ckpt.config.variant == "dense" and (args.budget is not None or args.ablation):
         raise ValueError("a dense checkpoint has no budget: --budget and --ablation need a budgetformer model")
+    if ckpt.config.variant == "bba" and args.ablation:
+        raise ValueError("--ablation applies to budgetformer models; a bba model takes --budget")
     budget = args.budget
     if args.ablation == "no-budget-net" and budget is None:
         budget = evaluate_split(ckpt, split).mean_budget
     choice = "random" if args.ablation == "no-head-scorer" else None
     return Control(budget=budget, head_choice=choice, seed=args.seed)
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from .prune import head_importance, posthoc_checkpoint
+    from .tokenizer import encode
+
+    dense = load_checkpoint(args.checkpoint)
+    if dense.config.variant != "dense":
+        raise ValueError("prune ranks the heads of a dense checkpoint")
+    dataset_name = args.dataset or dense.meta.get("dataset")
+    split = load_dataset(dataset_name, args.data_dir, seed=args.split_seed).split("validation")
+    ids, _ = encode(dense.tokenizer, split.texts, dense.config.max_len)
+    importance = head_importance(dense.model, ids, split.labels)
+    meta = {"dataset": dataset_name, "init": str(args.checkpoint), "importance": importance.tolist()}
+    posthoc_checkpoint(dense, importance, args.out, meta)
+    print(json.dumps({"checkpoint": args.out, "importance": importance.tolist()}))
+    return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -155,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a model and write a checkpoint")
     p.add_argument("--dataset", required=True, help="bbc, synthetic, ag_news, dbpedia_14, sst2, snli or a file")
     p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
-    p.add_argument("--variant", choices=("dense", "budgetformer"), default="budgetformer")
+    p.add_argument("--variant", choices=("dense", "budgetformer", "bba"), default="budgetformer")
+    p.add_argument("--init", help="warm start from this checkpoint (e.g. a dense model, for bba)")
     p.add_argument("--out", required=True, help="checkpoint directory to write")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the train/validation/test split")
@@ -173,6 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=0, help="evaluate only the first N rows")
     p.add_argument("--seed", type=int, default=0, help="seed of the random head choice")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("prune", help="rank a dense model's heads (post-hoc baseline) into a bba checkpoint")
+    p.add_argument("--checkpoint", required=True, help="a dense checkpoint")
+    p.add_argument("--out", required=True)
+    p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
+    p.add_argument("--data-dir")
+    p.add_argument("--split-seed", type=int, default=0)
 
     p = sub.add_parser("predict", help="classify texts and show the heads each one used")
     p.add_argument("--checkpoint", required=True)
@@ -198,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "train": cmd_train,
     "eval": cmd_eval,
+    "prune": cmd_prune,
     "predict": cmd_predict,
     "bench": cmd_bench,
 }

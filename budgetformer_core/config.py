@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Variant = Literal["dense", "budgetformer"]
+Variant = Literal["dense", "budgetformer", "bba"]
 HeadChoice = Literal["learned", "uniform", "random"]
 BetaSchedule = Literal["linear", "cosine", "step"]
 
@@ -34,14 +34,15 @@ class ModelConfig:
     """Encoder layers."""
     d_ff: int = 256
     """Hidden width of the feed-forward block."""
-    max_len: int = 256
+    max_len: int = 512
     """Longest input in tokens; longer inputs are truncated."""
-    dropout: float = 0.1
+    dropout: float = 0.2
     """Dropout on embeddings, attention output and feed-forward output."""
     pooling: Literal["mean", "mean_max"] = "mean"
     """How token states become the classifier's input: their mean, or mean and max concatenated."""
     variant: Variant = "budgetformer"
-    """``dense`` (plain multi-head attention) or ``budgetformer`` (f_θ + g_φ per layer)."""
+    """``dense`` (plain multi-head attention), ``budgetformer`` (f_θ + g_φ per layer) or ``bba``
+    (budgeted attention allocation: the caller requests a budget b, monotone head gates)."""
     budget_hidden: int = 32
     """Hidden width of the budget network f_θ and of the head-scoring network g_φ."""
     shared_budget: bool = False
@@ -55,6 +56,14 @@ class ModelConfig:
     head_choice: HeadChoice = "learned"
     """Ablation "no g_φ": ``uniform`` (p = 1/H, the first k heads) or ``random`` heads."""
 
+    gate_input: bool = True
+    """bba: rank heads per input with a gate network on the pooled layer input (True), or with
+    one learned score per head shared by all inputs (False: static gates, as in the baselines)."""
+    gate_temperature: float = 0.5
+    """bba: softness of the training gates sigmoid((z − threshold) / T)."""
+    default_budget: float = 0.5
+    """bba: the budget b used when the caller requests none."""
+
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_classes", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
             if getattr(self, name) < 1:
@@ -63,8 +72,12 @@ class ModelConfig:
             raise ValueError(f"n_classes must be >= 2, got {self.n_classes}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        if self.variant not in ("dense", "budgetformer"):
-            raise ValueError(f"variant must be 'dense' or 'budgetformer', got {self.variant!r}")
+        if self.variant not in ("dense", "budgetformer", "bba"):
+            raise ValueError(f"variant must be dense, budgetformer or bba, got {self.variant!r}")
+        if not 0.0 < self.default_budget <= 1.0:
+            raise ValueError(f"default_budget must be in (0, 1], got {self.default_budget}")
+        if self.gate_temperature <= 0:
+            raise ValueError(f"gate_temperature must be > 0, got {self.gate_temperature}")
         if self.pooling not in ("mean", "mean_max"):
             raise ValueError(f"pooling must be 'mean' or 'mean_max', got {self.pooling!r}")
         if self.head_choice not in ("learned", "uniform", "random"):
@@ -85,18 +98,18 @@ class ModelConfig:
 class TrainConfig:
     """The training recipe: optimiser, schedule and the BudgetFormer loss weights."""
 
-    epochs: int = 12
+    epochs: int = 8
     batch_size: int = 32
-    lr: float = 2e-3
+    lr: float = 1e-3
     weight_decay: float = 0.01
     warmup_frac: float = 0.1
     """Fraction of optimiser steps with linear learning-rate warm-up (then cosine decay)."""
     grad_clip: float = 1.0
     seed: int = 0
     label_smoothing: float = 0.0
-    token_dropout: float = 0.0
+    token_dropout: float = 0.1
     """Fraction of training tokens dropped at random from each input (augmentation)."""
-    random_crop: bool = False
+    random_crop: bool = True
     """Train on a random window of ``max_len`` tokens of longer inputs (test reads the start)."""
     s_min: float = 0.1
     """Lower edge of the budget band: L_budget is zero for s in [s_min, s_max]."""
@@ -112,16 +125,23 @@ class TrainConfig:
     """β at the end of training (> 0 rewards low head entropy: specialise)."""
     beta_schedule: BetaSchedule = "linear"
     """Shape of β(t) from beta_start to beta_end: linear, cosine or step (at half-way)."""
-    embed_init: Literal["normal", "lsa"] = "normal"
+    embed_init: Literal["normal", "lsa"] = "lsa"
     """Token embeddings start random (``normal``) or from an LSA of the training split
     (``lsa``: truncated SVD of its TF-IDF token-document matrix, rescaled to the normal init's
     standard deviation), a cheap way to start with topic-aware word vectors."""
-    ema: float = 0.0
+    ema: float = 0.98
     """Decay of an exponential moving average of the weights (e.g. 0.99), used for validation,
     test and the checkpoint; 0 = off."""
-    structural_from: float = 1.0
+    structural_from: float = 0.7
     """Fraction of training after which the forward pass runs only the top-k heads, as at
     inference (hard-gate adaptation; gradients still reach s and p through w). 1.0 = never."""
+    train_budget: float = 0.0
+    """bba: 0 = sample b uniformly in [budget_min, 1] for every batch (one checkpoint for any
+    budget); otherwise train at this fixed b (the static fixed-budget baseline)."""
+    freeze_gates: bool = False
+    """bba: keep the gate scores fixed (post-hoc ranking + recovery epoch)."""
+    budget_min: float = 0.1
+    """bba: smallest budget sampled in training."""
     max_train: int = 0
     """Use only the first N training rows (0 = all); for quick runs."""
 
@@ -134,6 +154,8 @@ class TrainConfig:
             raise ValueError(f"need 0 <= s_min <= s_max <= 1, got [{self.s_min}, {self.s_max}]")
         if self.beta_schedule not in ("linear", "cosine", "step"):
             raise ValueError(f"beta_schedule must be linear/cosine/step, got {self.beta_schedule!r}")
+        if not 0.0 <= self.train_budget <= 1.0 or not 0.0 < self.budget_min <= 1.0:
+            raise ValueError("train_budget must be in [0, 1] and budget_min in (0, 1]")
         if self.embed_init not in ("normal", "lsa"):
             raise ValueError(f"embed_init must be 'normal' or 'lsa', got {self.embed_init!r}")
         if not 0.0 <= self.ema < 1.0:

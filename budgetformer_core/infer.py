@@ -207,7 +207,9 @@ def evaluate(
     )
 
 
-def evaluate_split(ckpt: Checkpoint, split: Split, control: Control | None = None, mode: str | None = None) -> Evaluation:
+def evaluate_split(
+    ckpt: Checkpoint, split: Split, control: Control | None = None, mode: str | None = None
+) -> Evaluation:
     """Tokenise a split with the checkpoint's tokenizer and evaluate it."""
     ids, _ = encode(ckpt.tokenizer, split.texts, ckpt.model.cfg.max_len)
     return evaluate(ckpt.model, ids, split.labels, control, mode)

@@ -55,11 +55,11 @@ class LossTerms:
     beta: float
 
 
-def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: float, dense: bool) -> LossTerms:
-    """L_task (+ λ_b·L_budget + λ_e·β(t)·H(p) for a budgeted model)."""
+def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: float, task_only: bool) -> LossTerms:
+    """L_task, plus λ_b·L_budget + λ_e·β(t)·H(p) unless ``task_only`` (dense and bba models)."""
     task = F.cross_entropy(out.logits, labels, label_smoothing=cfg.label_smoothing)
     beta = beta_at(progress, cfg.beta_start, cfg.beta_end, cfg.beta_schedule)
-    if dense:
+    if task_only:
         return LossTerms(task, task.item(), 0.0, 0.0, beta)
     s = torch.stack([t.budget for t in out.layers])  # (L, B)
     p = torch.stack([t.relevance for t in out.layers])  # (L, B, H)

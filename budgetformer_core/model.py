@@ -28,6 +28,7 @@ from .budget import (
     BudgetNet,
     Control,
     HeadScorer,
+    StaticGate,
     heads_for_budget,
     heads_for_budget_value,
     mlp,
@@ -35,6 +36,7 @@ from .budget import (
     rank_heads,
     run_budget_nets,
     select_top_k,
+    soft_gates,
 )
 from .config import ModelConfig
 
@@ -142,13 +144,17 @@ class BudgetFormer(nn.Module):
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model * (2 if cfg.pooling == "mean_max" else 1), cfg.n_classes)
-        n_pairs = 0 if cfg.variant == "dense" else (1 if cfg.shared_budget else cfg.n_layers)
+        n_pairs = 0 if cfg.variant != "budgetformer" else (1 if cfg.shared_budget else cfg.n_layers)
         self.budget_nets = nn.ModuleList(
             BudgetNet(cfg.d_model, cfg.budget_hidden) for _ in range(n_pairs if cfg.use_budget_net else 0)
         )
         self.scorers = nn.ModuleList(
             HeadScorer(cfg.d_model, cfg.budget_hidden, cfg.n_heads)
             for _ in range(n_pairs if cfg.head_choice == "learned" else 0)
+        )
+        self.gates = nn.ModuleList(  # bba: the head-ranking gate of each layer
+            (HeadScorer(cfg.d_model, cfg.budget_hidden, cfg.n_heads) if cfg.gate_input else StaticGate(cfg.n_heads))
+            for _ in range(cfg.n_layers if cfg.variant == "bba" else 0)
         )
         self.apply(self._init)
 
@@ -167,11 +173,40 @@ class BudgetFormer(nn.Module):
         masked = x if mask is None else x.masked_fill(~mask[..., None], float("-inf"))
         return torch.cat([mean, masked.amax(1)], -1)
 
-    def allocate(self, i: int, xn: Tensor, mask: Tensor | None, control: Control) -> LayerTrace:
+    def allocate_bba(self, i: int, xn: Tensor, mask: Tensor | None, control: Control, mode: str) -> LayerTrace:
+        """Budgeted attention allocation: the requested budget b buys k = max(1, ⌊b·H⌋) heads,
+        the k with the highest gate scores z. z does not depend on b, so the head sets are
+        nested: for b₁ < b₂ the heads at b₁ are among those at b₂, for every input and layer.
+
+        Head weights are soft gates in the ``soft`` mode (training); otherwise exactly 1 on the
+        selected heads — with the soft gates' gradient passed straight through in training
+        (hard-gate adaptation).
+        """
+        B, H = xn.shape[0], self.cfg.n_heads
+        b = self.cfg.default_budget if control.budget is None else control.budget
+        z = self.gates[i](masked_mean(xn, mask))  # (B, H)
+        order = rank_heads(z)
+        if control.k is not None:
+            k = control.k_tensor(B, H, xn.device)
+        else:
+            k = torch.full((B,), heads_for_budget_value(b, H), device=xn.device)
+        selected = select_top_k(z, k, order)
+        if mode == "soft" or self.training:
+            gates = soft_gates(z, order, k, self.cfg.gate_temperature)
+            weights = gates if mode == "soft" else selected + gates - gates.detach()
+        else:
+            weights = selected.to(xn.dtype)
+        return LayerTrace(xn.new_full((B,), b), torch.softmax(z, -1), weights, k, selected, order)
+
+    def allocate(
+        self, i: int, xn: Tensor, mask: Tensor | None, control: Control, mode: str = "structural"
+    ) -> LayerTrace:
         """Layer i's budget s, relevance p, weights w and selected heads for normalised input xn.
 
         ``mask`` is (B, T), True for real tokens, or None when every token is real.
         """
+        if self.cfg.variant == "bba":
+            return self.allocate_bba(i, xn, mask, control, mode)
         B, H = xn.shape[0], self.cfg.n_heads
         h = masked_mean(xn, mask)  # (B, D) global summary of the layer input
         pair = 0 if self.cfg.shared_budget else i
@@ -241,7 +276,7 @@ class BudgetFormer(nn.Module):
         traces = []
         for i, layer in enumerate(self.layers):
             xn = layer.ln1(x)
-            trace = self.allocate(i, xn, key_mask, control) if dense_trace is None else dense_trace
+            trace = self.allocate(i, xn, key_mask, control, mode) if dense_trace is None else dense_trace
             x = layer(x, xn, key_mask, mode, trace)
             traces.append(trace)
         logits = self.head(self.pool(self.ln_f(x), key_mask))  # (B, C)

@@ -20,7 +20,8 @@ import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
-from .checkpoint import save_checkpoint
+from .budget import Control
+from .checkpoint import load_checkpoint, save_checkpoint
 from .config import ModelConfig, TrainConfig, to_dict
 from .data import TextDataset
 from .infer import evaluate
@@ -77,6 +78,26 @@ def lsa_embeddings(ids: list[list[int]], vocab_size: int, dim: int, seed: int, s
     return torch.from_numpy(vectors)
 
 
+SHAPE_FIELDS = ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len", "pooling")
+
+
+def warm_start(model: BudgetFormer, source: BudgetFormer) -> list[str]:
+    """Copy every weight ``source`` shares with ``model`` (by name; shapes must agree) into it.
+
+    Returns:
+        The names of ``model``'s weights that were not copied (they keep their fresh init).
+    """
+    own, theirs = model.state_dict(), source.state_dict()
+    shared = {k: v for k, v in theirs.items() if k in own}
+    for k, v in shared.items():
+        if v.shape != own[k].shape:
+            raise ValueError(
+                f"the init checkpoint's {k} has shape {tuple(v.shape)}, this model's {tuple(own[k].shape)}"
+            )
+    model.load_state_dict(shared, strict=False)
+    return sorted(set(own) - set(shared))
+
+
 @dataclass
 class TrainResult:
     """Where the checkpoint went and what it scored."""
@@ -94,17 +115,31 @@ def train(
     out_dir: str | Path,
     progress: bool = True,
     device: torch.device | None = None,
+    init: str | Path | None = None,
 ) -> TrainResult:
-    """Train a model on ``dataset`` and write a checkpoint to ``out_dir``."""
+    """Train a model on ``dataset`` and write a checkpoint to ``out_dir``.
+
+    With ``init`` (a checkpoint directory, e.g. a trained dense model) the new model takes its
+    tokenizer, its shape and every weight the two share — the dense warm start of ``bba``; its
+    own networks (gates, f_θ, g_φ) start fresh.
+    """
     t0 = time.perf_counter()
     set_seed(train_cfg.seed)
     device = device or default_device()
     train_split = dataset.split("train")
     if train_cfg.max_train:
         train_split = train_split.head(train_cfg.max_train)
-    tok = train_tokenizer(train_split.texts, model_cfg.vocab_size)
+    start = load_checkpoint(init) if init is not None else None
+    if start is not None:
+        tok = start.tokenizer
+        shape = {k: getattr(start.config, k) for k in SHAPE_FIELDS}
+        model_cfg = dataclasses.replace(model_cfg, **shape)
+    else:
+        tok = train_tokenizer(train_split.texts, model_cfg.vocab_size)
     model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size(), n_classes=dataset.n_classes)
     model = BudgetFormer(model_cfg).to(device)
+    if start is not None:
+        warm_start(model, start.model)
     dense = model_cfg.variant == "dense"
 
     crop_len = 10**9 if train_cfg.random_crop else model_cfg.max_len
@@ -112,12 +147,16 @@ def train(
     val_split = dataset.split("validation")
     val_ids, _ = encode(tok, val_split.texts, model_cfg.max_len)
     labels = torch.tensor(train_split.labels)
-    if train_cfg.embed_init == "lsa":
+    if train_cfg.embed_init == "lsa" and start is None:
         with torch.no_grad():
-            model.tok_emb.weight.copy_(lsa_embeddings(train_ids, model_cfg.vocab_size, model_cfg.d_model, train_cfg.seed))
+            lsa = lsa_embeddings(train_ids, model_cfg.vocab_size, model_cfg.d_model, train_cfg.seed)
+            model.tok_emb.weight.copy_(lsa)
 
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "emb" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "emb" not in n)]
+    if train_cfg.freeze_gates:
+        model.gates.requires_grad_(False)
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    decay = [p for n, p in params if p.dim() >= 2 and "emb" not in n]
+    no_decay = [p for n, p in params if not (p.dim() >= 2 and "emb" not in n)]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": train_cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=train_cfg.lr,
@@ -139,7 +178,8 @@ def train(
         sums = {"loss": 0.0, "task": 0.0, "budget": 0.0, "entropy": 0.0, "correct": 0}
         s_sum = torch.zeros(model_cfg.n_layers)
         perm = torch.randperm(len(train_ids), generator=gen).tolist()
-        bar = tqdm(range(steps_per_epoch), desc=f"epoch {epoch + 1}/{train_cfg.epochs}", disable=not progress, leave=False)
+        desc = f"epoch {epoch + 1}/{train_cfg.epochs}"
+        bar = tqdm(range(steps_per_epoch), desc=desc, disable=not progress, leave=False)
         for b in bar:
             rows = perm[b * train_cfg.batch_size : (b + 1) * train_cfg.batch_size]
             batch = pad([augment(train_ids[i], model_cfg.max_len, train_cfg, rng) for i in rows])
@@ -148,8 +188,11 @@ def train(
                 g["lr"] = lr_at(step, total_steps, train_cfg)
             t = step / max(1, total_steps - 1)  # training progress in [0, 1]
             mode = "dense" if dense else ("structural" if t >= train_cfg.structural_from else "soft")
-            out = model(batch.ids.to(device), batch.mask.to(device), mode=mode)
-            terms = total_loss(out, y, train_cfg, t, dense)
+            control = None
+            if model_cfg.variant == "bba":  # one requested budget per batch
+                control = Control(budget=train_cfg.train_budget or rng.uniform(train_cfg.budget_min, 1.0))
+            out = model(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
+            terms = total_loss(out, y, train_cfg, t, model_cfg.variant != "budgetformer")
             opt.zero_grad(set_to_none=True)
             terms.total.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
@@ -188,11 +231,12 @@ def train(
         if progress:
             tqdm.write(
                 f"epoch {epoch + 1}: loss {row['loss']:.4f} train acc {row['train_accuracy']:.4f} "
-                f"val acc {val.accuracy:.4f} s {val.mean_budget:.3f} heads {val.mean_heads_fraction:.3f} β {terms.beta:+.2f}"
+                f"val acc {val.accuracy:.4f} s {val.mean_budget:.3f} heads {val.mean_heads_fraction:.3f} "
+                f"β {terms.beta:+.2f}"
             )
 
     model = final().cpu()
-    meta = {"dataset": dataset.name, "train": to_dict(train_cfg)}
+    meta = {"dataset": dataset.name, "train": to_dict(train_cfg), "init": None if init is None else str(init)}
     path = save_checkpoint(out_dir, model, tok, dataset.label_names, meta, history)
     # test on the weights exactly as stored (save rounds them to the storage precision)
     test_split = dataset.split("test")

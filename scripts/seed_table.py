@@ -42,9 +42,10 @@ def main() -> None:
     for variant in ("dense", "budgetformer"):
         runs = [train(args.dataset, variant, s, args.out / f"{args.dataset}-{variant}-seed{s}") for s in args.seeds]
         acc = [r["accuracy"] for r in runs]
-        print(f"| {variant} | {fmt(acc)} | {', '.join(f'{a * 100:.1f}' for a in acc)} | "
-              f"{fmt([r['mean_budget'] for r in runs], False)} | {fmt([r['mean_heads_fraction'] for r in runs], False)} | "
-              f"{fmt([r['flops_ratio'] for r in runs], False)} | {statistics.mean(r['seconds'] for r in runs):.0f} |")
+        mean = {k: fmt([r[k] for r in runs], False) for k in ("mean_budget", "mean_heads_fraction", "flops_ratio")}
+        print(f"| {variant} | {fmt(acc)} | {', '.join(f'{a * 100:.1f}' for a in acc)} | {mean['mean_budget']} | "
+              f"{mean['mean_heads_fraction']} | {mean['flops_ratio']} | "
+              f"{statistics.mean(r['seconds'] for r in runs):.0f} |")
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ def test_shared_head_set_takes_the_same_result_as_per_input(attn):
     selected = torch.tensor([[1, 4, 6]]).repeat(3, 1)
     weights = torch.rand(3, 3)
     shared = attn.structural(x, mask, selected, weights)
-    per_input = torch.cat([attn.structural(x[i : i + 1], mask[i : i + 1], selected[i : i + 1], weights[i : i + 1]) for i in range(3)])
+    one = lambda i: attn.structural(x[i : i + 1], mask[i : i + 1], selected[i : i + 1], weights[i : i + 1])  # noqa: E731
+    per_input = torch.cat([one(i) for i in range(3)])
     torch.testing.assert_close(shared, per_input, atol=1e-5, rtol=0)
 
 
@@ -86,7 +87,8 @@ def test_all_heads_in_any_order_equal_weighted(attn):
     order = torch.stack([torch.randperm(8, generator=torch.Generator().manual_seed(i)) for i in range(3)])
     weights = torch.rand(3, 8)
     full = torch.zeros(3, 8).scatter(1, order, weights)
-    torch.testing.assert_close(attn.structural(x, mask, order, weights), attn.weighted(x, mask, full), atol=1e-5, rtol=0)
+    structural = attn.structural(x, mask, order, weights)
+    torch.testing.assert_close(structural, attn.weighted(x, mask, full), atol=1e-5, rtol=0)
 
 
 def test_no_mask_equals_an_all_true_mask(attn):

@@ -1,0 +1,123 @@
+"""Budgeted attention allocation: nested head sets, monotone cost, exact budgets, warm start."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from budgetformer_core.budget import Control, rank_heads, soft_gates
+from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.config import TrainConfig
+from budgetformer_core.data import load_synthetic
+from budgetformer_core.infer import analyze
+from budgetformer_core.model import BudgetFormer
+from budgetformer_core.train import train, warm_start
+
+from ..conftest import small_config
+
+BUDGETS = [round(0.1 * i, 1) for i in range(1, 11)]
+
+
+@pytest.fixture(scope="module")
+def bba_checkpoint(tiny_checkpoint, tmp_path_factory):
+    """A bba model warm-started from a briefly trained dense model on the synthetic task."""
+    data = load_synthetic()
+    data.splits = {k: v.head(300) for k, v in data.splits.items()}
+    root = tmp_path_factory.mktemp("bba")
+    cfg = small_config(vocab_size=200, max_len=64)
+    train(data, small_config(variant="dense", vocab_size=200, max_len=64), TrainConfig(epochs=1), root / "dense",
+          progress=False)
+    train(data, small_config(variant="bba", vocab_size=cfg.vocab_size), TrainConfig(epochs=2), root / "bba",
+          progress=False, init=root / "dense")
+    return load_checkpoint(root / "bba")
+
+
+def test_head_sets_are_nested_and_cost_monotone_on_real_inputs(bba_checkpoint):
+    texts = load_synthetic().split("test").texts[:20]
+    per_budget = [analyze(bba_checkpoint, texts, Control(budget=b)) for b in BUDGETS]
+    for i in range(len(texts)):
+        runs = [results[i] for results in per_budget]
+        for small, large in zip(runs, runs[1:]):
+            for layer_small, layer_large in zip(small.selected_heads, large.selected_heads):
+                assert set(layer_small) <= set(layer_large)
+            assert small.flops <= large.flops
+        assert [r.k for r in runs][-1] == [4, 4]  # b = 1.0 runs every head
+
+
+def test_exact_budget_k(bba_checkpoint):
+    for b, k in [(0.1, 1), (0.25, 1), (0.5, 2), (0.75, 3), (1.0, 4)]:
+        [a] = analyze(bba_checkpoint, ["w1 m0 a m1 b"], Control(budget=b))
+        assert a.k == [k, k]
+
+
+def test_structural_equals_masked_and_weights_are_one():
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config(variant="bba")).eval()
+    with torch.no_grad():
+        for g in model.gates:
+            g.net[-1].weight.normal_(0, 3.0)
+    ids = torch.randint(3, 50, (3, 9))
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    for b in (0.25, 0.5, 1.0):
+        s = model(ids, mask, mode="structural", control=Control(budget=b))
+        m = model(ids, mask, mode="masked", control=Control(budget=b))
+        torch.testing.assert_close(s.logits, m.logits, atol=1e-5, rtol=0)
+        for t in s.layers:
+            assert torch.equal(t.head_weights, t.selected.float())
+    # input-conditioned gates: different inputs may pick different heads
+    heads = model(ids, mask, control=Control(budget=0.5)).layers[0].selected
+    assert len({tuple(r.tolist()) for r in heads}) > 1
+
+
+def test_static_gates_pick_the_same_heads_for_every_input():
+    model = BudgetFormer(small_config(variant="bba", gate_input=False)).eval()
+    with torch.no_grad():
+        model.gates[0].scores.copy_(torch.tensor([0.1, 3.0, -1.0, 2.0]))
+    out = model(torch.randint(3, 50, (4, 6)), torch.ones(4, 6, dtype=torch.bool), control=Control(budget=0.5))
+    assert out.layers[0].selected.tolist() == [[False, True, False, True]] * 4
+
+
+def test_soft_gates_follow_top_k_and_pass_gradients():
+    z = torch.tensor([[4.0, -2.0, 1.0, 0.0]], requires_grad=True)
+    gates = soft_gates(z, rank_heads(z), torch.tensor([2]), temperature=0.1)
+    assert gates.round().tolist() == [[1.0, 0.0, 1.0, 0.0]]
+    gates.sum().backward()
+    assert z.grad.abs().sum() > 0
+    full = soft_gates(z.detach(), rank_heads(z.detach()), torch.tensor([4]), temperature=0.1)
+    assert full.tolist() == [[1.0, 1.0, 1.0, 1.0]]
+
+
+def test_warm_start_copies_the_shared_weights():
+    dense = BudgetFormer(small_config(variant="dense"))
+    bba = BudgetFormer(small_config(variant="bba"))
+    fresh = warm_start(bba, dense)
+    assert fresh and all(name.startswith("gates.") for name in fresh)
+    assert torch.equal(bba.layers[0].attn.qkv.weight, dense.layers[0].attn.qkv.weight)
+    with pytest.raises(ValueError, match="has shape"):
+        warm_start(BudgetFormer(small_config(variant="bba", d_model=64)), dense)
+
+
+def test_posthoc_pruning_ranks_heads_by_importance(tmp_path):
+    from budgetformer_core.checkpoint import Checkpoint
+    from budgetformer_core.prune import head_importance, posthoc_checkpoint
+    from budgetformer_core.tokenizer import train_tokenizer
+
+    torch.manual_seed(0)
+    dense = BudgetFormer(small_config(variant="dense")).eval()
+    ids = [[5, 6, 7, 8], [9, 10, 11], [12, 13, 14, 15, 16]]
+    importance = head_importance(dense, ids, [0, 1, 2])
+    assert importance.shape == (2, 4) and bool((importance >= 0).all())
+    torch.testing.assert_close(importance.norm(dim=1), torch.ones(2))
+    # a head whose output projection columns are zero does nothing: least important
+    with torch.no_grad():
+        dense.layers[0].attn.out.weight[:, 8:16] = 0  # head 1 of layer 0 (d_head 8)
+    importance = head_importance(dense, ids, [0, 1, 2])
+    assert int(importance[0].argmin()) == 1
+    tok = train_tokenizer(["a b c"], 50)
+    ckpt = Checkpoint(dense, tok, ["x", "y", "z"])
+    pruned = load_checkpoint(posthoc_checkpoint(ckpt, importance, tmp_path / "posthoc", {}))
+    out = pruned.model(torch.tensor([[5, 6, 7]]), torch.ones(1, 3, dtype=torch.bool), control=Control(budget=0.75))
+    assert not bool(out.layers[0].selected[0, 1])  # the dead head is pruned first
+    full = pruned.model(torch.tensor([[5, 6, 7]]), torch.ones(1, 3, dtype=torch.bool), control=Control(budget=1.0))
+    dense_logits = dense(torch.tensor([[5, 6, 7]]), torch.ones(1, 3, dtype=torch.bool)).logits
+    torch.testing.assert_close(full.logits, dense_logits, atol=2e-3, rtol=0)  # float16 storage
