@@ -1,10 +1,15 @@
-"""What the "Explore an input" page computes, as plain functions (no Streamlit here).
+"""What the pages compute, as plain functions (no Streamlit here).
 
-The page reads its widgets into a :class:`Settings`, and this module turns that into the model
-runs it shows: the full model's analysis of the text, the analysis under the chosen override or
-ablation, the measured single-thread latency of both execution paths, the comparison rows and
-the exportable record. Keeping it free of ``st.*`` lets the tests call it directly and lets
-``app/state.py`` cache it.
+"Explore an input": the page reads its widgets into a :class:`Settings`, and this module turns
+that into the model runs it shows: the full model's analysis of the text, the analysis under the
+chosen override or ablation, the measured single-thread latency of both execution paths, the
+comparison rows and the exportable record. Keeping it free of ``st.*`` lets the tests call it
+directly and lets ``app/state.py`` cache it.
+
+"Training dynamics", "Errors" and "Easy vs hard" work on tables: :func:`history_frame` turns a
+checkpoint's per-epoch history into one, :func:`per_example_table` turns a whole-split
+evaluation into a row per text, and the filters, confusion matrix and rank correlations are
+computed from those.
 
 torch and the core are imported inside the functions that need them: importing them takes
 seconds, and the page draws its title, input and controls before it first needs a model.
@@ -13,6 +18,7 @@ seconds, and the page draws its title, input and controls before it first needs 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import platform
 import statistics
@@ -24,6 +30,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -464,3 +473,228 @@ def search_texts(texts: list[str], query: str, limit: int = 50) -> list[int]:
     if not q:
         return []
     return [i for i, t in enumerate(texts) if q in t.lower()][:limit]
+
+
+# --------------------------------------------------------------------------- training dynamics
+#
+# The "Training dynamics" page reads the checkpoint's history.json: one dict per epoch, with the
+# per-layer budgets as lists. Older or foreign histories may lack keys; they become NaN columns.
+
+HISTORY_SCALARS = (
+    "loss",
+    "task_loss",
+    "budget_loss",
+    "entropy",
+    "beta",
+    "lr",
+    "train_accuracy",
+    "val_accuracy",
+    "val_mean_budget",
+    "val_head_entropy",
+    "val_mean_heads_fraction",
+)
+
+
+def history_frame(history: list[dict]) -> pd.DataFrame:
+    """One row per epoch: the scalars of :data:`HISTORY_SCALARS` plus ``train_s{l}`` / ``val_s{l}``.
+
+    ``train_s{l}`` and ``val_s{l}`` are the mean budget s of layer ``l`` in that epoch (from
+    ``train_mean_budget_per_layer`` / ``val_mean_budget_per_layer``). Missing values are NaN.
+    """
+    rows = []
+    for i, h in enumerate(history):
+        epoch = h.get("epoch")
+        epoch = epoch if isinstance(epoch, (int, float)) else i + 1
+        row: dict[str, float] = {"epoch": float(epoch)}
+        for key in HISTORY_SCALARS:
+            v = h.get(key)
+            row[key] = float(v) if isinstance(v, (int, float)) else np.nan
+        for prefix in ("train", "val"):
+            for layer, v in enumerate(h.get(f"{prefix}_mean_budget_per_layer") or []):
+                row[f"{prefix}_s{layer}"] = float(v)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=None if rows else ["epoch", *HISTORY_SCALARS])
+
+
+def history_layers(frame: pd.DataFrame) -> int:
+    """How many layers the history has budget curves for (0 when it has none)."""
+    return max(
+        sum(c.startswith(prefix) and c[len(prefix) :].isdigit() for c in frame.columns)
+        for prefix in ("train_s", "val_s")
+    )
+
+
+def dynamics_story(
+    frame: pd.DataFrame, n_heads: int, s_min: float | None, s_max: float | None
+) -> str:
+    """Two or three sentences (markdown, our own words and numbers only) on what the history shows.
+
+    The story the method predicts: while β(t) < 0 the entropy term rewards spreading the head
+    relevance p over all heads (exploration: entropy near its maximum ln H); once β(t) > 0 it
+    rewards concentrating p on a few heads (exploitation: entropy falls) and the budget s settles
+    inside [s_min, s_max].
+    """
+    if frame.empty:
+        return "This checkpoint has no training history."
+    parts = [
+        "While **β(t) < 0** the entropy term *rewards* spreading the head relevance p over all "
+        "heads, so every head gets trained (**exploration**); once **β(t) > 0** it rewards "
+        "concentrating p on a few heads per layer (**exploitation**), and the budget loss keeps "
+        "s inside the band."
+    ]
+    beta = frame["beta"].to_numpy()
+    crossed = np.flatnonzero(beta >= 0)
+    facts = []
+    if np.isfinite(beta).any():
+        if crossed.size:
+            facts.append(f"β(t) turned positive in epoch {int(frame['epoch'].iloc[crossed[0]])}")
+        else:
+            facts.append("β(t) stayed negative for the whole run")
+    ent = frame["val_head_entropy"].to_numpy()
+    if np.isfinite(ent).sum() >= 2:
+        first, last = ent[np.isfinite(ent)][[0, -1]]
+        facts.append(
+            f"the validation head entropy went from {first:.2f} to {last:.2f} nats "
+            f"(maximum ln {n_heads} = {math.log(n_heads):.2f}: all heads equally relevant)"
+        )
+    s = frame["val_mean_budget"].to_numpy()
+    if np.isfinite(s).sum() >= 2:
+        first, last = s[np.isfinite(s)][[0, -1]]
+        band = (
+            f", {'inside' if s_min <= last <= s_max else 'outside'} the band [{s_min:g}, {s_max:g}]"
+            if s_min is not None and s_max is not None
+            else ""
+        )
+        facts.append(f"the mean budget s went from {first:.2f} to {last:.2f}{band}")
+    if facts:
+        parts.append("In this run " + "; ".join(facts) + ".")
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------- per-example results
+#
+# The "Errors" and "Easy vs hard" pages work on one table: a row per text of a split, built from
+# :class:`budgetformer_core.infer.Evaluation` (predictions, probabilities, s per layer).
+
+
+def prediction_entropy(probs: np.ndarray) -> np.ndarray:
+    """Entropy (nats) of each row of class probabilities (N, C) -> (N,)."""
+    p = np.clip(np.asarray(probs, dtype=np.float64), 1e-12, 1.0)
+    return -(p * np.log(p)).sum(-1)
+
+
+def per_example_table(
+    evaluation, texts: list[str], n_tokens: list[int], label_names: list[str]
+) -> pd.DataFrame:
+    """One row per input of an evaluated split.
+
+    Columns: ``index`` (position in the split), ``true``, ``predicted``, ``correct``,
+    ``confidence`` (largest probability), ``p_true``, ``loss`` (cross-entropy of the true label,
+    nats), ``entropy`` (of the predicted distribution, nats), ``mean_s`` (budget s averaged over
+    layers), ``s{l}`` per layer, ``tokens`` (tokens the model read) and ``text``.
+
+    Args:
+        evaluation: a :class:`budgetformer_core.infer.Evaluation` of ``texts``.
+        texts: the split's texts, in the evaluated order.
+        n_tokens: tokens the model read per text.
+        label_names: class names by label id.
+    """
+    probs = np.asarray(evaluation.probs, dtype=np.float64)
+    labels = np.asarray(evaluation.labels, dtype=np.int64)
+    preds = np.asarray(evaluation.predictions, dtype=np.int64)
+    budgets = np.asarray(evaluation.budgets, dtype=np.float64)
+    n = len(labels)
+    if not (len(texts) == len(n_tokens) == n == len(preds) == len(probs) == len(budgets)):
+        raise ValueError("texts, token counts and evaluation arrays differ in length")
+    names = np.asarray(label_names, dtype=object)
+    p_true = probs[np.arange(n), labels] if n else np.zeros(0)
+    table = pd.DataFrame(
+        {
+            "index": np.arange(n),
+            "true": names[labels] if n else [],
+            "predicted": names[preds] if n else [],
+            "correct": preds == labels,
+            "confidence": probs.max(-1) if n else np.zeros(0),
+            "p_true": p_true,
+            "loss": -np.log(np.clip(p_true, 1e-12, 1.0)),
+            "entropy": prediction_entropy(probs) if n else np.zeros(0),
+            "mean_s": budgets.mean(-1) if n else np.zeros(0),
+        }
+    )
+    for layer in range(budgets.shape[1] if budgets.ndim == 2 else 0):
+        table[f"s{layer}"] = budgets[:, layer]
+    table["tokens"] = np.asarray(n_tokens, dtype=np.int64)
+    table["text"] = list(texts)
+    return table
+
+
+def layer_columns(table: pd.DataFrame) -> list[str]:
+    """The per-layer budget columns ``s0``, ``s1``, … of a :func:`per_example_table`."""
+    return [c for c in table.columns if c[:1] == "s" and c[1:].isdigit()]
+
+
+def filter_examples(
+    table: pd.DataFrame,
+    *,
+    true: list[str] | None = None,
+    predicted: list[str] | None = None,
+    s_range: tuple[float, float] | None = None,
+    confidence_range: tuple[float, float] | None = None,
+    errors_only: bool = True,
+) -> pd.DataFrame:
+    """The rows matching every filter; an empty or ``None`` class list means "any class".
+
+    Ranges are closed intervals (a little slack so a slider at 1.00 keeps s = 0.99999…).
+    """
+    keep = np.ones(len(table), dtype=bool)
+    if errors_only:
+        keep &= ~table["correct"].to_numpy()
+    if true:
+        keep &= table["true"].isin(true).to_numpy()
+    if predicted:
+        keep &= table["predicted"].isin(predicted).to_numpy()
+    eps = 1e-6
+    for column, bounds in (("mean_s", s_range), ("confidence", confidence_range)):
+        if bounds is not None:
+            lo, hi = bounds
+            values = table[column].to_numpy()
+            keep &= (values >= lo - eps) & (values <= hi + eps)
+    return table[keep]
+
+
+def confusion_matrix(table: pd.DataFrame, label_names: list[str]) -> list[list[int]]:
+    """Counts by true class (rows) and predicted class (columns), in ``label_names`` order."""
+    where = {name: i for i, name in enumerate(label_names)}
+    m = np.zeros((len(label_names), len(label_names)), dtype=np.int64)
+    for t, p in zip(table["true"], table["predicted"], strict=True):
+        m[where[t], where[p]] += 1
+    return m.tolist()
+
+
+def spearman(x, y) -> float | None:
+    """Spearman's rank correlation (ties get average ranks); None if a side is constant or n < 3."""
+    a, b = pd.Series(np.asarray(x, dtype=np.float64)), pd.Series(np.asarray(y, dtype=np.float64))
+    ok = a.notna() & b.notna()
+    a, b = a[ok].rank(), b[ok].rank()
+    if len(a) < 3 or a.std() == 0 or b.std() == 0:
+        return None
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def extremes(
+    table: pd.DataFrame, n: int = 10, column: str = "mean_s"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``n`` rows with the lowest and the ``n`` with the highest ``column`` (ties by index)."""
+    ordered = table.sort_values([column, "index"], kind="stable")
+    return ordered.head(n), ordered.tail(n).iloc[::-1]
+
+
+def example_label(row) -> str:
+    """A one-line name of a per-example row for pickers: "#12 · sport → politics (64%)"."""
+    return f"#{int(row['index'])} · {row['true']} → {row['predicted']} ({row['confidence']:.0%})"
+
+
+def preview(text: str, width: int = 160) -> str:
+    """The start of ``text`` on one line, for table cells."""
+    flat = " ".join(text[: width * 3].split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -190,3 +190,256 @@ def selection_diff(
         yaxis=dict(autorange="reversed"),
     )
     return go.Figure(data=[heatmap], layout=layout)
+
+
+# --------------------------------------------------------------------------- training dynamics
+
+LAYER_COLORS = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"
+]  # fmt: skip
+BAND = "rgba(44, 160, 44, 0.15)"
+"""Fill of the target band [s_min, s_max]."""
+LEGEND = dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0, font=dict(size=14))
+
+
+def _with_legend(layout: dict) -> dict:
+    return {**layout, "showlegend": True, "legend": LEGEND, "margin": dict(l=10, r=10, t=90, b=10)}
+
+
+def training_budget(
+    epochs: Sequence[float],
+    train: Sequence[Sequence[float]],
+    val: Sequence[Sequence[float]],
+    s_min: float | None = None,
+    s_max: float | None = None,
+) -> go.Figure:
+    """Mean budget s per layer and epoch: validation solid, training dashed, the band shaded.
+
+    Args:
+        epochs: epoch numbers (x).
+        train: per layer, the mean s on the training data per epoch (may be empty).
+        val: per layer, the mean s on the validation split per epoch.
+        s_min, s_max: the band the budget loss keeps s in (drawn when both are given).
+    """
+    x = [float(e) for e in epochs]
+    data = []
+    if s_min is not None and s_max is not None and x:
+        data.append(
+            dict(
+                type="scatter",
+                x=x + x[::-1],
+                y=[float(s_min)] * len(x) + [float(s_max)] * len(x),
+                fill="toself",
+                fillcolor=BAND,
+                line=dict(width=0),
+                mode="lines",
+                name=f"target band [{s_min:g}, {s_max:g}]",
+                hoverinfo="skip",
+            )
+        )
+    for kind, curves, dash in (("val", val, "solid"), ("train", train, "dash")):
+        for layer, ys in enumerate(curves):
+            data.append(
+                dict(
+                    type="scatter",
+                    x=x,
+                    y=[float(v) for v in ys],
+                    mode="lines+markers",
+                    line=dict(color=LAYER_COLORS[layer % len(LAYER_COLORS)], dash=dash, width=3),
+                    name=f"layer {layer} ({kind})",
+                    hovertemplate=f"layer {layer} ({kind}), epoch %{{x}}: s=%{{y:.3f}}"
+                    "<extra></extra>",
+                )
+            )
+    layout = _layout(
+        "Budget s per layer during training",
+        420,
+        xaxis=dict(title="epoch", dtick=1),
+        yaxis=dict(title="mean budget s", range=[0, 1.02]),
+    )
+    return go.Figure(data=data, layout=_with_legend(layout))
+
+
+def epoch_lines(
+    epochs: Sequence[float],
+    series: dict[str, Sequence[float]],
+    title: str,
+    y_title: str,
+    *,
+    log_y: bool = False,
+    reference: dict[str, float] | None = None,
+    y_range: Sequence[float] | None = None,
+    percent: bool = False,
+) -> go.Figure:
+    """One line per named series against the epoch, plus dotted horizontal reference lines.
+
+    Non-finite values (and, on a log axis, values ≤ 0) are left out as gaps.
+    """
+    x = [float(e) for e in epochs]
+
+    def clean(v: float) -> float | None:
+        v = float(v)
+        if v != v or v in (float("inf"), float("-inf")) or (log_y and v <= 0):
+            return None
+        return v
+
+    data = [
+        dict(
+            type="scatter",
+            x=x,
+            y=[clean(v) for v in ys],
+            mode="lines+markers",
+            line=dict(color=LAYER_COLORS[i % len(LAYER_COLORS)], width=3),
+            name=name,
+            hovertemplate=f"{name}, epoch %{{x}}: %{{y:.4g}}<extra></extra>",
+        )
+        for i, (name, ys) in enumerate(series.items())
+    ]
+    for name, value in (reference or {}).items():
+        data.append(
+            dict(
+                type="scatter",
+                x=[x[0], x[-1]] if x else [],
+                y=[float(value)] * (2 if x else 0),
+                mode="lines",
+                line=dict(color="#555555", dash="dot", width=2),
+                name=name,
+                hoverinfo="skip",
+            )
+        )
+    yaxis = dict(title=y_title, type="log" if log_y else "linear")
+    if log_y:
+        yaxis["exponentformat"] = "power"  # 10⁻⁴, not the SI "100µ"
+    if y_range is not None:
+        yaxis["range"] = list(y_range)
+    if percent:
+        yaxis["tickformat"] = ".0%"
+    layout = _layout(title, 360, xaxis=dict(title="epoch", dtick=1), yaxis=yaxis)
+    return go.Figure(data=data, layout=_with_legend(layout))
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def confusion_heatmap(matrix: Sequence[Sequence[int]], label_names: Sequence[str]) -> go.Figure:
+    """Counts by true class (rows) and predicted class (columns); the diagonal is correct."""
+    n = len(label_names)
+    heatmap = dict(
+        type="heatmap",
+        z=[[int(v) for v in row] for row in matrix],
+        x=[f"{name}" for name in label_names],
+        y=[f"{name}" for name in label_names],
+        text=[[str(int(v)) for v in row] for row in matrix],
+        texttemplate="%{text}",
+        textfont=dict(size=18),
+        colorscale="Blues",
+        zmin=0,
+        xgap=2,
+        ygap=2,
+        hovertemplate="true %{y}, predicted %{x}: %{z}<extra></extra>",
+        colorbar=dict(thickness=14),
+    )
+    layout = _layout(
+        "Confusion matrix (rows: true class, columns: predicted)",
+        140 + 60 * n,
+        xaxis=dict(title="predicted", side="bottom"),
+        yaxis=dict(title="true", autorange="reversed"),
+    )
+    return go.Figure(data=[heatmap], layout=layout)
+
+
+# --------------------------------------------------------------------------- easy vs hard
+
+
+def budget_histogram(
+    mean_s: Sequence[float], s_min: float | None = None, s_max: float | None = None, bins: int = 30
+) -> go.Figure:
+    """How many inputs got each mean budget s; the band [s_min, s_max] shaded."""
+    hist = dict(
+        type="histogram",
+        x=[float(v) for v in mean_s],
+        nbinsx=bins,
+        marker=dict(color=BLUE, line=dict(color="white", width=1)),
+        hovertemplate="s %{x}: %{y} inputs<extra></extra>",
+    )
+    layout = _layout(
+        f"Mean budget s over {len(mean_s)} test inputs",
+        360,
+        xaxis=dict(title="mean budget s (over layers)"),
+        yaxis=dict(title="inputs"),
+    )
+    if s_min is not None and s_max is not None:
+        layout["shapes"] = [
+            dict(
+                type="rect",
+                xref="x",
+                yref="paper",
+                x0=float(s_min),
+                x1=float(s_max),
+                y0=0,
+                y1=1,
+                fillcolor=BAND,
+                line=dict(width=0),
+                layer="below",
+            )
+        ]
+    return go.Figure(data=[hist], layout=layout)
+
+
+def budget_scatter(
+    x: Sequence[float],
+    mean_s: Sequence[float],
+    correct: Sequence[bool],
+    names: Sequence[str],
+    title: str,
+    x_title: str,
+    log_x: bool = False,
+) -> go.Figure:
+    """Mean budget s (y) against a per-input quantity (x); misclassified inputs in red.
+
+    ``names`` label the points on hover (e.g. "#12 · sport → politics"): checkpoint names and
+    indices only, never the text.
+    """
+    xs, ys, ok_list = [float(v) for v in x], [float(v) for v in mean_s], [bool(c) for c in correct]
+    data = []
+    for ok, label, color in ((True, "correct", MUTED), (False, "misclassified", ACCENT)):
+        rows = [i for i, c in enumerate(ok_list) if c == ok]
+        data.append(
+            dict(
+                type="scatter",
+                x=[xs[i] for i in rows],
+                y=[ys[i] for i in rows],
+                mode="markers",
+                marker=dict(
+                    color=color, size=8 if ok else 10, line=dict(width=0.5, color="#333333")
+                ),
+                name=label,
+                text=[names[i] for i in rows],
+                hovertemplate="%{text}<br>x=%{x:.3g}, s=%{y:.3f}<extra></extra>",
+            )
+        )
+    layout = _layout(
+        title,
+        380,
+        xaxis=dict(title=x_title, type="log" if log_x else "linear"),
+        yaxis=dict(title="mean budget s"),
+    )
+    return go.Figure(data=data, layout=_with_legend(layout))
+
+
+def budget_by_class(
+    classes: Sequence[str], mean_s: Sequence[float], order: Sequence[str]
+) -> go.Figure:
+    """Box plot of the mean budget s per true class, classes in ``order``."""
+    data = [
+        dict(
+            type="box",
+            y=[float(s) for c, s in zip(classes, mean_s, strict=True) if c == name],
+            name=str(name),
+            marker=dict(color=LAYER_COLORS[i % len(LAYER_COLORS)]),
+            boxpoints="outliers",
+        )
+        for i, name in enumerate(order)
+    ]
+    layout = _layout("Mean budget s by true class", 380, yaxis=dict(title="mean budget s"))
+    return go.Figure(data=data, layout=layout)

@@ -16,6 +16,9 @@ st.set_page_config(page_title="BudgetFormer Explorer", page_icon="🧠", layout=
 
 pages = [
     st.Page("views/explore.py", title="Explore an input", icon="🔎", default=True),
+    st.Page("views/easy_hard.py", title="Easy vs hard", icon="⚖️"),
+    st.Page("views/errors.py", title="Errors", icon="❌"),
+    st.Page("views/dynamics.py", title="Training dynamics", icon="📈"),
 ]
 page = st.navigation(pages)
 model_picker()  # shared by every page: widgets in the entry script persist across pages

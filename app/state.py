@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pandas as pd
 import streamlit as st
 
 from app import analysis as an
@@ -43,7 +44,7 @@ def available_models() -> list[str]:
 def stamp(name: str) -> tuple:
     """(size, mtime) of the checkpoint's files: changes when the checkpoint is replaced."""
     out = []
-    for f in ("config.json", "model.safetensors", "tokenizer.json"):
+    for f in ("config.json", "model.safetensors", "tokenizer.json", "history.json"):
         try:
             s = (CHECKPOINTS / name / f).stat()
             out.append((s.st_size, s.st_mtime_ns))
@@ -80,6 +81,35 @@ def model_config(name: str) -> dict:
     """The "model" section of config.json (layers, heads, variant, …; {} when unreadable)."""
     model = checkpoint_config(name).get("model")
     return model if isinstance(model, dict) else {}
+
+
+def train_config(name: str) -> dict:
+    """The "train" section of config.json (s_min, s_max, β schedule, …; {} when unreadable)."""
+    train = checkpoint_config(name).get("train")
+    return train if isinstance(train, dict) else {}
+
+
+def is_dense(name: str) -> bool:
+    """True for a dense checkpoint (no budget s, no head choice), from config.json."""
+    return model_config(name).get("variant") == "dense"
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _history(name: str, version: tuple) -> list[dict]:
+    try:
+        history = json.loads((CHECKPOINTS / name / "history.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [h for h in history if isinstance(h, dict)] if isinstance(history, list) else []
+
+
+def checkpoint_history(name: str) -> list[dict]:
+    """The checkpoint's per-epoch training history (the same file ``Checkpoint.history`` holds).
+
+    Read straight from history.json, without loading the model: the training-dynamics page then
+    needs neither torch nor the dataset. [] when the file is missing or unreadable.
+    """
+    return _history(name, stamp(name))
 
 
 def dataset_of(name: str) -> str:
@@ -121,19 +151,60 @@ class Samples:
     labels: list[int]
 
 
-@st.cache_data(max_entries=4, show_spinner="Loading the test split…")
-def test_samples(dataset: str) -> Samples | None:
-    """The offline test split of ``dataset``, or None when its texts are not available here."""
+@st.cache_data(max_entries=4, show_spinner="Loading the dataset…")
+def split_samples(dataset: str, split: str = "test") -> Samples | None:
+    """One offline split of ``dataset``, or None when its texts are not available here."""
     if dataset not in OFFLINE_DATASETS:
         return None
     from budgetformer_core.data import load_dataset
 
     try:
         data = load_dataset(dataset)
-        split = data.split("test")
+        part = data.split(split)
     except (RuntimeError, ValueError, OSError):
         return None
-    return Samples(list(data.label_names), list(split.texts), list(split.labels))
+    return Samples(list(data.label_names), list(part.texts), list(part.labels))
+
+
+def test_samples(dataset: str) -> Samples | None:
+    """The offline test split of ``dataset``, or None when its texts are not available here."""
+    return split_samples(dataset, "test")
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def _per_example(name: str, version: tuple, split: str) -> pd.DataFrame | None:
+    samples = split_samples(dataset_of(name), split)
+    if samples is None:
+        return None
+    from budgetformer_core.data import Split
+    from budgetformer_core.infer import evaluate_split
+    from budgetformer_core.tokenizer import encode
+
+    ckpt = get_checkpoint(name)
+    if list(ckpt.label_names) != samples.label_names:
+        raise ValueError(
+            f"the checkpoint's classes {ckpt.label_names} are not the dataset's "
+            f"{samples.label_names}"
+        )
+    evaluation = evaluate_split(ckpt, Split(samples.texts, samples.labels))
+    ids, _ = encode(ckpt.tokenizer, samples.texts, ckpt.config.max_len)
+    n_tokens = [len(x) for x in ids]
+    return an.per_example_table(evaluation, samples.texts, n_tokens, samples.label_names)
+
+
+def per_example(name: str, split: str = "test") -> pd.DataFrame | None:
+    """Every text of a split through the model, a row per text; None if its texts are not here.
+
+    The table is :func:`app.analysis.per_example_table`'s, rows in the split's order (so a row's
+    ``index`` is the same test-text index the explore page's sample picker uses).
+
+    Runs :func:`budgetformer_core.infer.evaluate_split` once per checkpoint and split (seconds;
+    the cache is shared by all sessions and holds a few tables at most).
+
+    Raises:
+        ValueError: the checkpoint cannot be loaded, or its classes are not the dataset's.
+    """
+    return _per_example(name, stamp(name), split)
 
 
 @dataclass

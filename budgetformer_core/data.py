@@ -150,22 +150,21 @@ def make_synthetic(
     """A sequence task whose label needs ``n_cues`` independent cues read at once.
 
     Each sequence is ``length`` noise words (``w0`` … ``w{noise_vocab-1}``) into which ``n_cues``
-    marker pairs are planted: the marker ``m{i}`` followed later by a value word ``a`` or ``b``.
-    The label is the binary number spelt by the cue values (cue 0 is the least significant bit),
-    so there are ``2 ** n_cues`` classes and every cue is needed: a model that reads only some
-    cues is at best ``2 ** -(missing cues)`` accurate on the others. Each cue is read by matching
-    its own marker, a natural job for one attention head.
+    cues are planted at random places: the marker ``m{i}`` immediately followed by a value word
+    ``a`` or ``b``. The label is the binary number spelt by the cue values (cue 0 is the least
+    significant bit), so there are ``2 ** n_cues`` classes and every cue is needed: a model that
+    reads only some cues is at best ``2 ** -(missing cues)`` accurate. The words alone do not
+    tell which value belongs to which marker (a bag of words fails); reading cue i means finding
+    ``m{i}`` and the word after it — a natural job for one attention head per cue.
     """
     rng = random.Random(seed)
     texts, labels = [], []
     for _ in range(n):
         words = [f"w{rng.randrange(noise_vocab)}" for _ in range(length)]
         bits = [rng.randrange(2) for _ in range(n_cues)]
-        slots = rng.sample(range(length - 1), n_cues * 2)
-        for i, bit in enumerate(bits):
-            a, b = sorted(slots[2 * i : 2 * i + 2])
-            words[a] = f"m{i}"
-            words[b] = "b" if bit else "a"
+        for i, (bit, pos) in enumerate(zip(bits, rng.sample(range(0, length - 1, 2), n_cues))):
+            words[pos] = f"m{i}"
+            words[pos + 1] = "b" if bit else "a"
         texts.append(" ".join(words))
         labels.append(sum(bit << i for i, bit in enumerate(bits)))
     return Split(texts, labels)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 
 import pytest
@@ -202,3 +203,96 @@ def test_metric_cards(bbc_budgetformer, dense):
     dense_cards = an.metric_cards(d, None, an.Settings(), 8)
     assert dense_cards[1].note == "dense: every head" and dense_cards[3].value == "100%"
     assert dense_cards[4].value == "—"
+
+
+# ----------------------------------------------------------------------------- other pages
+
+
+class FakeEvaluation:
+    """The per-input arrays of an ``Evaluation``: 4 inputs, 3 classes, 2 layers."""
+
+    labels = [0, 1, 2, 2]
+    predictions = [0, 2, 2, 1]
+    probs = [[0.8, 0.1, 0.1], [0.2, 0.3, 0.5], [0.0, 0.0, 1.0], [0.1, 0.6, 0.3]]
+    budgets = [[0.2, 0.4], [0.5, 0.7], [0.1, 0.1], [0.9, 0.5]]
+
+
+def fake_table():
+    texts = ["a", "b", "c", "d"]
+    return an.per_example_table(FakeEvaluation(), texts, [3, 5, 1, 9], ["x", "y", "z"])
+
+
+def test_per_example_table():
+    t = fake_table()
+    assert t["index"].tolist() == [0, 1, 2, 3]
+    assert t["true"].tolist() == ["x", "y", "z", "z"]
+    assert t["correct"].tolist() == [True, False, True, False]
+    assert t["mean_s"].tolist() == pytest.approx([0.3, 0.6, 0.1, 0.7])
+    assert an.layer_columns(t) == ["s0", "s1"]
+    assert t["loss"].tolist() == pytest.approx([-math.log(p) for p in (0.8, 0.3, 1.0, 0.3)])
+    assert t["entropy"].iloc[2] == pytest.approx(0.0, abs=1e-9)
+    assert t["entropy"].iloc[1] > t["entropy"].iloc[0]
+    assert t["tokens"].tolist() == [3, 5, 1, 9] and t["text"].tolist() == ["a", "b", "c", "d"]
+    with pytest.raises(ValueError):
+        an.per_example_table(FakeEvaluation(), ["a"], [1], ["x", "y", "z"])
+
+
+def test_filters_and_confusion():
+    t = fake_table()
+    assert an.filter_examples(t)["index"].tolist() == [1, 3]
+    assert an.filter_examples(t, true=["z"])["index"].tolist() == [3]
+    assert an.filter_examples(t, predicted=["z"], errors_only=False)["index"].tolist() == [1, 2]
+    assert an.filter_examples(t, s_range=(0.65, 1.0))["index"].tolist() == [3]
+    assert an.filter_examples(t, confidence_range=(0.0, 0.55))["index"].tolist() == [1]
+    assert an.filter_examples(t, true=[], predicted=None)["index"].tolist() == [1, 3]
+    assert an.confusion_matrix(t, ["x", "y", "z"]) == [[1, 0, 0], [0, 0, 1], [0, 1, 1]]
+    lowest, highest = an.extremes(t, 2)
+    assert lowest["index"].tolist() == [2, 0] and highest["index"].tolist() == [3, 1]
+    assert an.example_label(t.iloc[1]) == "#1 · y → z (50%)"
+
+
+def test_spearman():
+    assert an.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert an.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert an.spearman([1, 2, 3, 4], [1, 4, 9, 100]) == pytest.approx(1.0)  # ranks, not values
+    assert an.spearman([1, 1, 1], [1, 2, 3]) is None  # dense: s constant
+    assert an.spearman([1, 2], [1, 2]) is None
+
+
+HISTORY = [
+    {"epoch": 1, "loss": 1.0, "task_loss": 1.1, "budget_loss": 0.01, "entropy": 2.0, "beta": -0.5,
+     "train_accuracy": 0.5, "val_accuracy": 0.6, "val_mean_budget": 0.5, "val_head_entropy": 2.07,
+     "train_mean_budget_per_layer": [0.5, 0.5], "val_mean_budget_per_layer": [0.5, 0.5]},
+    {"epoch": 2, "loss": 0.1, "task_loss": 0.1, "budget_loss": 0.0, "entropy": 1.5, "beta": 0.5,
+     "train_accuracy": 0.9, "val_accuracy": 0.9, "val_mean_budget": 0.3, "val_head_entropy": 1.6,
+     "train_mean_budget_per_layer": [0.4, 0.2], "val_mean_budget_per_layer": [0.4, 0.2]},
+]  # fmt: skip
+
+
+def test_history_frame_and_story():
+    f = an.history_frame(HISTORY)
+    assert f["epoch"].tolist() == [1, 2] and an.history_layers(f) == 2
+    assert f["val_s1"].tolist() == [0.5, 0.2] and f["lr"].isna().all()  # missing key: NaN
+    story = an.dynamics_story(f, 8, 0.1, 0.45)
+    assert "exploration" in story and "exploitation" in story
+    assert "turned positive in epoch 2" in story and "from 2.07 to 1.60" in story
+    assert "inside the band [0.1, 0.45]" in story
+    assert an.history_frame([]).empty and an.history_layers(an.history_frame([])) == 0
+    assert "no training history" in an.dynamics_story(an.history_frame([]), 8, None, None)
+
+
+def test_page_charts():
+    curves = [[0.5, 0.4], [0.5, 0.2]]
+    fig = charts.training_budget([1, 2], curves, curves, 0.1, 0.45)
+    assert len(fig.data) == 1 + 2 + 2 and fig.data[0].fill == "toself"
+    assert len(charts.training_budget([1, 2], [], [[0.5, 0.4]]).data) == 1  # no band, no train
+    lines = charts.epoch_lines([1, 2], {"a": [1.0, -1.0]}, "t", "y", log_y=True, reference={"r": 1})
+    assert list(lines.data[0].y) == [1.0, None] and len(lines.data) == 2  # ≤ 0: not on a log axis
+    cm = charts.confusion_heatmap([[1, 2], [0, 3]], ["x", "y"])
+    assert [list(r) for r in cm.data[0].z] == [[1, 2], [0, 3]] and list(cm.data[0].y) == ["x", "y"]
+    sc = charts.budget_scatter([1, 2, 3], [0.1, 0.2, 0.3], [True, False, True], "abc", "t", "x")
+    assert [len(t.x) for t in sc.data] == [2, 1] and list(sc.data[1].text) == ["b"]
+    box = charts.budget_by_class(["x", "y", "x"], [0.1, 0.2, 0.3], ["x", "y"])
+    assert [list(t.y) for t in box.data] == [[0.1, 0.3], [0.2]]
+    hist = charts.budget_histogram([0.1, 0.2], 0.1, 0.45)
+    assert hist.layout.shapes[0].x0 == 0.1 and len(hist.data[0].x) == 2

@@ -6,6 +6,7 @@ Assertions are on rendered values (metrics, chart specs, messages), not only on 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -277,3 +278,183 @@ def test_broken_checkpoint_gives_a_clear_error(tmp_path, monkeypatch, damage):
     run(at)
     assert any("cannot be loaded" in e.value or "no usable config" in e.value for e in at.error)
     assert not at.metric
+
+
+# ----------------------------------------------------------------------------- the other pages
+# The per-example evaluation behind "Errors" and "Easy vs hard" is an st.cache_data entry shared
+# by every AppTest in this process, so only the first of these tests pays for it (seconds).
+
+
+def open_page(at: AppTest, view: str) -> AppTest:
+    at.switch_page(f"views/{view}.py")
+    return run(at)
+
+
+def number(text: str) -> float:
+    return float(text.replace("−", "-"))
+
+
+def test_training_dynamics_page(at):
+    cfg = config()
+    n_layers, n_heads = cfg["model"]["n_layers"], cfg["model"]["n_heads"]
+    history = json.loads((CHECKPOINTS / DEFAULT_MODEL / "history.json").read_text())
+    open_page(at, "dynamics")
+    assert at.title[0].value == "Training dynamics"
+
+    budget = chart(at, "Budget s per layer during training")
+    names = [t["name"] for t in budget["data"]]
+    assert names == [
+        f"target band [{cfg['train']['s_min']:g}, {cfg['train']['s_max']:g}]",
+        *[f"layer {i} (val)" for i in range(n_layers)],
+        *[f"layer {i} (train)" for i in range(n_layers)],
+    ]
+    band = budget["data"][0]
+    assert set(band["y"]) == {cfg["train"]["s_min"], cfg["train"]["s_max"]}
+    assert band["fill"] == "toself"
+    val0 = budget["data"][1]
+    assert val0["x"] == [h["epoch"] for h in history]
+    assert val0["y"] == pytest.approx([h["val_mean_budget_per_layer"][0] for h in history])
+
+    beta = chart(at, "Entropy weight β(t)")["data"][0]
+    assert beta["y"] == pytest.approx([h["beta"] for h in history])
+    entropy = chart(at, "Head entropy H(p)")
+    ceiling = [t for t in entropy["data"] if t["name"] == f"maximum ln {n_heads}"][0]
+    assert ceiling["y"][0] == pytest.approx(math.log(n_heads))
+    accuracy = chart(at, "Accuracy")["data"]
+    assert [t["name"] for t in accuracy] == ["training", "validation"]
+    assert accuracy[1]["y"][-1] == pytest.approx(history[-1]["val_accuracy"])
+    assert len(chart(at, "Loss terms")["data"]) == 3
+    story = " ".join(all_markdown(at))
+    assert "exploration" in story and "exploitation" in story
+    assert f"{len(history)} epochs" in story
+
+
+def test_errors_page(at):
+    cfg = config()
+    labels, test = cfg["label_names"], cfg["test"]
+    open_page(at, "errors")
+    assert at.title[0].value == "Errors"
+
+    confusion = chart(at, "Confusion matrix")["data"][0]
+    z = confusion["z"]
+    assert len(z) == len(labels) and all(len(row) == len(labels) for row in z)
+    assert confusion["y"] == labels and confusion["x"] == labels
+    assert sum(map(sum, z)) == test["n"]
+    wrong = sum(z[i][j] for i in range(len(labels)) for j in range(len(labels)) if i != j)
+    # the live evaluation reproduces the figures measured at training time
+    assert int(metric(at, "Misclassified")) == wrong == round((1 - test["accuracy"]) * test["n"])
+    assert metric(at, "Test accuracy") == f"{test['accuracy']:.1%}"
+    table = at.dataframe[0].value
+    assert len(table) == wrong and not table["correct"].any()
+    assert (table["true"] != table["predicted"]).all()
+    assert at.get("download_button")[0].label == f"Download these {wrong} rows (CSV)"
+
+    # filters: one true class, then a confidence range nothing falls in
+    cls = table["true"].value_counts().index[0]
+    at.multiselect(key="err_true").set_value([cls])
+    run(at)
+    filtered = at.dataframe[0].value
+    assert set(filtered["true"]) == {cls} and len(filtered) == (table["true"] == cls).sum()
+    assert any(c.value.startswith(f"{len(filtered)} of {wrong} misclassified") for c in at.caption)
+    at.multiselect(key="err_true").set_value([])
+    at.slider(key="err_conf").set_value((0.0, 0.0))
+    run(at)
+    assert at.dataframe[0].value.empty
+    at.slider(key="err_conf").set_value((0.0, 1.0))
+    at.toggle(key="err_all").set_value(True)
+    run(at)
+    assert len(at.dataframe[0].value) == test["n"]
+    at.toggle(key="err_all").set_value(False)
+    run(at)
+
+    # click-through: the picked text opens in "Explore an input", with its test index
+    index = int(table["index"].iloc[-1])
+    at.selectbox(key="errors_pick").set_value(index)
+    run(at)
+    at.button(key="err_open").click()
+    run(at)
+    assert at.title[0].value == "Explore an input"
+    assert any(c.value.startswith(f"Test text #{index} of bbc") for c in at.caption)
+    assert any(w.value.startswith(f"Misclassified: test text #{index}") for w in at.warning)
+    assert metric(at, "Prediction") == table.set_index("index").loc[index, "predicted"]
+
+
+def test_easy_vs_hard_page(at):
+    cfg = config()
+    n_layers, n = cfg["model"]["n_layers"], cfg["test"]["n"]
+    open_page(at, "easy_hard")
+    assert at.title[0].value == "Easy vs hard"
+    rhos = [
+        number(metric(at, label))
+        for label in ("Spearman ρ(s, prediction entropy)", "Spearman ρ(s, loss)")
+    ]
+    assert len(rhos) == 2 and all(-1 <= r <= 1 for r in rhos)
+    assert number(metric(at, "Mean s on the test split")) == pytest.approx(
+        cfg["test"]["mean_budget"], abs=0.002
+    )
+    hist = chart(at, "Mean budget s over")["data"][0]
+    assert len(hist["x"]) == n and all(0 < s < 1 for s in hist["x"])
+    for title in ("s vs prediction entropy", "s vs loss", "s vs length"):
+        assert sum(len(t["x"]) for t in chart(at, title)["data"]) == n
+    assert [t["name"] for t in chart(at, "Mean budget s by true class")["data"]] == cfg[
+        "label_names"
+    ]
+
+    lowest, highest = at.dataframe[0].value, at.dataframe[1].value
+    assert lowest["mean_s"].is_monotonic_increasing and highest["mean_s"].is_monotonic_decreasing
+    assert lowest["mean_s"].iloc[0] == pytest.approx(min(hist["x"]))
+    assert highest["mean_s"].iloc[0] == pytest.approx(max(hist["x"]))
+    a, b = int(lowest["index"].iloc[0]), int(highest["index"].iloc[0])
+    heads = {t: s for t, s in charts(at).items() if t.endswith("head relevance p")}
+    assert list(heads) == [f"#{a}: head relevance p", f"#{b}: head relevance p"]
+    for spec in heads.values():
+        assert len(spec["data"][0]["z"]) == n_layers
+
+    c = min(set(range(3)) - {a, b})
+    at.number_input(key=f"eh_b_{DEFAULT_MODEL}").set_value(c)
+    run(at)
+    assert [t for t in charts(at) if t.endswith("head relevance p")] == [
+        f"#{a}: head relevance p",
+        f"#{c}: head relevance p",
+    ]
+
+
+@pytest.mark.skipif("bbc-dense" not in available_models(), reason="no dense checkpoint shipped")
+def test_new_pages_with_a_dense_checkpoint(at):
+    at.sidebar.selectbox(key="model_for_bbc").set_value("bbc-dense")
+    run(at)
+    open_page(at, "dynamics")
+    assert any("no budget curves" in i.value for i in at.info)
+    assert not [t for t in charts(at) if t.startswith("Budget s per layer")]
+    assert chart(at, "Accuracy") and chart(at, "Loss terms")
+    open_page(at, "easy_hard")
+    assert any("s = 1 everywhere" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+    open_page(at, "errors")
+    test = config("bbc-dense")["test"]
+    assert int(metric(at, "Misclassified")) == round((1 - test["accuracy"]) * test["n"])
+    assert at.slider(key="err_s").disabled
+
+
+def test_pages_without_the_dataset_texts(tmp_path, monkeypatch):
+    """A checkpoint of a dataset whose texts are not on this machine: history only."""
+    import shutil
+
+    import app.state
+
+    other = tmp_path / "agnews-budgetformer"
+    shutil.copytree(CHECKPOINTS / DEFAULT_MODEL, other)
+    cfg = config()
+    (other / "config.json").write_text(json.dumps({**cfg, "dataset": "ag_news"}))
+    shutil.copytree(CHECKPOINTS / DEFAULT_MODEL, tmp_path / DEFAULT_MODEL)
+    monkeypatch.setattr(app.state, "CHECKPOINTS", tmp_path)
+
+    at = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
+    at.sidebar.selectbox(key="dataset").set_value("ag_news")
+    run(at)
+    for view in ("errors", "easy_hard"):
+        open_page(at, view)
+        assert any("not available on this machine" in i.value for i in at.info), view
+        assert not at.get("plotly_chart") and not at.metric
+    open_page(at, "dynamics")
+    assert chart(at, "Budget s per layer during training")

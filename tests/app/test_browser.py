@@ -266,6 +266,22 @@ def test_explore_page_in_a_browser(server, browser):
     warm.close()
 
 
+PAGES = {
+    # slug: (title, plotly charts at least, metrics to read)
+    "explore": ("Explore an input", 3, ()),
+    "easy_hard": ("Easy vs hard", 7, ("Spearman ρ(s, prediction entropy)", "Spearman ρ(s, loss)")),
+    "errors": ("Errors", 1, ("Misclassified",)),
+    "dynamics": ("Training dynamics", 5, ()),
+}
+"""What every page of the navigation must show (the default page is "explore")."""
+
+
+def no_error_box(page) -> None:
+    no_error(page)
+    errors = page.locator('[data-testid="stAlertContentError"]')
+    assert errors.count() == 0, f"the page shows an error: {errors.first.inner_text()}"
+
+
 def test_every_page_renders_in_a_browser(server, browser):
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
     page.goto(server)
@@ -273,12 +289,49 @@ def test_every_page_renders_in_a_browser(server, browser):
     wait_idle(page, 60_000)
     links = page.locator('[data-testid="stSidebarNav"] a')
     urls = [links.nth(i).get_attribute("href") for i in range(links.count())] or [server]
+    seen = []
     for url in urls:  # a single page has no navigation menu: then just the main page
         page.goto(url if url.startswith("http") else server + "/" + url.lstrip("/"))
         page.locator('[data-testid="stMain"]').wait_for()
-        wait_idle(page, 60_000)
-        no_error(page)
-        assert page.locator("h1").count() >= 1
         slug = url.rstrip("/").rsplit("/", 1)[-1]
-        screenshot(page, "page-" + (slug if slug and ":" not in slug else "explore"))
+        slug = slug if slug and ":" not in slug else "explore"
+        title, n_charts, metrics = PAGES[slug]
+        # the errors and easy-vs-hard pages run the whole test split the first time (seconds)
+        page.locator("h1", has_text=title).wait_for(timeout=60_000)
+        wait_idle(page, 120_000)
+        no_error_box(page)
+        charts = page.locator('[data-testid="stPlotlyChart"]')
+        charts.nth(n_charts - 1).wait_for(timeout=30_000)  # plotly draws after the run ends
+        for label in metrics:
+            value = metric_value(page, label).replace("−", "-")
+            assert value and value != "—", f"{slug}: {label} is empty"
+            if label.startswith("Spearman"):
+                assert -1 <= float(value) <= 1
+        screenshot(page, "page-" + slug)
+        seen.append(slug)
+    assert sorted(seen) == sorted(PAGES)
+    page.close()
+
+
+def test_errors_page_opens_a_text_in_explore(server, browser):
+    """Click-through: "Open in Explore an input" carries the picked test text to that page."""
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.goto(server + "/errors")
+    page.locator("h1", has_text="Errors").wait_for(timeout=60_000)
+    wait_idle(page, 120_000)
+    no_error_box(page)
+    wrong = int(metric_value(page, "Misclassified"))
+    assert wrong > 0
+    page.locator('[data-testid="stDataFrame"]').first.wait_for()
+    picked = page.get_by_label("Text to read (or select a row in the table)")
+    index = int(picked.input_value().split(" ")[0].lstrip("#"))
+    page.get_by_role("button", name="Open in “Explore an input” →").click()
+    page.get_by_label("Text to classify").wait_for(timeout=60_000)
+    page.locator('[data-testid="stMetric"]').filter(has_text="Prediction").wait_for(timeout=60_000)
+    wait_idle(page, 60_000)
+    no_error_box(page)
+    page.get_by_text(f"Test text #{index} of bbc").wait_for()
+    page.get_by_text(f"Misclassified: test text #{index}").wait_for()
+    assert len(page.get_by_label("Text to classify").input_value()) > 50
+    screenshot(page, "errors-open-in-explore")
     page.close()

@@ -1,0 +1,146 @@
+"""Training dynamics: how budget, head entropy, β(t), accuracy and loss moved epoch by epoch.
+
+Everything here comes from the checkpoint's history.json (no model, no dataset), so the page
+works for any checkpoint, including ones whose texts are not on this machine.
+"""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from app import charts
+from app.analysis import dynamics_story, history_frame, history_layers
+from app.components import md_escape
+from app.state import (
+    checkpoint_history,
+    dataset_of,
+    is_dense,
+    model_config,
+    selected_model,
+    train_config,
+)
+
+st.title("Training dynamics")
+st.caption(
+    "How the model learned to spend its heads: the budget s per layer, the entropy of the head "
+    "relevance p, the entropy weight β(t), accuracy and the loss terms, epoch by epoch "
+    "(from the checkpoint's training history)."
+)
+
+name = selected_model()
+frame = history_frame(checkpoint_history(name))
+if frame.empty:
+    st.info(
+        f"The model {md_escape(name)} has no training history (history.json is missing or "
+        "empty), so there is nothing to plot."
+    )
+    st.stop()
+
+mcfg, tcfg = model_config(name), train_config(name)
+dense = is_dense(name)
+n_heads = mcfg.get("n_heads") if isinstance(mcfg.get("n_heads"), int) else None
+s_min, s_max = tcfg.get("s_min"), tcfg.get("s_max")
+band = (
+    (s_min, s_max) if isinstance(s_min, (int, float)) and isinstance(s_max, (int, float)) else None
+)
+epochs = frame["epoch"].tolist()
+n_layers = history_layers(frame)
+
+facts = [f"{len(frame)} epochs", f"dataset {md_escape(dataset_of(name))}"]
+if band and not dense:
+    facts.append(f"target band s ∈ [{band[0]:g}, {band[1]:g}]")
+if not dense and "beta_start" in tcfg:
+    facts.append(
+        f"β(t): {md_escape(tcfg.get('beta_schedule', '?'))} from {tcfg['beta_start']:+g} to "
+        f"{tcfg.get('beta_end', float('nan')):+g}"
+    )
+st.caption(" · ".join(facts))
+
+# ----------------------------------------------------------------------------- budget & heads
+if dense:
+    st.info(
+        "This is a **dense** model: every layer ran all of its heads in every epoch, so there "
+        "are no budget curves, no head choice and no entropy term (β(t) played no part). "
+        "Below are its accuracy and loss; pick a BudgetFormer model in the sidebar to see the "
+        "budget move from exploration to exploitation."
+    )
+else:
+    st.markdown(dynamics_story(frame, n_heads or 1, *(band or (None, None))))
+    if n_layers:
+        st.plotly_chart(
+            charts.training_budget(
+                epochs,
+                [frame[f"train_s{i}"].tolist() for i in range(n_layers) if f"train_s{i}" in frame],
+                [frame[f"val_s{i}"].tolist() for i in range(n_layers) if f"val_s{i}" in frame],
+                *(band or (None, None)),
+            ),
+            key="chart_dyn_budget",
+        )
+        st.caption(
+            "Solid: mean s on the validation split; dashed: on the training batches. The shaded "
+            "band is [s_min, s_max], where the budget loss is zero."
+        )
+    else:
+        st.caption("This history has no per-layer budgets.")
+    c1, c2 = st.columns(2, gap="large")
+    entropy = {"validation H(p)": frame["val_head_entropy"].tolist()}
+    if frame["entropy"].notna().any():
+        entropy["training H(p)"] = frame["entropy"].tolist()
+    c1.plotly_chart(
+        charts.epoch_lines(
+            epochs,
+            entropy,
+            "Head entropy H(p) (nats)",
+            "entropy of p",
+            reference={f"maximum ln {n_heads}": math.log(n_heads)} if n_heads else None,
+        ),
+        key="chart_dyn_entropy",
+    )
+    c2.plotly_chart(
+        charts.epoch_lines(
+            epochs,
+            {"β(t)": frame["beta"].tolist()},
+            "Entropy weight β(t)",
+            "β",
+            reference={"0": 0.0},
+        ),
+        key="chart_dyn_beta",
+    )
+
+# ----------------------------------------------------------------------------- accuracy & loss
+c3, c4 = st.columns(2, gap="large")
+c3.plotly_chart(
+    charts.epoch_lines(
+        epochs,
+        {
+            "training": frame["train_accuracy"].tolist(),
+            "validation": frame["val_accuracy"].tolist(),
+        },
+        "Accuracy",
+        "accuracy",
+        percent=True,
+    ),
+    key="chart_dyn_accuracy",
+)
+losses = {
+    "total loss": frame["loss"].tolist(),
+    "task loss (cross-entropy)": frame["task_loss"].tolist(),
+}
+if not dense:
+    losses["budget loss (hinge)"] = frame["budget_loss"].tolist()
+c4.plotly_chart(
+    charts.epoch_lines(epochs, losses, "Loss terms (log scale)", "loss", log_y=True),
+    key="chart_dyn_loss",
+)
+st.caption(
+    "Losses are per-epoch means over the training batches. The total adds λ_b · budget loss and "
+    "λ_e · β(t) · H(p), so it can dip below the task loss while β(t) < 0; values ≤ 0 cannot be "
+    "drawn on a log scale and are left out."
+    if not dense
+    else "Losses are per-epoch means over the training batches; for a dense model the total is "
+    "the task loss."
+)
+with st.expander("The numbers"):
+    st.dataframe(frame, hide_index=True)

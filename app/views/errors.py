@@ -1,0 +1,189 @@
+"""Errors: which test texts the model gets wrong, what it confuses, and how much budget they got.
+
+The whole test split goes through the model once per checkpoint (cached for every session);
+the filters, the table and the confusion matrix are computed from that table. A selected row
+opens in "Explore an input".
+"""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+from app import charts
+from app.analysis import confusion_matrix, example_label, filter_examples, layer_columns, preview
+from app.components import SAMPLE_KEY, TEXT_KEY, md_escape
+from app.state import dataset_of, is_dense, per_example, selected_model, test_samples
+
+log = logging.getLogger(__name__)
+
+EXPLORE_PAGE = "views/explore.py"
+PICK_KEY = "errors_pick"
+TABLE_KEY = "errors_table"
+
+st.title("Errors")
+st.caption(
+    "Every text of the held-out test split through the model: the confusion matrix, then the "
+    "misclassified texts with their confidence and budget. Select a row to read it, or open it "
+    "in “Explore an input” to see its heads."
+)
+
+name = selected_model()
+dataset = dataset_of(name)
+dense = is_dense(name)
+samples = test_samples(dataset)
+if samples is None:
+    st.info(
+        f"The texts of the dataset {md_escape(dataset)} are not available on this machine, so "
+        "there are no per-example results to show. The **Training dynamics** page still shows "
+        "how this model trained."
+    )
+    st.stop()
+
+try:
+    with st.spinner(f"Running the model over the {len(samples.texts)} test texts (once)…"):
+        table = per_example(name, "test")
+except ValueError as e:  # CheckpointError or mismatched classes
+    st.error(f"The model {md_escape(name)} cannot be evaluated: {md_escape(e)}")
+    st.stop()
+except Exception as e:  # never a traceback on the page
+    log.exception("evaluation failed")
+    st.error(f"Something went wrong while evaluating the test split ({type(e).__name__}).")
+    st.stop()
+if table is None or table.empty:
+    st.info("The test split is empty.")
+    st.stop()
+
+label_names = samples.label_names
+wrong = table[~table["correct"]]
+n = len(table)
+m1, m2, m3, m4 = st.columns(4)
+m1.metric(
+    "Test accuracy", f"{1 - len(wrong) / n:.1%}", f"{n} texts", delta_color="off", delta_arrow="off"
+)
+m2.metric("Misclassified", f"{len(wrong)}", f"of {n}", delta_color="off", delta_arrow="off")
+if dense:
+    m3.metric(
+        "Mean s when wrong", "1.00", "dense: every head", delta_color="off", delta_arrow="off"
+    )
+    m4.metric(
+        "Mean s when right", "1.00", "dense: every head", delta_color="off", delta_arrow="off"
+    )
+else:
+    m3.metric(
+        "Mean s when wrong",
+        f"{wrong['mean_s'].mean():.3f}" if len(wrong) else "—",
+        help="The budget s averaged over layers, then over the misclassified texts.",
+    )
+    m4.metric("Mean s when right", f"{table.loc[table['correct'], 'mean_s'].mean():.3f}")
+
+# ----------------------------------------------------------------------------- confusion
+st.plotly_chart(
+    charts.confusion_heatmap(confusion_matrix(table, label_names), label_names),
+    key="chart_confusion",
+)
+
+# ----------------------------------------------------------------------------- table
+st.subheader("Misclassified texts")
+f1, f2, f3, f4 = st.columns(4, gap="medium")
+true_sel = f1.multiselect("True class", label_names, key="err_true", placeholder="any class")
+pred_sel = f2.multiselect("Predicted class", label_names, key="err_pred", placeholder="any class")
+s_range = f3.slider(
+    "Budget range (mean s)",
+    0.0,
+    1.0,
+    (0.0, 1.0),
+    0.01,
+    key="err_s",
+    disabled=dense,
+    help="The budget s averaged over layers. A dense model has s = 1 everywhere.",
+)
+conf_range = f4.slider(
+    "Confidence range", 0.0, 1.0, (0.0, 1.0), 0.01, key="err_conf", help="The largest probability."
+)
+with_correct = st.toggle("Also show correctly classified texts", key="err_all")
+view = filter_examples(
+    table,
+    true=true_sel,
+    predicted=pred_sel,
+    s_range=None if dense else s_range,
+    confidence_range=conf_range,
+    errors_only=not with_correct,
+)
+what = "texts" if with_correct else "misclassified texts"
+total = n if with_correct else len(wrong)
+st.caption(f"{len(view)} of {total} {what} match the filters.")
+
+shown = view.drop(columns=["text"]).assign(text=[preview(t) for t in view["text"]])
+s_cols = layer_columns(view)
+config = {
+    "index": st.column_config.NumberColumn("#", help="Index in the test split"),
+    "true": "true",
+    "predicted": "predicted",
+    "correct": "correct",
+    "confidence": st.column_config.ProgressColumn(
+        "confidence", format="percent", min_value=0, max_value=1
+    ),
+    "p_true": st.column_config.NumberColumn("p(true)", format="%.3f"),
+    "loss": st.column_config.NumberColumn("loss", format="%.3f", help="−log p(true class)"),
+    "entropy": st.column_config.NumberColumn(
+        "entropy", format="%.3f", help="Of the predicted distribution (nats)"
+    ),
+    "mean_s": st.column_config.NumberColumn("mean s", format="%.3f"),
+    **{c: st.column_config.NumberColumn(f"s layer {c[1:]}", format="%.3f") for c in s_cols},
+    "tokens": st.column_config.NumberColumn("tokens", help="Tokens the model read"),
+    "text": st.column_config.TextColumn("text (start)", width="large"),
+}
+event = st.dataframe(
+    shown,
+    hide_index=True,
+    column_config=config,
+    column_order=[c for c in config if c != "correct" or with_correct],
+    on_select="rerun",
+    selection_mode="single-row",
+    key=TABLE_KEY,
+)
+st.download_button(
+    f"Download these {len(view)} rows (CSV)",
+    view.to_csv(index=False),
+    file_name=f"errors-{name}-test.csv",
+    mime="text/csv",
+    on_click="ignore",
+    key="err_csv",
+    disabled=view.empty,
+)
+
+# ----------------------------------------------------------------------------- open one
+rows = event.selection.rows if event is not None else []
+selected = int(view["index"].iloc[rows[0]]) if rows and rows[0] < len(view) else None
+if selected is not None and st.session_state.get("errors_table_last") != selected:
+    # a new row was clicked in the table: it becomes the picked text (before the picker is drawn)
+    st.session_state[PICK_KEY] = selected
+st.session_state["errors_table_last"] = selected
+
+if view.empty:
+    st.caption("No text to open: loosen the filters.")
+    st.stop()
+by_index = view.set_index("index")
+options = by_index.index.tolist()
+if st.session_state.get(PICK_KEY) not in options:
+    st.session_state[PICK_KEY] = options[0]
+pick = st.selectbox(
+    "Text to read (or select a row in the table)",
+    options,
+    format_func=lambda i: example_label({"index": i, **by_index.loc[i].to_dict()}),
+    key=PICK_KEY,
+)
+row = by_index.loc[pick]
+if st.button("Open in “Explore an input” →", key="err_open", type="primary"):
+    st.session_state[TEXT_KEY] = row["text"]
+    st.session_state[SAMPLE_KEY] = (dataset, int(pick))
+    st.switch_page(EXPLORE_PAGE)
+st.caption(
+    f"Test text #{int(pick)} · true **{md_escape(row['true'])}**, predicted "
+    f"**{md_escape(row['predicted'])}** ({row['confidence']:.1%}) · loss {row['loss']:.2f}"
+    + ("" if dense else f" · mean s {row['mean_s']:.3f}")
+    + f" · {int(row['tokens'])} tokens read"
+)
+st.text(row["text"][:3000] + ("…" if len(row["text"]) > 3000 else ""))  # plain text, never HTML
