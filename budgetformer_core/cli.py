@@ -67,7 +67,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if dense.config.variant != "dense":
         raise ValueError("prune ranks the heads of a dense checkpoint")
     dataset_name = args.dataset or dense.meta.get("dataset")
-    split = load_dataset(dataset_name, args.data_dir, seed=args.split_seed).split("validation")
+    split_seed = dense.meta.get("split_seed", 0) if args.split_seed is None else args.split_seed
+    split = load_dataset(dataset_name, args.data_dir, seed=split_seed).split("validation")
     ids, _ = encode(dense.tokenizer, split.texts, dense.config.max_len)
     importance = head_importance(dense.model, ids, split.labels)
     meta = {"dataset": dataset_name, "init": str(args.checkpoint), "importance": importance.tolist()}
@@ -81,7 +82,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     dataset_name = args.dataset or ckpt.meta.get("dataset")
     if not dataset_name:
         raise ValueError("the checkpoint does not name its dataset: pass --dataset")
-    split = load_dataset(dataset_name, args.data_dir, seed=args.split_seed).split(args.split)
+    split_seed = ckpt.meta.get("split_seed", 0) if args.split_seed is None else args.split_seed
+    split = load_dataset(dataset_name, args.data_dir, seed=split_seed).split(args.split)
     if args.limit:
         split = split.head(args.limit)
     control = ablation_control(ckpt, args, split)
@@ -186,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
     p.add_argument("--data-dir")
     p.add_argument("--split", default="test", choices=("train", "validation", "test"))
-    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--split-seed", type=int, help="default: the seed the checkpoint was trained with")
     p.add_argument("--budget", type=_budget, help="force s for every input and layer")
     p.add_argument("--ablation", choices=ABLATIONS)
     p.add_argument("--mode", choices=("structural", "masked", "soft", "dense"), help="execution mode")
@@ -199,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
     p.add_argument("--data-dir")
-    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--split-seed", type=int, help="default: the seed the checkpoint was trained with")
 
     p = sub.add_parser("predict", help="classify texts and show the heads each one used")
     p.add_argument("--checkpoint", required=True)

@@ -67,6 +67,8 @@ class TextDataset:
     name: str
     label_names: list[str]
     splits: dict[str, Split] = field(default_factory=dict)
+    split_seed: int = 0
+    """Seed of the train/validation/test split (recorded with checkpoints)."""
 
     @property
     def n_classes(self) -> int:
@@ -444,7 +446,7 @@ BUILTIN = {"bbc": load_bbc, "synthetic": load_synthetic}
 
 
 def load_dataset(name: str, data_dir: str | Path | None = None, seed: int = 0) -> TextDataset:
-    """Load a dataset by name or path.
+    """Load a dataset by name or path; ``seed`` is the seed of any split made here.
 
     * ``bbc``, ``synthetic``: built in (``data_dir`` is ignored).
     * ``ag_news``, ``dbpedia_14`` / ``dbpedia``, ``sst2``, ``snli``: from ``data_dir`` when given
@@ -452,6 +454,12 @@ def load_dataset(name: str, data_dir: str | Path | None = None, seed: int = 0) -
     * a CSV / TSV / JSONL / Parquet file, or a folder of train / validation / test files
       (relative paths are also looked up under ``data_dir``).
     """
+    dataset = _load(name, data_dir, seed)
+    dataset.split_seed = seed
+    return dataset
+
+
+def _load(name: str, data_dir: str | Path | None, seed: int) -> TextDataset:
     if name in BUILTIN:
         return BUILTIN[name](seed=seed)
     key = ALIASES.get(name.lower(), name.lower())

@@ -236,7 +236,8 @@ def train(
             )
 
     model = final().cpu()
-    meta = {"dataset": dataset.name, "train": to_dict(train_cfg), "init": None if init is None else str(init)}
+    meta = {"dataset": dataset.name, "split_seed": dataset.split_seed, "train": to_dict(train_cfg),
+            "init": None if init is None else str(init)}
     path = save_checkpoint(out_dir, model, tok, dataset.label_names, meta, history)
     # test on the weights exactly as stored (save rounds them to the storage precision)
     test_split = dataset.split("test")
