@@ -7,6 +7,7 @@ through :func:`md_escape`. Nothing here uses ``unsafe_allow_html``.
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 
@@ -188,3 +189,26 @@ def loaded_sample(samples: Samples | None, dataset: str, text: str) -> tuple[int
     if index >= len(samples.texts) or samples.texts[index] != text:
         return None
     return index, samples.label_names[samples.labels[index]]
+
+
+def per_example_or_stop(name: str, dataset: str, unavailable: str):
+    """The per-example test table of model ``name`` and the split's samples, or a clear message
+    and ``st.stop()``: texts not on this machine (``unavailable`` says what the user can do
+    instead), a model that cannot be evaluated, or any other failure (never a traceback)."""
+    from app.state import per_example, test_samples
+
+    samples = test_samples(dataset)
+    if samples is None:
+        st.info(f"The texts of the dataset {md_escape(dataset)} are not available on this machine. {unavailable}")
+        st.stop()
+    try:
+        with st.spinner(f"Running the model over the {len(samples.texts)} test texts (once)…"):
+            table = per_example(name, "test")
+    except ValueError as e:  # CheckpointError or mismatched classes
+        st.error(f"The model {md_escape(name)} cannot be evaluated: {md_escape(e)}")
+        st.stop()
+    except Exception as e:  # never a traceback on the page
+        logging.getLogger(__name__).exception("evaluation failed")
+        st.error(f"Something went wrong while evaluating the test split ({type(e).__name__}).")
+        st.stop()
+    return table, samples

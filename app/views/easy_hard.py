@@ -8,24 +8,19 @@ side with their head relevance.
 
 from __future__ import annotations
 
-import logging
-
 import streamlit as st
 
 from app import charts
 from app.analysis import Settings, example_label, extremes, preview, spearman
-from app.components import md_escape
+from app.components import md_escape, per_example_or_stop
 from app.state import (
     dataset_of,
     explore,
     is_dense,
-    per_example,
     selected_model,
-    test_samples,
     train_config,
 )
 
-log = logging.getLogger(__name__)
 N_EXTREMES = 10
 
 st.title("Easy vs hard")
@@ -43,24 +38,9 @@ if is_dense(name):
         "Pick a BudgetFormer model in the sidebar to compare budgets."
     )
     st.stop()
-samples = test_samples(dataset)
-if samples is None:
-    st.info(
-        f"The texts of the dataset {md_escape(dataset)} are not available on this machine, so "
-        "the test split cannot be run. The **Training dynamics** page still shows how this "
-        "model's budget moved during training."
-    )
-    st.stop()
-try:
-    with st.spinner(f"Running the model over the {len(samples.texts)} test texts (once)…"):
-        table = per_example(name, "test")
-except ValueError as e:
-    st.error(f"The model {md_escape(name)} cannot be evaluated: {md_escape(e)}")
-    st.stop()
-except Exception as e:
-    log.exception("evaluation failed")
-    st.error(f"Something went wrong while evaluating the test split ({type(e).__name__}).")
-    st.stop()
+table, samples = per_example_or_stop(
+    name, dataset, "The **Training dynamics** page still shows how this model's budget moved during training."
+)
 if table is None or len(table) < 2:
     st.info("The test split has too few texts to compare.")
     st.stop()

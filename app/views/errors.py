@@ -7,16 +7,12 @@ opens in "Explore an input".
 
 from __future__ import annotations
 
-import logging
-
 import streamlit as st
 
 from app import charts
 from app.analysis import confusion_matrix, example_label, filter_examples, layer_columns, preview
-from app.components import SAMPLE_KEY, TEXT_KEY, md_escape
-from app.state import dataset_of, is_dense, per_example, selected_model, test_samples
-
-log = logging.getLogger(__name__)
+from app.components import SAMPLE_KEY, TEXT_KEY, md_escape, per_example_or_stop
+from app.state import dataset_of, is_dense, selected_model
 
 EXPLORE_PAGE = "views/explore.py"
 PICK_KEY = "errors_pick"
@@ -32,25 +28,9 @@ st.caption(
 name = selected_model()
 dataset = dataset_of(name)
 dense = is_dense(name)
-samples = test_samples(dataset)
-if samples is None:
-    st.info(
-        f"The texts of the dataset {md_escape(dataset)} are not available on this machine, so "
-        "there are no per-example results to show. The **Training dynamics** page still shows "
-        "how this model trained."
-    )
-    st.stop()
-
-try:
-    with st.spinner(f"Running the model over the {len(samples.texts)} test texts (once)…"):
-        table = per_example(name, "test")
-except ValueError as e:  # CheckpointError or mismatched classes
-    st.error(f"The model {md_escape(name)} cannot be evaluated: {md_escape(e)}")
-    st.stop()
-except Exception as e:  # never a traceback on the page
-    log.exception("evaluation failed")
-    st.error(f"Something went wrong while evaluating the test split ({type(e).__name__}).")
-    st.stop()
+table, samples = per_example_or_stop(
+    name, dataset, "The **Training dynamics** page still shows how this model trained."
+)
 if table is None or table.empty:
     st.info("The test split is empty.")
     st.stop()
