@@ -137,6 +137,8 @@ def train(
     else:
         tok = train_tokenizer(train_split.texts, model_cfg.vocab_size)
     model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size(), n_classes=dataset.n_classes)
+    if model_cfg.variant == "bba" and train_cfg.train_budget:  # a fixed-budget model runs at its budget
+        model_cfg = dataclasses.replace(model_cfg, default_budget=train_cfg.train_budget)
     model = BudgetFormer(model_cfg).to(device)
     if start is not None:
         warm_start(model, start.model)

@@ -121,3 +121,14 @@ def test_posthoc_pruning_ranks_heads_by_importance(tmp_path):
     full = pruned.model(torch.tensor([[5, 6, 7]]), torch.ones(1, 3, dtype=torch.bool), control=Control(budget=1.0))
     dense_logits = dense(torch.tensor([[5, 6, 7]]), torch.ones(1, 3, dtype=torch.bool)).logits
     torch.testing.assert_close(full.logits, dense_logits, atol=2e-3, rtol=0)  # float16 storage
+
+
+def test_fixed_budget_training_runs_at_its_budget(tmp_path):
+    data = load_synthetic()
+    data.splits = {k: v.head(64) for k, v in data.splits.items()}
+    cfg = small_config(variant="bba", gate_input=False, vocab_size=200, max_len=64)
+    train(data, cfg, TrainConfig(epochs=1, train_budget=0.25), tmp_path / "static", progress=False)
+    ckpt = load_checkpoint(tmp_path / "static")
+    assert ckpt.config.default_budget == 0.25
+    [a] = analyze(ckpt, ["w1 m0 a m1 b"])
+    assert a.k == [1, 1]
