@@ -21,7 +21,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from .budget import Control
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import load_checkpoint, round_weights, save_checkpoint
 from .config import ModelConfig, TrainConfig, to_dict
 from .data import TextDataset
 from .infer import evaluate
@@ -240,12 +240,12 @@ def train(
     model = final().cpu()
     meta = {"dataset": dataset.name, "split_seed": dataset.split_seed, "train": to_dict(train_cfg),
             "init": None if init is None else str(init)}
-    path = save_checkpoint(out_dir, model, tok, dataset.label_names, meta, history)
-    # test on the weights exactly as stored (save rounds them to the storage precision)
+    round_weights(model)  # test the weights exactly as they will be stored
     test_split = dataset.split("test")
     test_ids, _ = encode(tok, test_split.texts, model_cfg.max_len)
     test = evaluate(model, test_ids, test_split.labels).summary()
     seconds = time.perf_counter() - t0
-    save_checkpoint(out_dir, model, tok, dataset.label_names, {**meta, "test": test, "train_seconds": seconds}, history)
+    meta = {**meta, "test": test, "train_seconds": seconds}
+    path = save_checkpoint(out_dir, model, tok, dataset.label_names, meta, history)
     return TrainResult(path, history, test, seconds)
 
