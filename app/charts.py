@@ -10,6 +10,7 @@ figure, which matters when the page redraws on every slider step.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
@@ -443,3 +444,120 @@ def budget_by_class(
     ]
     layout = _layout("Mean budget s by true class", 380, yaxis=dict(title="mean budget s"))
     return go.Figure(data=data, layout=layout)
+
+
+# --------------------------------------------------------------------------- budget sweep, ablations
+
+POINT_SYMBOLS = ["star", "diamond", "square", "triangle-up", "cross"]
+REFERENCE = dict(color="#555555", dash="dot", width=2)
+
+
+def _value(v: float) -> float | None:
+    """A plotly value: None (a gap) for NaN and infinities."""
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def budget_curves(
+    title: str,
+    y_title: str,
+    lines: dict[str, tuple[Sequence[float], Sequence[float]]],
+    points: dict[str, tuple[Sequence[float], Sequence[float]]] | None = None,
+    reference: dict[str, float] | None = None,
+    mark: float | None = None,
+    percent: bool = False,
+) -> go.Figure:
+    """A metric against the budget b: lines (the first drawn thickest), single points as large
+    markers, dotted horizontal reference lines (dense) and a vertical line at ``mark``."""
+    data = [
+        dict(
+            type="scatter",
+            x=[float(x) for x in xs],
+            y=[_value(y) for y in ys],
+            mode="lines+markers",
+            line=dict(color=LAYER_COLORS[i % len(LAYER_COLORS)], width=4 if i == 0 else 2),
+            marker=dict(size=7 if i == 0 else 5),
+            name=name,
+            hovertemplate=f"{name}, b=%{{x:.2f}}: %{{y:.4g}}<extra></extra>",
+        )
+        for i, (name, (xs, ys)) in enumerate(lines.items())
+    ]
+    for i, (name, (xs, ys)) in enumerate((points or {}).items()):
+        data.append(
+            dict(
+                type="scatter",
+                x=[_value(x) for x in xs],
+                y=[_value(y) for y in ys],
+                mode="markers",
+                marker=dict(
+                    symbol=POINT_SYMBOLS[i % len(POINT_SYMBOLS)],
+                    size=15,
+                    color=LAYER_COLORS[(len(lines) + i) % len(LAYER_COLORS)],
+                    line=dict(width=1, color="#333333"),
+                ),
+                name=name,
+                hovertemplate=f"{name}, b=%{{x:.2f}}: %{{y:.4g}}<extra></extra>",
+            )
+        )
+    for name, value in (reference or {}).items():
+        data.append(
+            dict(
+                type="scatter",
+                x=[0.0, 1.0],
+                y=[float(value)] * 2,
+                mode="lines",
+                line=REFERENCE,
+                name=name,
+                hovertemplate=f"{name}: %{{y:.4g}}<extra></extra>",
+            )
+        )
+    yaxis = dict(title=y_title, tickformat=".0%") if percent else dict(title=y_title)
+    layout = _layout(
+        title,
+        380,
+        xaxis=dict(title="budget b", range=[0, 1.03], tickvals=[0, 0.25, 0.5, 0.75, 1.0]),
+        yaxis=yaxis,
+    )
+    if mark is not None:
+        layout["shapes"] = [
+            dict(
+                type="line",
+                xref="x",
+                yref="paper",
+                x0=float(mark),
+                x1=float(mark),
+                y0=0,
+                y1=1,
+                line=dict(color=ACCENT, width=2, dash="dash"),
+            )
+        ]
+    return go.Figure(data=data, layout=_with_legend(layout))
+
+
+def model_bars(
+    models: Sequence[str],
+    series: dict[str, Sequence[float]],
+    title: str,
+    y_title: str,
+    fmt: str = ".3f",
+    percent: bool = False,
+) -> go.Figure:
+    """Grouped bars: one group per model, one bar per named series, values written on the bars."""
+    data = [
+        dict(
+            type="bar",
+            x=list(models),
+            y=[_value(v) for v in values],
+            name=name,
+            marker=dict(color=LAYER_COLORS[i % len(LAYER_COLORS)]),
+            text=["" if _value(v) is None else format(float(v), fmt) for v in values],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate=f"%{{x}}, {name}: %{{y:.4g}}<extra></extra>",
+        )
+        for i, (name, values) in enumerate(series.items())
+    ]
+    yaxis = dict(title=y_title, tickformat=".0%") if percent else dict(title=y_title)
+    layout = _layout(title, 400, yaxis=yaxis)
+    layout = _with_legend(layout) if len(series) > 1 else layout
+    return go.Figure(data=data, layout={**layout, "barmode": "group"})

@@ -212,3 +212,62 @@ def per_example_or_stop(name: str, dataset: str, unavailable: str):
         st.error(f"Something went wrong while evaluating the test split ({type(e).__name__}).")
         st.stop()
     return table, samples
+
+
+def sweeps_or_stop(dataset: str):
+    """The rows of precomputed/results/sweeps.csv for ``dataset``, or a clear message and
+    ``st.stop()``: the file is missing, unreadable, or has no row for the dataset."""
+    from app.state import sweeps
+
+    try:
+        frame = sweeps()
+    except ValueError as e:
+        st.error(
+            f"precomputed/results/sweeps\\.csv cannot be used: {md_escape(e)}. "
+            "Run `make precompute` to rebuild it."
+        )
+        st.stop()
+    if frame is None:
+        st.info(
+            "No precomputed results yet: precomputed/results/sweeps\\.csv is missing. "
+            "Run `make precompute` to make it (it trains and measures every model)."
+        )
+        st.stop()
+    rows = frame[frame["dataset"] == dataset]
+    if rows.empty:
+        st.info(
+            f"precomputed/results/sweeps\\.csv has no results for the dataset "
+            f"**{md_escape(dataset)}**. Run `make precompute` to add them."
+        )
+        st.stop()
+    return rows
+
+
+def csv_download(table, file_name: str, key: str, label: str | None = None) -> None:
+    """A button that downloads ``table`` (a DataFrame) as CSV."""
+    st.download_button(
+        label or f"Download this table ({len(table)} rows, CSV)",
+        table.to_csv(index=False),
+        file_name=file_name,
+        mime="text/csv",
+        on_click="ignore",
+        key=key,
+        disabled=table.empty,
+    )
+
+
+def result_column_config() -> dict:
+    """How the result tables of the sweep and ablation pages show their columns."""
+    number, percent = st.column_config.NumberColumn, dict(format="percent")
+    return {
+        "budget_b": number("budget b", format="%.2f"),
+        "accuracy": number("accuracy", **percent),
+        "macro_f1": number("macro-F1", format="%.3f"),
+        "heads_fraction": number("heads run", **percent, help="Exact fraction of heads run"),
+        "mean_s": number("mean s", format="%.3f"),
+        "flops_ratio": number("FLOPs vs dense", **percent),
+        "latency_ms": number("latency (ms)", format="%.2f", help="Batch 1, single thread"),
+        "speedup_b1": number("speed-up b1", format="%.2f×", help="Measured, batch 1"),
+        "speedup_b32": number("speed-up b32", format="%.2f×", help="Measured, batch 32"),
+        "ideal_speedup": number("ideal speed-up", format="%.2f×", help="1 / FLOPs ratio"),
+    }

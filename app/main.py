@@ -16,7 +16,9 @@ st.set_page_config(page_title="BudgetFormer Explorer", page_icon="🧠", layout=
 
 pages = [
     st.Page("views/explore.py", title="Explore an input", icon="🔎", default=True),
+    st.Page("views/sweep.py", title="Budget sweep", icon="🎚️"),
     st.Page("views/easy_hard.py", title="Easy vs hard", icon="⚖️"),
+    st.Page("views/ablations.py", title="Ablations", icon="🧪"),
     st.Page("views/errors.py", title="Errors", icon="❌"),
     st.Page("views/dynamics.py", title="Training dynamics", icon="📈"),
 ]

@@ -248,3 +248,51 @@ def explore(name: str, text: str, settings: an.Settings, measure: bool = True) -
 def selected_model() -> str:
     """The model picked in the sidebar (the default before the sidebar has run)."""
     return st.session_state.get(MODEL_KEY) or DEFAULT_MODEL
+
+
+# --------------------------------------------------------------------------- precomputed results
+
+RESULTS = ROOT / "precomputed" / "results"
+"""Where ``make precompute`` writes sweeps.csv and per_example/<dataset>-<model>.parquet."""
+
+
+def _file_stamp(path: Path) -> tuple | None:
+    """(size, mtime) of a file, None when it is missing."""
+    try:
+        s = path.stat()
+    except OSError:
+        return None
+    return s.st_size, s.st_mtime_ns
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def _sweeps(path: str, version: tuple) -> pd.DataFrame:
+    return an.read_sweeps(path)
+
+
+def sweeps() -> pd.DataFrame | None:
+    """precomputed/results/sweeps.csv as :func:`app.analysis.read_sweeps` reads it; None when
+    the file is missing (re-read when it changes on disk).
+
+    Raises:
+        ValueError: the file cannot be read or lacks columns.
+    """
+    path = RESULTS / "sweeps.csv"
+    version = _file_stamp(path)
+    return None if version is None else _sweeps(str(path), version)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _precomputed_example(path: str, version: tuple) -> pd.DataFrame:
+    return an.read_per_example(path)
+
+
+def precomputed_per_example(dataset: str, model: str) -> pd.DataFrame | None:
+    """The precomputed per-example test table of ``<dataset>-<model>``; None when missing.
+
+    Raises:
+        ValueError: the file cannot be read or lacks columns.
+    """
+    path = RESULTS / "per_example" / f"{dataset}-{model}.parquet"
+    version = _file_stamp(path)
+    return None if version is None else _precomputed_example(str(path), version)

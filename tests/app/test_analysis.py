@@ -296,3 +296,44 @@ def test_page_charts():
     assert [list(t.y) for t in box.data] == [[0.1, 0.3], [0.2]]
     hist = charts.budget_histogram([0.1, 0.2], 0.1, 0.45)
     assert hist.layout.shapes[0].x0 == 0.1 and len(hist.data[0].x) == 2
+
+
+# --------------------------------------------------------------------------- precomputed results
+
+
+def test_read_sweeps(tmp_path):
+    path = tmp_path / "sweeps.csv"
+    path.write_text(
+        "dataset,model,budget,accuracy,flops_ratio,speedup_b32\n"
+        "bbc,dense,own,0.97,1.0,1.0\n"
+        "bbc,bba,0.25,0.90,0.5,\n"
+        "bbc,bba,1,0.96,0.0,x\n"
+    )
+    frame = an.read_sweeps(path)
+    assert frame["budget"].tolist() == ["own", "0.25", "1"]  # strings, as written
+    assert frame["b"].tolist()[1:] == [0.25, 1.0] and math.isnan(frame["b"].iloc[0])
+    assert frame["ideal_speedup"].tolist()[:2] == [1.0, 2.0] and math.isnan(frame["ideal_speedup"].iloc[2])
+    assert frame["speedup_b32"].isna().tolist() == [False, True, True]  # "x" is not a number
+    assert frame["latency_ms"].isna().all()  # an absent column
+    path.write_text("model,budget\nbba,own\n")
+    with pytest.raises(ValueError, match="dataset, accuracy are missing"):
+        an.read_sweeps(path)
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ValueError):
+        an.read_sweeps(path)
+
+
+def test_disagreements_joins_on_index_and_checks_the_texts():
+    import pandas as pd
+
+    a = pd.DataFrame({"index": [0, 1, 2], "label": [0, 1, 1], "prediction": [0, 1, 0]})
+    b = pd.DataFrame({"index": [2, 1, 0], "label": [1, 1, 0], "prediction": [1, 1, 1]})
+    rows, n = an.disagreements({"a": a, "b": b}, ["neg", "pos"], ["t0", "t1", "t2"], [0, 1, 1])
+    assert n == 3
+    assert rows.to_dict("list") == {
+        "index": [0, 2], "true": ["neg", "pos"], "a": ["neg", "neg"], "b": ["pos", "pos"],
+        "right": ["1 of 2", "1 of 2"], "text": ["t0", "t2"],
+    }  # fmt: skip
+    rows, _ = an.disagreements({"a": a, "b": b}, ["neg", "pos"], ["t0", "t1", "t2"], [1, 1, 1])
+    assert "text" not in rows  # the labels say these are not the same texts
+    assert an.disagreements({}, [])[1] == 0

@@ -9,6 +9,7 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -458,3 +459,202 @@ def test_pages_without_the_dataset_texts(tmp_path, monkeypatch):
         assert not at.get("plotly_chart") and not at.metric
     open_page(at, "dynamics")
     assert chart(at, "Budget s per layer during training")
+
+
+# ----------------------------------------------------------------------------- precomputed results
+# "Budget sweep" and "Ablations" read precomputed/results; these tests write their own files (every
+# model of bbc, with made-up but distinct numbers) and point app.state.RESULTS at them.
+
+SWEEP_BUDGETS = [round(0.05 * i, 2) for i in range(1, 21)]
+SWEEPING = {"budgetformer": 0.0, "no-budget-net": -0.02, "no-head-scorer": -0.04, "bba": -0.01, "posthoc": -0.2}
+"""Models with a budget sweep, and how much worse than budgetformer they are made."""
+
+
+def sweep_row(model: str, budget: str, b: float, offset: float = 0.0) -> dict:
+    latency = 2 + 4 * b
+    return {
+        "dataset": "bbc", "model": model, "variant": "test", "budget": budget,
+        "accuracy": round(0.5 + 0.45 * b + offset, 6), "macro_f1": round(0.49 + 0.45 * b + offset, 6),
+        "n": 426, "mean_s": b, "heads_fraction": b, "attention_cost_estimated": b,
+        "flops_ratio": 0.3 + 0.7 * b, "latency_ms": latency, "latency_iqr_ms": 0.1,
+        "speedup_b1": 6 / latency,
+        "speedup_b32": 7 / latency if budget in ("own", "0.25", "0.5", "0.75", "1") else None,
+        "machine": "test",
+    }  # fmt: skip
+
+
+def fake_sweeps(without: tuple[str, ...] = ()) -> pd.DataFrame:
+    rows = [sweep_row("dense", "own", 1.0)]
+    for model, offset in SWEEPING.items():
+        rows.append(sweep_row(model, "own", 0.4, offset))
+        rows += [sweep_row(model, f"{b:g}", b, offset) for b in SWEEP_BUDGETS]
+    for b in (0.25, 0.5, 0.75):
+        rows += [sweep_row(f"static-{b:g}", f"{b:g}", b, -0.03), sweep_row(f"recovery-{b:g}", f"{b:g}", b, -0.05)]
+    frame = pd.DataFrame(rows)
+    return frame[~frame["model"].isin(without)]
+
+
+def fake_per_example(labels: list[int], wrong: set[int]) -> pd.DataFrame:
+    """A per-example table whose predictions are right except at ``wrong`` (there: the next class)."""
+    pred = [(y + 1) % 5 if i in wrong else y for i, y in enumerate(labels)]
+    return pd.DataFrame({"index": range(len(labels)), "label": labels, "prediction": pred,
+                         "correct": [p == y for p, y in zip(pred, labels)]})  # fmt: skip
+
+
+WRONG = {"budgetformer": {3, 10}, "dense": {10, 20}, "no-head-scorer": set()}
+"""The per-example tables written: no-budget-net and bba have none."""
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch) -> pd.DataFrame:
+    """Made-up precomputed results under tmp_path; returns sweeps.csv as written."""
+    import app.state
+    from budgetformer_core.data import load_dataset
+
+    frame = fake_sweeps()
+    frame.to_csv(tmp_path / "sweeps.csv", index=False)
+    labels = list(load_dataset("bbc").split("test").labels)
+    (tmp_path / "per_example").mkdir()
+    for model, wrong in WRONG.items():
+        fake_per_example(labels, wrong).to_parquet(tmp_path / "per_example" / f"bbc-{model}.parquet")
+    monkeypatch.setattr(app.state, "RESULTS", tmp_path)
+    return frame
+
+
+def csv_value(frame: pd.DataFrame, model: str, budget: str, column: str) -> float:
+    [value] = frame.loc[(frame["model"] == model) & (frame["budget"] == budget), column]
+    return value
+
+
+def test_sweep_page(at, results):
+    open_page(at, "sweep")
+    assert at.title[0].value == "Budget sweep"
+    assert at.slider(key="sweep_budget").value == 0.5
+    assert metric(at, "Accuracy") == f"{csv_value(results, 'budgetformer', '0.5', 'accuracy'):.1%}"
+    assert metric(at, "FLOPs vs dense") == f"{csv_value(results, 'budgetformer', '0.5', 'flops_ratio'):.0%}"
+    specs = charts(at)
+    assert len(specs) == 5
+    for spec in specs.values():  # the slider's budget is marked on every chart
+        assert [s["x0"] for s in spec["layout"]["shapes"]] == [0.5]
+    accuracy = {t["name"]: t for t in chart(at, "Accuracy vs budget")["data"]}
+    assert list(accuracy) == [
+        "budgetformer", "post-hoc (zero-shot)", "budgetformer at its own point", "static gates",
+        "post-hoc + recovery", "dense",
+    ]  # fmt: skip
+    assert accuracy["budgetformer"]["x"] == SWEEP_BUDGETS
+    assert accuracy["static gates"]["x"] == [0.25, 0.5, 0.75]
+    assert accuracy["dense"]["y"] == [csv_value(results, "dense", "own", "accuracy")] * 2
+    speedup = {t["name"]: t for t in chart(at, "Speed-up over dense")["data"]}
+    assert speedup["ideal (1 / FLOPs ratio)"]["y"] == pytest.approx([1 / (0.3 + 0.7 * b) for b in SWEEP_BUDGETS])
+    assert speedup["measured, batch 32"]["x"] == [0.25, 0.5, 0.75, 1.0]
+
+    at.slider(key="sweep_budget").set_value(0.25)
+    run(at)
+    assert metric(at, "Accuracy") == f"{csv_value(results, 'budgetformer', '0.25', 'accuracy'):.1%}"
+    assert metric(at, "Accuracy") != f"{csv_value(results, 'budgetformer', '0.5', 'accuracy'):.1%}"
+    assert all(s["layout"]["shapes"][0]["x0"] == 0.25 for s in charts(at).values())
+
+    table = at.dataframe[0].value
+    assert table.loc[table["budget_b"] == 0.25, "method"].tolist() == [
+        "budgetformer", "BBA", "static gates", "post-hoc (zero-shot)", "post-hoc + recovery"
+    ]
+    at_one = ["budgetformer", "BBA", "post-hoc (zero-shot)", "dense"]  # the specialists stop at 0.75
+    assert table.loc[table["budget_b"] == 1.0, "method"].tolist() == at_one
+    assert sorted(set(table["budget_b"])) == [0.25, 0.5, 0.75, 1.0]
+    assert "Download this table (19 rows, CSV)" in [b.label for b in at.get("download_button")]
+
+
+def test_sweep_page_live_remeasure(at, results):
+    open_page(at, "sweep")
+    at.number_input(key="sweep_live_n").set_value(5)
+    at.button(key="sweep_live_go").click()
+    run(at)
+    live = {t["name"]: t for t in chart(at, "Live accuracy vs budget")["data"]}
+    assert list(live) == ["precomputed (whole split)", "live (first 5 texts)"]
+    assert live["live (first 5 texts)"]["x"] == [0.1, 0.25, 0.5, 0.75, 1.0]
+    assert all(round(y * 5) == pytest.approx(y * 5) for y in live["live (first 5 texts)"]["y"])
+    table = at.dataframe[1].value
+    assert table["n"].tolist() == [5] * 5 and table["heads_fraction"].is_monotonic_increasing
+    at.slider(key="sweep_budget").set_value(0.75)
+    run(at)  # the live result stays when the page is redrawn
+    assert chart(at, "Live accuracy vs budget")
+
+
+@pytest.mark.skipif("bbc-dense" not in available_models(), reason="no dense checkpoint shipped")
+def test_sweep_page_with_a_dense_checkpoint(at, results):
+    at.sidebar.selectbox(key="model_for_bbc").set_value("bbc-dense")
+    run(at)
+    open_page(at, "sweep")
+    assert any("sweep does not apply" in i.value for i in at.info)
+    assert not at.get("plotly_chart") and not at.metric
+    assert "budgetformer" in at.dataframe[0].value["model"].tolist()
+
+
+def test_ablation_page(at, results):
+    import app.state
+
+    open_page(at, "ablations")
+    assert at.title[0].value == "Ablations"
+    table = at.dataframe[0].value
+    assert table["model"].tolist() == [
+        "BudgetFormer (full)", "no budget net (no f_θ)", "no head scorer (no g_φ)", "dense", "BBA (own point)"
+    ]  # fmt: skip
+    models = ("budgetformer", "no-budget-net", "no-head-scorer", "dense", "bba")
+    assert table["accuracy"].tolist() == pytest.approx([csv_value(results, m, "own", "accuracy") for m in models])
+    bars = chart(at, "Accuracy and macro-F1")["data"]
+    assert [t["name"] for t in bars] == ["accuracy", "macro-F1"] and bars[0]["x"] == table["model"].tolist()
+    assert len(charts(at)) == 4
+
+    # inputs on which they disagree: the made-up tables differ at 3, 10 and 20
+    differ = at.dataframe[1].value
+    labels = config()["label_names"]
+    assert differ["index"].tolist() == [3, 10, 20]
+    assert list(differ.columns) == ["index", "true", "budgetformer", "no-head-scorer", "dense", "right", "text"]
+    assert differ["right"].tolist() == ["2 of 3", "1 of 3", "2 of 3"]
+    assert set(differ["true"]) <= set(labels) and set(differ["budgetformer"]) <= set(labels)
+    left_out = [c.value for c in at.caption if c.value.startswith("No per-example results")]
+    assert left_out == ["No per-example results for: no\\-budget\\-net, bba; left out."]  # markdown-escaped
+    assert any("3 of the 426 test inputs" in c.value for c in at.caption)
+    from budgetformer_core.data import load_dataset
+
+    assert at.text[0].value == load_dataset("bbc").split("test").texts[3][:3000]  # the first row, as text
+    assert len(at.get("download_button")) == 2
+
+    # a model missing from sweeps.csv: one row per model that is there
+    fake_sweeps(without=("no-budget-net", "bba")).to_csv(app.state.RESULTS / "sweeps.csv", index=False)
+    run(at)
+    assert at.dataframe[0].value["model"].tolist() == ["BudgetFormer (full)", "no head scorer (no g_φ)", "dense"]
+    assert any(c.value.startswith("Not in sweeps") and "bba" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("case", ["missing", "unreadable", "other dataset", "no sweep"])
+def test_sweep_and_ablation_pages_without_results(tmp_path, monkeypatch, case):
+    import app.state
+
+    csv = tmp_path / "sweeps.csv"
+    if case == "unreadable":
+        csv.write_text("model,budget\nbudgetformer,own\n")
+    elif case == "other dataset":
+        fake_sweeps().assign(dataset="synthetic").to_csv(csv, index=False)
+    elif case == "no sweep":
+        fake_sweeps(without=("budgetformer",)).to_csv(csv, index=False)
+    monkeypatch.setattr(app.state, "RESULTS", tmp_path)
+    at = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
+    expected = {
+        "missing": "sweeps\\.csv is missing",
+        "unreadable": "dataset, accuracy are missing",
+        "other dataset": "no results for the dataset **bbc**",
+        "no sweep": "no budget sweep of **budgetformer**",
+    }[case]
+    open_page(at, "sweep")
+    assert any(expected in m.value and "make precompute" in m.value for m in [*at.info, *at.error])
+    assert not at.metric
+    if case == "no sweep":  # the rest of the page still works; the live re-measure is offered
+        assert at.button(key="sweep_live_go")
+        open_page(at, "ablations")
+        assert "BudgetFormer (full)" not in at.dataframe[0].value["model"].tolist()
+    else:
+        assert not at.get("plotly_chart")
+        open_page(at, "ablations")
+        assert any(expected in m.value for m in [*at.info, *at.error])
+        assert not at.get("plotly_chart") and not at.dataframe

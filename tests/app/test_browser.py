@@ -266,10 +266,14 @@ def test_explore_page_in_a_browser(server, browser):
     warm.close()
 
 
+RESULTS = (ROOT / "precomputed" / "results" / "sweeps.csv").is_file()
+"""Without ``make precompute``'s results the sweep and ablation pages only say so."""
 PAGES = {
     # slug: (title, plotly charts at least, metrics to read)
     "explore": ("Explore an input", 3, ()),
+    "sweep": ("Budget sweep", 5 if RESULTS else 0, ("Accuracy", "Speed-up (batch 1)") if RESULTS else ()),
     "easy_hard": ("Easy vs hard", 7, ("Spearman ρ(s, prediction entropy)", "Spearman ρ(s, loss)")),
+    "ablations": ("Ablations", 4 if RESULTS else 0, ()),
     "errors": ("Errors", 1, ("Misclassified",)),
     "dynamics": ("Training dynamics", 5, ()),
 }
@@ -301,7 +305,8 @@ def test_every_page_renders_in_a_browser(server, browser):
         wait_idle(page, 120_000)
         no_error_box(page)
         charts = page.locator('[data-testid="stPlotlyChart"]')
-        charts.nth(n_charts - 1).wait_for(timeout=30_000)  # plotly draws after the run ends
+        if n_charts:
+            charts.nth(n_charts - 1).wait_for(timeout=30_000)  # plotly draws after the run ends
         for label in metrics:
             value = metric_value(page, label).replace("−", "-")
             assert value and value != "—", f"{slug}: {label} is empty"

@@ -1,0 +1,109 @@
+"""Ablations: the full BudgetFormer against itself without f_θ or g_φ, dense and BBA.
+
+Every model at its own operating point, from precomputed/results/sweeps.csv, then the test
+inputs on which their predictions differ, from the precomputed per-example tables.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import analysis as an
+from app import charts
+from app.components import csv_download, md_escape, result_column_config, sweeps_or_stop
+from app.state import checkpoint_config, dataset_of, precomputed_per_example, selected_model, test_samples
+
+BARS = [  # (title, y axis, {series name: column}, number format, percent)
+    ("Accuracy and macro-F1", "score", {"accuracy": "accuracy", "macro-F1": "macro_f1"}, ".3f", False),
+    ("Heads run and FLOPs vs dense", "fraction of dense", {"heads run": "heads_fraction", "FLOPs": "flops_ratio"},
+     ".0%", True),
+    ("Latency per input (batch 1, 1 thread)", "ms", {"latency": "latency_ms"}, ".2f", False),
+    ("Speed-up over dense", "× dense",
+     {"measured, batch 1": "speedup_b1", "measured, batch 32": "speedup_b32", "ideal": "ideal_speedup"}, ".2f", False),
+]  # fmt: skip
+
+st.title("Ablations")
+st.caption(
+    "What each part of BudgetFormer buys: the full model, the model with its budget network f_θ "
+    "replaced by a fixed s, the model with its head scorer g_φ replaced by the first k heads, the "
+    "dense model and BBA at its own operating point, all on the held-out test split."
+)
+
+dataset = dataset_of(selected_model())
+rows = sweeps_or_stop(dataset)
+table, missing = an.ablation_table(rows)
+if table.empty:
+    st.info(
+        f"precomputed/results/sweeps\\.csv has none of these models for **{md_escape(dataset)}**. "
+        "Run `make precompute` to add them."
+    )
+    st.stop()
+
+st.dataframe(table, hide_index=True, column_config=result_column_config(), key="ablation_table")
+csv_download(table, f"ablations-{dataset}.csv", "ablation_csv")
+if missing:
+    st.caption(f"Not in sweeps\\.csv for {md_escape(dataset)}: {', '.join(md_escape(m) for m in missing)}.")
+
+models = table["model"].tolist()
+for pair in (BARS[:2], BARS[2:]):
+    for col, (title, y_title, series, fmt, percent) in zip(st.columns(2, gap="large"), pair, strict=True):
+        values = {name: table[column].tolist() for name, column in series.items()}
+        col.plotly_chart(
+            charts.model_bars(models, values, title, y_title, fmt, percent), key=f"chart_ablation_{title}"
+        )
+
+# ----------------------------------------------------------------------------- disagreements
+st.subheader("Inputs on which they disagree")
+tables, notes = {}, []
+for model in an.ABLATIONS:
+    try:
+        found = precomputed_per_example(dataset, model)
+    except ValueError as e:
+        notes.append(f"{md_escape(model)} (unreadable: {md_escape(e)})")
+        continue
+    if found is None:
+        notes.append(md_escape(model))
+    else:
+        tables[model] = found
+if notes:
+    st.caption(f"No per-example results for: {', '.join(notes)}; left out.")
+if len(tables) < 2:
+    st.info(
+        "Comparing predictions needs the per-example results of at least two of these models "
+        f"(precomputed/results/per\\_example/{md_escape(dataset)}-<model>.parquet). Run `make precompute`."
+    )
+    st.stop()
+
+label_names = next(
+    (names for m in tables if (names := checkpoint_config(f"{dataset}-{m}").get("label_names"))), []
+)
+samples = test_samples(dataset)
+differ, n = an.disagreements(
+    tables, label_names, *((samples.texts, samples.labels) if samples is not None else (None, None))
+)
+st.caption(
+    f"{len(differ)} of the {n} test inputs get different predictions from "
+    f"{', '.join(md_escape(m) for m in tables)}."
+    + ("" if "text" in differ else " (No texts: they are not on this machine, or not the texts of these results.)")
+)
+shown = differ.assign(text=[an.preview(t) for t in differ["text"]]) if "text" in differ else differ
+st.dataframe(
+    shown,
+    hide_index=True,
+    column_config={
+        "index": st.column_config.NumberColumn("#", help="Index in the test split"),
+        "right": st.column_config.TextColumn("models right"),
+        "text": st.column_config.TextColumn("text (start)", width="large"),
+    },
+    key="ablation_differ",
+)
+csv_download(differ, f"disagreements-{dataset}.csv", "ablation_differ_csv")
+if "text" in differ and not differ.empty:
+    by_index = differ.set_index("index")
+    pick = st.selectbox(
+        "Read one of them",
+        by_index.index.tolist(),
+        format_func=lambda i: f"#{i} · true {by_index.loc[i, 'true']}",
+        key="ablation_pick",
+    )
+    st.text(by_index.loc[pick, "text"][:3000])  # plain text, never HTML

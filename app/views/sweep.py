@@ -1,0 +1,146 @@
+"""Budget sweep: accuracy, cost and speed of one model across requested budgets b.
+
+Everything but the live re-measure comes from precomputed/results/sweeps.csv (``make
+precompute``): the chosen model at each budget 0.05 … 1, next to dense, the zero-shot post-hoc
+sweep and the per-budget specialists (static gates, post-hoc + recovery) of the same dataset.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+import streamlit as st
+
+from app import analysis as an
+from app import charts
+from app.components import csv_download, md_escape, result_column_config, sweeps_or_stop
+from app.state import available_models, dataset_of, get_checkpoint, is_dense, selected_model, test_samples
+
+CHARTS = [  # (column, title, y axis, percent)
+    ("accuracy", "Accuracy vs budget", "test accuracy", True),
+    ("macro_f1", "Macro-F1 vs budget", "macro-F1", False),
+    ("latency_ms", "Latency per input vs budget (batch 1, 1 thread)", "ms", False),
+    ("flops_ratio", "FLOPs vs dense, by budget", "FLOPs ratio", True),
+]
+
+st.title("Budget sweep")
+st.caption(
+    "The model run at a requested budget b (the fraction of heads it may use), from 0.05 to 1, "
+    "on the held-out test split: accuracy and cost against dense (dotted), the zero-shot "
+    "post-hoc sweep and the per-budget specialists trained for one budget each."
+)
+
+name = selected_model()
+dataset = dataset_of(name)
+model = name.removeprefix(f"{dataset}-")
+rows = sweeps_or_stop(dataset)
+config = result_column_config()
+
+if is_dense(name):
+    others = [m for m in available_models() if dataset_of(m) == dataset and m != name]
+    st.info(
+        "This is a **dense** model: it always runs every head, so a budget sweep does not apply. "
+        + (
+            f"Pick one of {', '.join(md_escape(m) for m in others)} in the sidebar. "
+            if others
+            else ""
+        )
+        + f"The models of **{md_escape(dataset)}** at their own operating point:"
+    )
+    table = an.own_rows(rows)
+    st.dataframe(table, hide_index=True, column_config=config, key="sweep_own_table")
+    csv_download(table, f"models-{dataset}.csv", "sweep_own_csv")
+    st.stop()
+
+
+def live_section(curve: pd.DataFrame) -> None:
+    """Re-evaluate the model now on the first N test texts at a few budgets."""
+    st.subheader("Live re-measure on a subset")
+    samples = test_samples(dataset)
+    if samples is None or not samples.texts:
+        st.info(
+            f"The texts of the dataset {md_escape(dataset)} are not available on this machine, "
+            "so the model cannot be re-run here."
+        )
+        return
+    c1, c2 = st.columns([1, 3], vertical_alignment="bottom")
+    n = c1.number_input(
+        "First N test texts", 5, len(samples.texts), min(50, len(samples.texts)), key="sweep_live_n"
+    )
+    budgets = ", ".join(f"{b:g}" for b in an.LIVE_BUDGETS)
+    key = f"sweep_live_{name}"
+    if c2.button(f"Re-measure at b = {budgets}", key="sweep_live_go"):
+        try:
+            ckpt = get_checkpoint(name)
+            bar = st.progress(0.0, text="Evaluating…")
+            done = []
+            for row in an.live_sweep(ckpt, samples.texts[:n], samples.labels[:n]):
+                done.append(row)
+                bar.progress(len(done) / len(an.LIVE_BUDGETS), text=f"b = {row['budget_b']:g} done")
+            st.session_state[key] = pd.DataFrame(done)
+        except ValueError as e:  # CheckpointError, an unusable text
+            st.error(f"The model {md_escape(name)} cannot be re-run: {md_escape(e)}")
+            return
+        except Exception as e:  # never a traceback on the page
+            logging.getLogger(__name__).exception("live sweep failed")
+            st.error(f"Something went wrong while re-running the model ({type(e).__name__}).")
+            return
+    live = st.session_state.get(key)
+    if live is None:
+        st.caption("Runs the model on this machine now; the precomputed curve used the whole split.")
+        return
+    lines = {"precomputed (whole split)": an.series_xy(curve, "accuracy")} if not curve.empty else {}
+    lines[f"live (first {int(live['n'].iloc[0])} texts)"] = an.series_xy(live, "accuracy", "budget_b")
+    st.plotly_chart(
+        charts.budget_curves("Live accuracy vs budget", "accuracy", lines, percent=True),
+        key="chart_sweep_live",
+    )
+    st.dataframe(live, hide_index=True, column_config=config, key="sweep_live_table")
+    csv_download(live, f"live-{name}.csv", "sweep_live_csv")
+
+
+curve = an.sweep_curve(rows, model)
+if curve.empty:
+    st.info(
+        f"precomputed/results/sweeps\\.csv has no budget sweep of **{md_escape(model)}** on "
+        f"{md_escape(dataset)}. Run `make precompute` to add it."
+    )
+    live_section(curve)
+    st.stop()
+
+# ----------------------------------------------------------------------------- at one budget
+budget = st.slider("Budget b", 0.05, 1.0, 0.5, 0.05, key="sweep_budget", format="%.2f")
+row = an.at_budget(curve, budget)
+if abs(row["b"] - budget) > 1e-6:
+    st.caption(f"No point at b = {budget:.2f}; showing the nearest one, b = {row['b']:.2f}.")
+for col, card in zip(st.columns(6), an.sweep_cards(row, an.own_point(rows, "dense")), strict=True):
+    col.metric(card.label, card.value, card.note, help=card.help, delta_color="off", delta_arrow="off")
+
+# ----------------------------------------------------------------------------- curves
+for pair in (CHARTS[:2], CHARTS[2:]):
+    for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), pair, strict=True):
+        col.plotly_chart(
+            charts.budget_curves(
+                title, y_title, mark=budget, percent=percent, **an.budget_series(rows, model, column)
+            ),
+            key=f"chart_sweep_{column}",
+        )
+st.plotly_chart(
+    charts.budget_curves(
+        "Speed-up over dense: ideal vs measured", "× dense", mark=budget, **an.speedup_series(curve)
+    ),
+    key="chart_sweep_speedup",
+)
+st.caption(
+    "Ideal = 1 / FLOPs ratio. Measured = dense latency / this latency on the same inputs, one "
+    "thread; batch 32 was timed at b = 0.25, 0.5, 0.75 and 1 only."
+)
+
+# ----------------------------------------------------------------------------- table
+st.subheader("Per-budget comparison")
+table = an.comparison_table(rows, model)
+st.dataframe(table, hide_index=True, column_config=config, key="sweep_table")
+csv_download(table, f"budget-comparison-{dataset}.csv", "sweep_csv")
+
+live_section(curve)
