@@ -32,10 +32,12 @@ run: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/pytest
 
-# Rebuild the shipped checkpoints (BBC: dense and BudgetFormer).
+# Rebuild precomputed/: every model of bbc, synthetic and ag_news (ag_news needs
+# ../shared/data/ag_news), their sweeps, per-example tables and the manifest. Two one-thread
+# workers; unchanged models are skipped. PRECOMPUTE_ARGS="--datasets bbc" for one dataset.
+PRECOMPUTE_ARGS ?=
 precompute: $(STAMP)
-	$(VENV)/bin/budgetformer train --dataset bbc --variant dense --out precomputed/checkpoints/bbc-dense --quiet
-	$(VENV)/bin/budgetformer train --dataset bbc --variant budgetformer --out precomputed/checkpoints/bbc-budgetformer --quiet
+	$(PY) -m budgetformer_core.precompute $(PRECOMPUTE_ARGS)
 
 # Measured single-thread CPU speed-up per budget vs the FLOP ideal (a Markdown table; add
 # BENCH_ARGS="--json" for JSON, or e.g. BENCH_ARGS="--batch-size 32 --repeats 10").

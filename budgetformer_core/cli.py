@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     model_cfg, train_cfg = apply_overrides(ModelConfig(variant=args.variant), TrainConfig(), args.set)
     dataset = load_dataset(args.dataset, args.data_dir, seed=args.split_seed)
-    result = train(dataset, model_cfg, train_cfg, args.out, progress=not args.quiet, init=args.init)
+    command = {"command": shlex.join(["budgetformer", *args.argv])}
+    result = train(dataset, model_cfg, train_cfg, args.out, progress=not args.quiet, init=args.init, meta=command)
     print(json.dumps({"checkpoint": str(result.checkpoint), "seconds": round(result.seconds, 1), **result.test}))
     return 0
 
@@ -71,7 +73,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     split = load_dataset(dataset_name, args.data_dir, seed=split_seed).split("validation")
     ids, _ = encode(dense.tokenizer, split.texts, dense.config.max_len)
     importance = head_importance(dense.model, ids, split.labels)
-    meta = {"dataset": dataset_name, "init": str(args.checkpoint), "importance": importance.tolist()}
+    meta = {"dataset": dataset_name, "init": str(args.checkpoint), "importance": importance.tolist(),
+            "command": shlex.join(["budgetformer", *args.argv])}
     posthoc_checkpoint(dense, importance, args.out, meta)
     print(json.dumps({"checkpoint": args.out, "importance": importance.tolist()}))
     return 0
@@ -235,6 +238,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded in the checkpoints written
     try:
         return COMMANDS[args.command](args)
     except (ValueError, RuntimeError, FileNotFoundError) as e:

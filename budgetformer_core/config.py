@@ -129,6 +129,10 @@ class TrainConfig:
     """Token embeddings start random (``normal``) or from an LSA of the training split
     (``lsa``: truncated SVD of its TF-IDF token-document matrix, rescaled to the normal init's
     standard deviation), a cheap way to start with topic-aware word vectors."""
+    pos_init: Literal["normal", "sinusoidal"] = "normal"
+    """Position embeddings start random (``normal``) or as the sinusoids of Vaswani et al.
+    rescaled to the normal init's standard deviation (``sinusoidal``: relative offsets are then
+    easy to attend to from the first step, which tasks built on word order need)."""
     ema: float = 0.98
     """Decay of an exponential moving average of the weights (e.g. 0.99), used for validation,
     test and the checkpoint; 0 = off."""
@@ -158,6 +162,8 @@ class TrainConfig:
             raise ValueError("train_budget must be in [0, 1] and budget_min in (0, 1]")
         if self.embed_init not in ("normal", "lsa"):
             raise ValueError(f"embed_init must be 'normal' or 'lsa', got {self.embed_init!r}")
+        if self.pos_init not in ("normal", "sinusoidal"):
+            raise ValueError(f"pos_init must be 'normal' or 'sinusoidal', got {self.pos_init!r}")
         if not 0.0 <= self.ema < 1.0:
             raise ValueError(f"ema must be in [0, 1), got {self.ema}")
         if not 0.0 <= self.structural_from <= 1.0:

@@ -142,37 +142,53 @@ def load_bbc(seed: int = 0) -> TextDataset:
 
 # --------------------------------------------------------------------------- synthetic
 
-SYNTH_CUES = 4
+SYNTH_CUES = 2
 SYNTH_VOCAB = 40
 
 
 def make_synthetic(
-    n: int, seed: int, n_cues: int = SYNTH_CUES, length: int = 48, noise_vocab: int = SYNTH_VOCAB
+    n: int, seed: int, n_cues: int = SYNTH_CUES, length: int = 32, noise_vocab: int = SYNTH_VOCAB
 ) -> Split:
-    """A sequence task whose label needs ``n_cues`` independent cues read at once.
+    """A sequence task that needs exactly ``n_cues`` attention heads (one per cue) to solve.
 
     Each sequence is ``length`` noise words (``w0`` … ``w{noise_vocab-1}``) into which ``n_cues``
-    cues are planted at random places: the marker ``m{i}`` immediately followed by a value word
-    ``a`` or ``b``. The label is the binary number spelt by the cue values (cue 0 is the least
-    significant bit), so there are ``2 ** n_cues`` classes and every cue is needed: a model that
-    reads only some cues is at best ``2 ** -(missing cues)`` accurate. The words alone do not
-    tell which value belongs to which marker (a bag of words fails); reading cue i means finding
-    ``m{i}`` and the word after it — a natural job for one attention head per cue.
+    cues are planted at random, non-overlapping places. Cue i is the marker ``m{i}`` followed by
+    ``n_cues`` value words ``a`` / ``b``: the one at offset ``i + 1`` after the marker is the
+    cue's value, the others are random distractors. The label is the binary number spelt by the
+    cue values (cue 0 is the least significant bit), so there are ``2 ** n_cues`` classes.
+
+    Reading cue i means looking exactly ``i + 1`` words back from a value word (or forward from
+    the marker). One head of a one-layer model reads one relative offset sharply; a head that
+    spreads over two offsets sees a distractor as often as a value. So a one-layer model with
+    ``h`` heads reads at most ``h`` cues and is at best ``2 ** -(n_cues - h)`` accurate: the
+    number of heads the task needs is ``n_cues``, known and controllable. Bag-of-words models
+    fail (every cue uses the same value words).
     """
+    if length < n_cues * (n_cues + 1):
+        raise ValueError(f"length {length} is too short for {n_cues} cues")
     rng = random.Random(seed)
+    span = n_cues + 1  # marker + n_cues value words
+    free = length - n_cues * span  # noise words around the cues
     texts, labels = [], []
     for _ in range(n):
-        words = [f"w{rng.randrange(noise_vocab)}" for _ in range(length)]
         bits = [rng.randrange(2) for _ in range(n_cues)]
-        for i, (bit, pos) in enumerate(zip(bits, rng.sample(range(0, length - 1, 2), n_cues))):
-            words[pos] = f"m{i}"
-            words[pos + 1] = "b" if bit else "a"
+        # place the cue spans in a random order with random gaps (stars and bars)
+        order = rng.sample(range(n_cues), n_cues)
+        cuts = sorted(rng.randrange(free + 1) for _ in range(n_cues))
+        gaps = [b - a for a, b in zip([0, *cuts], [*cuts, free])]
+        words: list[str] = []
+        for gap, cue in zip(gaps, order):
+            words += [f"w{rng.randrange(noise_vocab)}" for _ in range(gap)]
+            values = [rng.choice("ab") for _ in range(n_cues)]
+            values[cue] = "b" if bits[cue] else "a"
+            words += [f"m{cue}", *values]
+        words += [f"w{rng.randrange(noise_vocab)}" for _ in range(gaps[-1])]
         texts.append(" ".join(words))
         labels.append(sum(bit << i for i, bit in enumerate(bits)))
     return Split(texts, labels)
 
 
-def load_synthetic(seed: int = 0, n_train: int = 8000, n_val: int = 1000, n_test: int = 2000) -> TextDataset:
+def load_synthetic(seed: int = 0, n_train: int = 32000, n_val: int = 1000, n_test: int = 2000) -> TextDataset:
     """The synthetic cue task with fixed seeds per split."""
     names = [format(i, f"0{SYNTH_CUES}b")[::-1] for i in range(2**SYNTH_CUES)]
     return TextDataset(

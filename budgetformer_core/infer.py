@@ -146,16 +146,36 @@ class Evaluation:
     mean_budget_per_layer: list[float]
     head_entropy: float
     """Mean entropy (nats) of the head relevance p over inputs and layers."""
+    attention_cost: float
+    """Exact attention cost: the fraction of head work run (= mean_heads_fraction)."""
+    attention_cost_estimated: float
+    """Estimated (soft-path) attention cost: mean soft gate (bba) or s (budgetformer)."""
+    macro_f1: float
+    head_usage: list[list[float]]
+    """(L × H) fraction of inputs on which each head ran."""
     predictions: np.ndarray
     labels: np.ndarray
     probs: np.ndarray
     budgets: np.ndarray
     """(N, L) s per input and layer."""
+    selected: np.ndarray
+    """(N, L, H) bool: the heads that ran per input and layer."""
 
     def summary(self) -> dict:
-        keys = ("accuracy", "n", "mean_budget", "mean_heads_fraction", "flops_ratio", "mean_budget_per_layer",
-                "head_entropy")
+        keys = ("accuracy", "macro_f1", "n", "mean_budget", "mean_heads_fraction", "attention_cost",
+                "attention_cost_estimated", "flops_ratio", "mean_budget_per_layer", "head_entropy", "head_usage")
         return {k: getattr(self, k) for k in keys}
+
+
+def macro_f1(labels: np.ndarray, predictions: np.ndarray, n_classes: int) -> float:
+    """Unweighted mean of the per-class F1 over the classes present in labels or predictions."""
+    scores = []
+    for c in range(n_classes):
+        tp = int(((predictions == c) & (labels == c)).sum())
+        support = int((labels == c).sum()) + int((predictions == c).sum())
+        if support:
+            scores.append(2 * tp / support)
+    return float(np.mean(scores)) if scores else 0.0
 
 
 @torch.no_grad()
@@ -176,6 +196,8 @@ def evaluate(
     probs = np.zeros((len(ids), model.cfg.n_classes), dtype=np.float32)
     budgets = np.zeros((len(ids), model.cfg.n_layers), dtype=np.float32)
     heads = np.zeros((len(ids), model.cfg.n_layers), dtype=np.int64)
+    selected = np.zeros((len(ids), model.cfg.n_layers, model.cfg.n_heads), dtype=bool)
+    est_cost = 0.0
     flops = dense = 0
     entropy = 0.0
     for start in range(0, len(ids), batch_size):
@@ -187,23 +209,34 @@ def evaluate(
         budgets[rows] = torch.stack([t.budget for t in out.layers], 1).cpu().numpy()
         ks = heads_run(model, out, mode).cpu()
         heads[rows] = ks.numpy()
+        if mode == "structural":
+            selected[rows] = torch.stack([t.selected for t in out.layers], 1).cpu().numpy()  # (B, L, H)
+        else:  # every head runs
+            selected[rows] = True
+        est_cost += float(torch.stack([t.est_cost for t in out.layers]).mean(0).sum())
         entropy += float(head_entropy(torch.stack([t.relevance for t in out.layers]))) * len(rows)
         for b, i in enumerate(rows):
             flops += input_flops(model, len(ids[i]), ks[b].tolist(), mode)
             dense += dense_flops(model.cfg, len(ids[i]))
     y = np.asarray(labels)
+    heads_fraction = float(heads.mean() / model.cfg.n_heads)
     return Evaluation(
         accuracy=float((preds == y).mean()),
         n=len(ids),
         mean_budget=float(budgets.mean()),
-        mean_heads_fraction=float(heads.mean() / model.cfg.n_heads),
+        mean_heads_fraction=heads_fraction,
         flops_ratio=flops / dense,
         mean_budget_per_layer=budgets.mean(0).tolist(),
         head_entropy=entropy / len(ids),
+        attention_cost=heads_fraction,
+        attention_cost_estimated=est_cost / len(ids),
+        macro_f1=macro_f1(y, preds, model.cfg.n_classes),
+        head_usage=selected.mean(0).tolist(),
         predictions=preds,
         labels=y,
         probs=probs,
         budgets=budgets,
+        selected=selected,
     )
 
 

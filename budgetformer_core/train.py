@@ -61,6 +61,16 @@ def augment(ids: list[int], max_len: int, cfg: TrainConfig, rng: random.Random) 
     return ids
 
 
+def sinusoids(length: int, dim: int, std: float = 0.02) -> torch.Tensor:
+    """(length, dim) sine / cosine position table of Vaswani et al., scaled to ``std``."""
+    pos = torch.arange(length, dtype=torch.float32)[:, None]  # (T, 1)
+    freq = torch.exp(-math.log(10_000.0) * torch.arange(0, dim, 2, dtype=torch.float32) / dim)  # (D/2,)
+    table = torch.zeros(length, dim)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq)
+    return table * (std / table.std())
+
+
 def lsa_embeddings(ids: list[list[int]], vocab_size: int, dim: int, seed: int, std: float = 0.02) -> torch.Tensor:
     """(vocab_size, dim) token vectors from a truncated SVD of the TF-IDF token-document matrix."""
     from scipy.sparse import csr_matrix
@@ -116,12 +126,15 @@ def train(
     progress: bool = True,
     device: torch.device | None = None,
     init: str | Path | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Train a model on ``dataset`` and write a checkpoint to ``out_dir``.
 
     With ``init`` (a checkpoint directory, e.g. a trained dense model) the new model takes its
     tokenizer, its shape and every weight the two share — the dense warm start of ``bba``; its
-    own networks (gates, f_θ, g_φ) start fresh.
+    own networks (gates, f_θ, g_φ) start fresh. ``meta`` (e.g. the command that ran) is stored
+    in the checkpoint's config.json. Nothing time-dependent is stored, so the same run writes the
+    same bytes.
     """
     t0 = time.perf_counter()
     set_seed(train_cfg.seed)
@@ -153,6 +166,9 @@ def train(
         with torch.no_grad():
             lsa = lsa_embeddings(train_ids, model_cfg.vocab_size, model_cfg.d_model, train_cfg.seed)
             model.tok_emb.weight.copy_(lsa)
+    if train_cfg.pos_init == "sinusoidal" and start is None:
+        with torch.no_grad():
+            model.pos_emb.weight.copy_(sinusoids(model_cfg.max_len, model_cfg.d_model))
 
     if train_cfg.freeze_gates:
         model.gates.requires_grad_(False)
@@ -227,7 +243,6 @@ def train(
             "val_mean_budget_per_layer": val.mean_budget_per_layer,
             "val_mean_heads_fraction": val.mean_heads_fraction,
             "val_head_entropy": val.head_entropy,
-            "seconds": time.perf_counter() - t0,
         }
         history.append(row)
         if progress:
@@ -239,13 +254,13 @@ def train(
 
     model = final().cpu()
     meta = {"dataset": dataset.name, "split_seed": dataset.split_seed, "train": to_dict(train_cfg),
-            "init": None if init is None else str(init)}
+            "init": None if init is None else str(init), **(meta or {})}
     round_weights(model)  # test the weights exactly as they will be stored
     test_split = dataset.split("test")
     test_ids, _ = encode(tok, test_split.texts, model_cfg.max_len)
     test = evaluate(model, test_ids, test_split.labels).summary()
     seconds = time.perf_counter() - t0
-    meta = {**meta, "test": test, "train_seconds": seconds}
+    meta = {**meta, "test": test}
     path = save_checkpoint(out_dir, model, tok, dataset.label_names, meta, history)
     return TrainResult(path, history, test, seconds)
 

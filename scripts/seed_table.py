@@ -21,7 +21,7 @@ def train(dataset: str, variant: str, seed: int, out: Path) -> dict:
         subprocess.run([sys.executable, "-m", "budgetformer_core.cli", "train", "--dataset", dataset,
                         "--variant", variant, "--out", str(out), "--set", f"seed={seed}", "--quiet"], check=True)
     meta = json.loads((out / "config.json").read_text())
-    return {**meta["test"], "seconds": meta["train_seconds"]}
+    return {**meta["test"], "seconds": meta.get("train_seconds", float("nan"))}
 
 
 def fmt(values: list[float], pct: bool = True) -> str:

@@ -16,6 +16,7 @@ from budgetformer_core.data import (
     load_bbc,
     load_dataset,
     load_synthetic,
+    make_synthetic,
 )
 
 SHARED = Path(__file__).parents[3] / "shared" / "data"
@@ -67,12 +68,31 @@ def test_synthetic_is_deterministic():
     a = load_synthetic(seed=1, n_train=200, n_val=50, n_test=50)
     b = load_synthetic(seed=1, n_train=200, n_val=50, n_test=50)
     check_valid(a)
-    assert a.n_classes == 16
+    assert a.n_classes == 4
     assert a.split("train").texts == b.split("train").texts
     assert a.split("test").labels == b.split("test").labels
     assert load_synthetic(seed=2, n_train=200).split("train").texts != a.split("train").texts
     default = load_synthetic().split("train").texts[:5]
     assert load_dataset("synthetic").split("train").texts[:5] == default
+
+
+def test_synthetic_label_is_the_value_at_each_cue_offset():
+    """Cue i's value is the word i + 1 after marker m{i}; the other value words are distractors."""
+    split = make_synthetic(300, seed=7, n_cues=3, length=30)
+    distractor_disagrees = 0
+    for text, label in zip(split.texts, split.labels):
+        words = text.split()
+        assert len(words) == 30
+        for i in range(3):
+            assert words.count(f"m{i}") == 1
+            at = words.index(f"m{i}")
+            assert words[at + 1 : at + 4] and set(words[at + 1 : at + 4]) <= {"a", "b"}
+            assert (label >> i) & 1 == (words[at + 1 + i] == "b")
+            others = [w for j, w in enumerate(words[at + 1 : at + 4]) if j != i]
+            distractor_disagrees += any((w == "b") != ((label >> i) & 1) for w in others)
+    assert distractor_disagrees > 300  # distractors often contradict the value: offsets matter
+    with pytest.raises(ValueError, match="too short"):
+        make_synthetic(1, seed=0, n_cues=4, length=12)
 
 
 # --------------------------------------------------------------------------- shared copies

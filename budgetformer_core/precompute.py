@@ -1,0 +1,433 @@
+"""Rebuild everything under ``precomputed/``: checkpoints, sweeps, per-example analyses, manifest.
+
+``make precompute`` runs ``python -m budgetformer_core.precompute``. It has three stages:
+
+1. **Train.** Every model of every dataset is one job — a ``budgetformer train`` or ``prune``
+   command (:func:`plan`). Jobs run in parallel worker processes of one thread each, a job after
+   the jobs it starts from. A job whose checkpoint already records the same command is skipped,
+   so an unchanged model is neither retrained nor rewritten (files are deterministic: the same
+   run writes the same bytes). The models the app shows (:data:`SHIPPED`) go to
+   ``precomputed/checkpoints/<dataset>-<model>/``; the per-budget baselines (static gates,
+   post-hoc pruning, recovered specialists) go to ``runs/precompute/`` and only their results
+   are shipped.
+2. **Evaluate.** Every model on the test split (:func:`evaluate_model`): its own operating
+   point, and for the models that take a budget the sweep 0.05 … 1.0. Accuracy, macro-F1, heads
+   run, estimated attention cost, FLOPs and measured single-thread latency (batch 1 and batch 32,
+   each against the dense model on the same inputs). Shipped models also get a per-example table.
+3. **Manifest.** ``precomputed/manifest.json``: every file with its sha256 and size, the
+   command and seed of every run, each checkpoint's accuracy on a slice of the test split (which
+   ``tests/core/test_manifest.py`` reproduces), library versions and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = Path("precomputed")
+"""Relative to the project root (the commands recorded in checkpoints use relative paths)."""
+SCRATCH = Path("runs") / "precompute"
+SWEEP_BUDGETS = tuple(round(0.05 * i, 2) for i in range(1, 21))
+TABLE_BUDGETS = (0.25, 0.5, 0.75)
+SHIPPED = ("dense", "budgetformer", "no-budget-net", "no-head-scorer", "bba")
+SLICE = 200
+"""Test rows each shipped checkpoint is re-evaluated on by the manifest test."""
+TIMED_INPUTS = 8
+"""Test inputs timed one at a time (batch 1) per model and budget."""
+BATCH = 32
+"""Inputs per forward pass of the batched timing."""
+
+SYNTHETIC = (
+    "n_layers=1", "max_len=64", "dropout=0.0", "token_dropout=0", "random_crop=false",
+    "embed_init=normal", "pos_init=sinusoidal", "lr=3e-3",
+)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one dataset's models are trained: overrides shared by all of them, and the bba ones'."""
+
+    sets: tuple[str, ...] = ()
+    dense_sets: tuple[str, ...] = ()
+    """Only for the models trained from scratch (dense, budgetformer, ablations)."""
+    warm_sets: tuple[str, ...] = ("epochs=5",)
+    """Only for the models warm-started from dense (bba and the static-gate baselines)."""
+    bba_sets: tuple[str, ...] = ()
+    """Only for the bba model."""
+    data_dir: str | None = None
+    extra: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    """More (name, variant, overrides) models trained from scratch, e.g. a one-head model."""
+
+
+RECIPES: dict[str, Recipe] = {
+    "bbc": Recipe(),
+    "synthetic": Recipe(
+        sets=SYNTHETIC,
+        dense_sets=("epochs=8",),
+        warm_sets=("epochs=16",),
+        bba_sets=("gate_input=false", "structural_from=0", "budget_min=0.25"),
+        extra=(("dense-1head", "dense", ("epochs=8", "n_heads=1")),),
+    ),
+    "ag_news": Recipe(
+        sets=("max_len=128", "dropout=0.3", "d_ff=128"),
+        dense_sets=("epochs=3",),
+        warm_sets=("epochs=3",),
+        data_dir="../shared/data/ag_news",
+    ),
+}
+
+
+@dataclass
+class Job:
+    """One model: the ``budgetformer`` command that makes it and the jobs it starts from."""
+
+    dataset: str
+    name: str
+    argv: list[str]
+    after: tuple[str, ...] = ()
+    shipped: bool = False
+    budget: float | None = None
+    """The budget a per-budget specialist was made for (None: any budget / its own)."""
+    seconds: float = field(default=0.0, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.dataset}-{self.name}"
+
+    @property
+    def out(self) -> Path:
+        return (OUT / "checkpoints" if self.shipped else SCRATCH) / self.key
+
+    def command(self) -> list[str]:
+        return ["budgetformer", *self.argv, "--out", str(self.out), "--quiet"]
+
+
+def out_of(dataset: str, name: str) -> Path:
+    return (OUT / "checkpoints" if name in SHIPPED else SCRATCH) / f"{dataset}-{name}"
+
+
+def plan(datasets: list[str]) -> list[Job]:
+    """Every model of ``datasets``, in an order that respects warm starts."""
+    return [job for ds in datasets for job in dataset_jobs(ds)]
+
+
+def dataset_jobs(ds: str) -> list[Job]:
+    r = RECIPES[ds]
+    data = ["--data-dir", r.data_dir] if r.data_dir else []
+    jobs: list[Job] = []
+
+    def train(name: str, variant: str, groups, init: str | None = None, after=(), budget=None) -> None:
+        argv = ["train", "--dataset", ds, *data, "--variant", variant]
+        if init:
+            argv += ["--init", str(out_of(ds, init))]
+        sets = [arg for group in (r.sets, *groups) for s in group for arg in ("--set", s)]
+        jobs.append(Job(ds, name, argv + sets, after, name in SHIPPED, budget))
+
+    scratch = (r.dense_sets,)
+    train("dense", "dense", scratch)
+    train("budgetformer", "budgetformer", scratch)
+    # the ablations as trained models: f_θ replaced by the full model's mean s (filled in when
+    # budgetformer is done), g_φ replaced by the first k heads
+    train("no-budget-net", "budgetformer", (*scratch, ("use_budget_net=false",)), after=(f"{ds}-budgetformer",))
+    train("no-head-scorer", "budgetformer", (*scratch, ("head_choice=uniform",)))
+    for name, variant, extra in r.extra:
+        train(name, variant, (extra,))
+    dense = (f"{ds}-dense",)
+    train("bba", "bba", (r.warm_sets, r.bba_sets), init="dense", after=dense)
+    for b in TABLE_BUDGETS:
+        train(f"static-{b:g}", "bba", (r.warm_sets, ("gate_input=false", f"train_budget={b:g}")),
+              init="dense", after=dense, budget=b)
+    jobs.append(Job(ds, "posthoc", ["prune", "--checkpoint", str(out_of(ds, "dense")), *data], dense))
+    for b in TABLE_BUDGETS:
+        train(f"recovery-{b:g}", "bba", (("epochs=1", "gate_input=false", f"train_budget={b:g}", "freeze_gates=true"),),
+              init="posthoc", after=(f"{ds}-posthoc",), budget=b)
+    return jobs
+
+
+def resolve(job: Job) -> Job:
+    """Fill in what depends on finished jobs: the no-f_θ ablation's fixed budget."""
+    if job.name == "no-budget-net":
+        history = json.loads((ROOT / out_of(job.dataset, "budgetformer") / "history.json").read_text())
+        s = history[-1]["val_mean_budget"]  # the full model's mean s on the validation split
+        job.argv = [*job.argv, "--set", f"fixed_budget={s:.3f}"]
+    return job
+
+
+def recorded_command(path: Path) -> str | None:
+    try:
+        return json.loads((ROOT / path / "config.json").read_text()).get("command")
+    except (OSError, ValueError):
+        return None
+
+
+def run_job(job: Job) -> Job:
+    """Run one job in a one-thread subprocess unless its checkpoint already has its command."""
+    job = resolve(job)
+    command = shlex.join(job.command())
+    if recorded_command(job.out) == command:
+        print(f"= {job.key}: unchanged", flush=True)
+        return job
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    t0 = time.perf_counter()
+    print(f"> {job.key}: {command}", flush=True)
+    done = subprocess.run([sys.executable, "-m", "budgetformer_core.cli", *job.command()[1:]], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{job.key} failed:\n{done.stderr[-2000:]}")
+    job.seconds = time.perf_counter() - t0
+    print(f"< {job.key}: {job.seconds:.0f} s {done.stdout.strip()[-200:]}", flush=True)
+    return job
+
+
+def run_all(jobs: list[Job], workers: int) -> list[Job]:
+    """Run the jobs on ``workers`` parallel workers, each job after those it depends on."""
+    pending, finished, running = list(jobs), {}, {}
+    with ThreadPoolExecutor(workers) as pool:
+        while pending or running:
+            for job in [j for j in pending if all(a in finished for a in j.after)]:
+                if len(running) == workers:
+                    break
+                pending.remove(job)
+                running[pool.submit(run_job, job)] = job
+            if not running:
+                raise RuntimeError(f"cannot order the jobs {[j.key for j in pending]}")
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                job = running.pop(future)
+                finished[job.key] = future.result()
+    return [finished[j.key] for j in jobs]
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def per_example_frame(evaluation, n_tokens: list[int]) -> pd.DataFrame:
+    """One row per input of an evaluated split (no text: rows are keyed by their index).
+
+    Columns: ``index``, ``label``, ``prediction``, ``correct``, ``confidence``, ``p_true``,
+    ``loss`` (cross-entropy of the true label, nats), ``entropy`` (of the prediction, nats),
+    ``mean_s``, per layer ``s{l}`` (budget), ``k{l}`` (heads run) and ``heads{l}`` (the heads
+    that ran, space-separated), and ``tokens`` (tokens read).
+    """
+    probs = np.asarray(evaluation.probs, dtype=np.float64)
+    labels = np.asarray(evaluation.labels, dtype=np.int64)
+    preds = np.asarray(evaluation.predictions, dtype=np.int64)
+    budgets = np.asarray(evaluation.budgets, dtype=np.float64)
+    n = len(labels)
+    if not len(n_tokens) == n == len(preds) == len(probs) == len(budgets):
+        raise ValueError("token counts and evaluation arrays differ in length")
+    p_true = probs[np.arange(n), labels]
+    table = pd.DataFrame({
+        "index": np.arange(n),
+        "label": labels,
+        "prediction": preds,
+        "correct": preds == labels,
+        "confidence": probs.max(-1) if n else np.zeros(0),
+        "p_true": p_true,
+        "loss": -np.log(np.clip(p_true, 1e-12, 1.0)),
+        "entropy": -(probs * np.log(np.clip(probs, 1e-12, 1.0))).sum(-1),
+        "mean_s": budgets.mean(-1) if n else np.zeros(0),
+    })
+    selected = np.asarray(evaluation.selected, dtype=bool)  # (N, L, H)
+    for layer in range(budgets.shape[1] if budgets.ndim == 2 else 0):
+        table[f"s{layer}"] = budgets[:, layer]
+        table[f"k{layer}"] = selected[:, layer].sum(-1)
+        table[f"heads{layer}"] = [" ".join(map(str, np.flatnonzero(row))) for row in selected[:, layer]]
+    table["tokens"] = np.asarray(n_tokens, dtype=np.int64)
+    return table
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def evaluate_model(dataset: str, name: str, path: str, budget: float | None, data_dir: str | None,
+                   per_example_path: str | None) -> list[dict]:
+    """Rows of ``sweeps.csv`` for one model (run in a one-thread worker process)."""
+    import torch
+
+    from .budget import Control
+    from .checkpoint import load_checkpoint
+    from .data import load_dataset
+    from .infer import evaluate
+    from .timing import time_interleaved
+    from .tokenizer import encode, pad
+
+    ckpt = load_checkpoint(ROOT / path)
+    dense = load_checkpoint(ROOT / out_of(dataset, "dense"))
+    split = load_dataset(dataset, data_dir, seed=ckpt.meta.get("split_seed", 0)).split("test")
+    ids, _ = encode(ckpt.tokenizer, split.texts, ckpt.config.max_len)
+    dense_ids, _ = encode(dense.tokenizer, split.texts, dense.config.max_len)
+    variant = ckpt.config.variant
+    sweeps = variant == "bba" and budget is None or variant == "budgetformer"
+    points: list[float | None] = [budget] if budget is not None else [None]
+    if sweeps:
+        points += list(SWEEP_BUDGETS)
+    # timed inputs: evenly spaced test rows; batch 32: the first rows of the same order
+    rows = np.linspace(0, len(ids) - 1, TIMED_INPUTS).astype(int).tolist()
+
+    def timer(model, seqs, control):
+        one = [(torch.tensor([seqs[i]]), torch.ones(1, len(seqs[i]), dtype=torch.bool)) for i in rows]
+        batch = pad([seqs[i] for i in range(min(BATCH, len(seqs)))])
+        mode = "dense" if model.cfg.variant == "dense" else "structural"
+        return {
+            "b1": lambda: [model(x, m, mode=mode, control=control) for x, m in one],
+            "b32": lambda: model(batch.ids, batch.mask, mode=mode, control=control),
+        }
+
+    def measure(fns: dict) -> dict:
+        return time_interleaved(fns, repeats=3, warmup=0, threads=1, min_sample_s=0.0)
+
+    ref = measure({f"dense {k}": fn for k, fn in timer(dense.model, dense_ids, None).items()})
+    out = []
+    with torch.inference_mode():
+        for b in points:
+            control = Control(budget=b) if b is not None and variant != "dense" else None
+            ev = evaluate(ckpt.model, ids, split.labels, control)
+            if b is None and per_example_path:
+                frame = per_example_frame(ev, [len(x) for x in ids])
+                frame.round(6).to_parquet(ROOT / per_example_path, index=False)
+            fns = timer(ckpt.model, ids, control)
+            if b is not None and b not in (*TABLE_BUDGETS, 1.0):  # batch 32: the table's budgets only
+                fns.pop("b32")
+            stats = measure(fns)
+            b32 = stats.get("b32")
+            out.append({
+                "dataset": dataset, "model": name, "variant": variant,
+                "budget": "own" if b is None else f"{b:g}",
+                "accuracy": ev.accuracy, "macro_f1": ev.macro_f1, "n": ev.n,
+                "mean_s": ev.mean_budget, "heads_fraction": ev.mean_heads_fraction,
+                "attention_cost_estimated": ev.attention_cost_estimated, "flops_ratio": ev.flops_ratio,
+                "latency_ms": stats["b1"].median_ms / TIMED_INPUTS,
+                "latency_iqr_ms": stats["b1"].iqr_ms / TIMED_INPUTS,
+                "speedup_b1": ref["dense b1"].median_ms / stats["b1"].median_ms,
+                "speedup_b32": ref["dense b32"].median_ms / b32.median_ms if b32 else float("nan"),
+            })
+    return out
+
+
+def evaluate_all(jobs: list[Job], workers: int) -> pd.DataFrame:
+    results = OUT / "results"
+    (ROOT / results / "per_example").mkdir(parents=True, exist_ok=True)
+    with ProcessPoolExecutor(workers, initializer=_one_thread) as pool:
+        futures = []
+        for job in jobs:
+            per_example = str(results / "per_example" / f"{job.key}.parquet") if job.shipped else None
+            futures.append(pool.submit(evaluate_model, job.dataset, job.name, str(job.out), job.budget,
+                                       RECIPES[job.dataset].data_dir, per_example))
+        rows = [row for f in futures for row in f.result()]
+    from .timing import machine_info
+
+    frame = pd.DataFrame(rows)
+    frame["machine"] = machine_info(1).cpu_model
+    return frame
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def slice_accuracy(path: Path, data_dir: str | None) -> float:
+    from .checkpoint import load_checkpoint
+    from .data import load_dataset
+    from .infer import evaluate_split
+
+    ckpt = load_checkpoint(ROOT / path)
+    split = load_dataset(ckpt.meta["dataset"], data_dir, seed=ckpt.meta.get("split_seed", 0)).split("test")
+    return evaluate_split(ckpt, split.head(SLICE)).accuracy
+
+
+def write_manifest(jobs: list[Job]) -> dict:
+    """precomputed/manifest.json: every file with sha256 and size, every run with its command."""
+    import platform
+
+    import safetensors
+    import tokenizers
+    import torch
+
+    from .timing import machine_info
+
+    runs = {}
+    for job in jobs:
+        if not job.shipped or not (ROOT / job.out / "config.json").is_file():
+            continue
+        config = json.loads((ROOT / job.out / "config.json").read_text())
+        runs[job.key] = {
+            "path": str(job.out), "command": config.get("command"), "seed": config.get("train", {}).get("seed", 0),
+            "split_seed": config.get("split_seed", 0), "test_accuracy": config.get("test", {}).get("accuracy"),
+            "slice_rows": SLICE, "slice_accuracy": round(slice_accuracy(job.out, RECIPES[job.dataset].data_dir), 6),
+        }
+    files = {}
+    for path in sorted((ROOT / OUT).rglob("*")):
+        rel = path.relative_to(ROOT).as_posix()
+        if path.is_file() and rel != f"{OUT.as_posix()}/manifest.json":
+            files[rel] = {"sha256": sha256(path), "bytes": path.stat().st_size}
+    manifest = {
+        "made_by": "make precompute (python -m budgetformer_core.precompute)",
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "tokenizers": tokenizers.__version__, "safetensors": safetensors.__version__,
+                     "numpy": np.__version__, "pandas": pd.__version__},
+        "machine": machine_info(1).cpu_model,
+        "total_bytes": sum(f["bytes"] for f in files.values()),
+        "runs": runs,
+        "files": files,
+    }
+    (ROOT / OUT / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m budgetformer_core.precompute", description=__doc__.split("\n")[0])
+    p.add_argument("--datasets", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    p.add_argument("--workers", type=int, default=2, help="parallel one-thread jobs")
+    p.add_argument("--skip-train", action="store_true", help="only evaluate and write the manifest")
+    args = p.parse_args(argv)
+    datasets = [d for d in args.datasets if RECIPES[d].data_dir is None or (ROOT / RECIPES[d].data_dir).is_dir()]
+    for d in set(args.datasets) - set(datasets):
+        print(f"skipping {d}: {RECIPES[d].data_dir} is not there", file=sys.stderr)
+    jobs = plan(datasets)
+    t0 = time.perf_counter()
+    if not args.skip_train:
+        jobs = run_all(jobs, args.workers)
+    print(f"training done in {time.perf_counter() - t0:.0f} s; evaluating", flush=True)
+    history = ROOT / OUT / "results" / "history"
+    history.mkdir(parents=True, exist_ok=True)
+    for job in jobs:  # shipped checkpoints hold their own history.json
+        if not job.shipped:
+            (history / f"{job.key}.json").write_bytes((ROOT / job.out / "history.json").read_bytes())
+    sweeps = evaluate_all(jobs, args.workers)
+    results = ROOT / OUT / "results"
+    path = results / "sweeps.csv"
+    if path.is_file():  # keep the rows of datasets not rebuilt now
+        old = pd.read_csv(path, dtype={"budget": str})
+        sweeps = pd.concat([old[~old["dataset"].isin(datasets)], sweeps], ignore_index=True)
+    sweeps.round(6).to_csv(path, index=False)
+    write_manifest(plan(list(RECIPES)) if len(datasets) < len(RECIPES) else jobs)
+    print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The precompute plan: every model once, warm starts after what they start from, baselines off-ship."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from budgetformer_core.infer import evaluate
+from budgetformer_core.precompute import RECIPES, SHIPPED, per_example_frame, plan
+
+
+def test_plan_orders_warm_starts_after_their_source():
+    jobs = plan(list(RECIPES))
+    keys = [j.key for j in jobs]
+    assert len(keys) == len(set(keys))
+    for i, job in enumerate(jobs):
+        assert set(job.after) <= set(keys[:i]), job.key
+        if "--init" in job.argv:
+            source = job.argv[job.argv.index("--init") + 1]
+            assert any(str(jobs[keys.index(a)].out) == source for a in job.after), job.key
+
+
+def test_shipped_models_and_baselines():
+    jobs = plan(["bbc"])
+    assert {j.name for j in jobs if j.shipped} == set(SHIPPED)
+    names = {j.name for j in jobs}
+    assert {"static-0.25", "static-0.5", "static-0.75", "posthoc", "recovery-0.5"} <= names
+    for j in jobs:
+        assert str(j.out).startswith("precomputed/checkpoints/" if j.shipped else "runs/precompute/")
+    ablation = next(j for j in jobs if j.name == "no-head-scorer")
+    assert "head_choice=uniform" in ablation.argv
+    recovery = next(j for j in jobs if j.name == "recovery-0.5")
+    assert {"epochs=1", "freeze_gates=true", "train_budget=0.5"} <= set(recovery.argv)
+
+
+def test_per_example_frame(small_model):
+    ids = [[5, 6, 7, 8], [9, 10], [11, 12, 13]]
+    ev = evaluate(small_model, ids, [0, 1, 2])
+    frame = per_example_frame(ev, [len(x) for x in ids])
+    assert list(frame["index"]) == [0, 1, 2]
+    assert list(frame["tokens"]) == [4, 2, 3]
+    assert (frame["correct"] == (frame["prediction"] == frame["label"])).all()
+    for layer in range(small_model.cfg.n_layers):
+        heads = frame[f"heads{layer}"].str.split().map(len)
+        assert (heads == frame[f"k{layer}"]).all()
+        assert (frame[f"k{layer}"] == ev.selected[:, layer].sum(-1)).all()
+    assert np.allclose(frame["loss"], -np.log(frame["p_true"]))
+    with pytest.raises(ValueError, match="differ in length"):
+        per_example_frame(ev, [4, 2])
