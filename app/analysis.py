@@ -577,54 +577,28 @@ def dynamics_story(
 # :class:`budgetformer_core.infer.Evaluation` (predictions, probabilities, s per layer).
 
 
-def prediction_entropy(probs: np.ndarray) -> np.ndarray:
-    """Entropy (nats) of each row of class probabilities (N, C) -> (N,)."""
-    p = np.clip(np.asarray(probs, dtype=np.float64), 1e-12, 1.0)
-    return -(p * np.log(p)).sum(-1)
+def per_example_table(frame: pd.DataFrame, texts: list[str] | None, label_names: list[str]) -> pd.DataFrame:
+    """The pages' table: a per-example frame plus class names and texts.
 
+    ``frame`` is :func:`budgetformer_core.precompute.per_example_frame`'s (columns ``index``,
+    ``label``, ``prediction``, ``correct``, ``confidence``, ``p_true``, ``loss``, ``entropy``,
+    ``mean_s``, ``s{l}`` / ``k{l}`` / ``heads{l}`` per layer, ``tokens``), computed live or read
+    from precomputed/results. Adds ``true`` and ``predicted`` (class names) and ``text`` (empty
+    when the split's texts are not on this machine).
 
-def per_example_table(
-    evaluation, texts: list[str], n_tokens: list[int], label_names: list[str]
-) -> pd.DataFrame:
-    """One row per input of an evaluated split.
-
-    Columns: ``index`` (position in the split), ``true``, ``predicted``, ``correct``,
-    ``confidence`` (largest probability), ``p_true``, ``loss`` (cross-entropy of the true label,
-    nats), ``entropy`` (of the predicted distribution, nats), ``mean_s`` (budget s averaged over
-    layers), ``s{l}`` per layer, ``tokens`` (tokens the model read) and ``text``.
-
-    Args:
-        evaluation: a :class:`budgetformer_core.infer.Evaluation` of ``texts``.
-        texts: the split's texts, in the evaluated order.
-        n_tokens: tokens the model read per text.
-        label_names: class names by label id.
+    Raises:
+        ValueError: texts of another length than the frame, or a label outside ``label_names``.
     """
-    probs = np.asarray(evaluation.probs, dtype=np.float64)
-    labels = np.asarray(evaluation.labels, dtype=np.int64)
-    preds = np.asarray(evaluation.predictions, dtype=np.int64)
-    budgets = np.asarray(evaluation.budgets, dtype=np.float64)
-    n = len(labels)
-    if not (len(texts) == len(n_tokens) == n == len(preds) == len(probs) == len(budgets)):
-        raise ValueError("texts, token counts and evaluation arrays differ in length")
+    if texts is not None and len(texts) != len(frame):
+        raise ValueError(f"{len(texts)} texts for {len(frame)} rows")
     names = np.asarray(label_names, dtype=object)
-    p_true = probs[np.arange(n), labels] if n else np.zeros(0)
-    table = pd.DataFrame(
-        {
-            "index": np.arange(n),
-            "true": names[labels] if n else [],
-            "predicted": names[preds] if n else [],
-            "correct": preds == labels,
-            "confidence": probs.max(-1) if n else np.zeros(0),
-            "p_true": p_true,
-            "loss": -np.log(np.clip(p_true, 1e-12, 1.0)),
-            "entropy": prediction_entropy(probs) if n else np.zeros(0),
-            "mean_s": budgets.mean(-1) if n else np.zeros(0),
-        }
-    )
-    for layer in range(budgets.shape[1] if budgets.ndim == 2 else 0):
-        table[f"s{layer}"] = budgets[:, layer]
-    table["tokens"] = np.asarray(n_tokens, dtype=np.int64)
-    table["text"] = list(texts)
+    ids = np.concatenate([frame["label"].to_numpy(), frame["prediction"].to_numpy()]).astype(np.int64)
+    if len(ids) and (ids.min() < 0 or ids.max() >= len(names)):
+        raise ValueError(f"class ids outside the {len(names)} classes")
+    table = frame.copy()
+    table.insert(1, "true", names[frame["label"].to_numpy(dtype=np.int64)])
+    table.insert(2, "predicted", names[frame["prediction"].to_numpy(dtype=np.int64)])
+    table["text"] = list(texts) if texts is not None else [""] * len(frame)
     return table
 
 

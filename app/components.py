@@ -67,6 +67,7 @@ def model_picker() -> str | None:
     )
     st.session_state[MODEL_KEY] = name
     model_card(name)
+    data_source_input(dataset)
     return name
 
 
@@ -192,17 +193,15 @@ def loaded_sample(samples: Samples | None, dataset: str, text: str) -> tuple[int
 
 
 def per_example_or_stop(name: str, dataset: str, unavailable: str):
-    """The per-example test table of model ``name`` and the split's samples, or a clear message
-    and ``st.stop()``: texts not on this machine (``unavailable`` says what the user can do
-    instead), a model that cannot be evaluated, or any other failure (never a traceback)."""
+    """The per-example test table of model ``name`` and the split's samples (None when its texts
+    are not here: the table then has empty ``text``), or a clear message and ``st.stop()``: no
+    precomputed table and no texts (``unavailable`` says what the user can do instead), a model
+    that cannot be evaluated, or any other failure (never a traceback)."""
     from app.state import per_example, test_samples
 
     samples = test_samples(dataset)
-    if samples is None:
-        st.info(f"The texts of the dataset {md_escape(dataset)} are not available on this machine. {unavailable}")
-        st.stop()
     try:
-        with st.spinner(f"Running the model over the {len(samples.texts)} test texts (once)…"):
+        with st.spinner("Running the model over the test texts (once)…"):
             table = per_example(name, "test")
     except ValueError as e:  # CheckpointError or mismatched classes
         st.error(f"The model {md_escape(name)} cannot be evaluated: {md_escape(e)}")
@@ -211,7 +210,37 @@ def per_example_or_stop(name: str, dataset: str, unavailable: str):
         logging.getLogger(__name__).exception("evaluation failed")
         st.error(f"Something went wrong while evaluating the test split ({type(e).__name__}).")
         st.stop()
+    if table is None:
+        st.info(f"The texts of the dataset {md_escape(dataset)} are not available on this machine. {unavailable}")
+        st.stop()
+    if samples is None:
+        st.caption(
+            f"Results precomputed for the {len(table)} test texts of {md_escape(dataset)}; the texts "
+            "themselves are not on this machine (give a local copy in the sidebar to see them)."
+        )
     return table, samples
+
+
+def data_source_input(dataset: str) -> None:
+    """Sidebar: where the texts of a dataset that does not ship with the app are."""
+    from app.state import DATA_DIRS_KEY, OFFLINE_DATASETS, test_samples
+
+    if dataset in OFFLINE_DATASETS:
+        return
+    dirs = st.session_state.setdefault(DATA_DIRS_KEY, {})
+    value = st.sidebar.text_input(
+        f"Local copy of {dataset}",
+        value=dirs.get(dataset, ""),
+        key=f"data_dir_{dataset}",
+        placeholder="e.g. ../shared/data/ag_news",
+        help="A folder in the dataset's published layout, or a CSV / JSONL / Parquet file with "
+        "text and label columns. The texts are not shipped; the precomputed results are.",
+    ).strip()
+    dirs[dataset] = value
+    if value and test_samples(dataset) is None:
+        st.sidebar.warning(f"No {dataset} test split could be read from that path.")
+    elif not value:
+        st.sidebar.caption("Texts not shipped: aggregate results only, unless you give a local copy.")
 
 
 def sweeps_or_stop(dataset: str):

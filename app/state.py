@@ -151,60 +151,92 @@ class Samples:
     labels: list[int]
 
 
+DATA_DIRS_KEY = "data_dirs"
+"""Session-state key: dataset → the local copy (folder or file) the user pointed the app at."""
+
+
 @st.cache_data(max_entries=4, show_spinner="Loading the dataset…")
-def split_samples(dataset: str, split: str = "test") -> Samples | None:
-    """One offline split of ``dataset``, or None when its texts are not available here."""
-    if dataset not in OFFLINE_DATASETS:
-        return None
+def _split_samples(dataset: str, split: str, data_dir: str | None, seed: int) -> Samples | None:
     from budgetformer_core.data import load_dataset
 
     try:
-        data = load_dataset(dataset)
+        data = load_dataset(dataset, data_dir or None, seed=seed)
         part = data.split(split)
-    except (RuntimeError, ValueError, OSError):
+    except (RuntimeError, ValueError, OSError, ImportError):
         return None
     return Samples(list(data.label_names), list(part.texts), list(part.labels))
 
 
+def data_dir(dataset: str) -> str | None:
+    """The local copy of ``dataset`` given in the sidebar (None: none given)."""
+    return st.session_state.get(DATA_DIRS_KEY, {}).get(dataset) or None
+
+
+def _source(dataset: str) -> tuple[str | None, int] | None:
+    """(local copy, split seed) to load ``dataset`` from; None when its texts are not here.
+
+    bbc and synthetic are built in; other datasets need a local copy given in the sidebar. The
+    split seed is the picked checkpoint's (``split_seed`` in its config.json) when it was
+    trained on ``dataset``, else 0 (what every shipped model uses).
+    """
+    local = data_dir(dataset)
+    if dataset not in OFFLINE_DATASETS and local is None:
+        return None
+    name = selected_model()
+    seed = checkpoint_config(name).get("split_seed", 0) if dataset_of(name) == dataset else 0
+    return local, int(seed)
+
+
+def split_samples(dataset: str, split: str = "test") -> Samples | None:
+    """One split of ``dataset``, or None when its texts are not available here (see _source)."""
+    source = _source(dataset)
+    return None if source is None else _split_samples(dataset, split, *source)
+
+
 def test_samples(dataset: str) -> Samples | None:
-    """The offline test split of ``dataset``, or None when its texts are not available here."""
+    """The test split of ``dataset``, or None when its texts are not available here."""
     return split_samples(dataset, "test")
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
-def _per_example(name: str, version: tuple, split: str) -> pd.DataFrame | None:
-    samples = split_samples(dataset_of(name), split)
-    if samples is None:
-        return None
+def _live_frame(name: str, version: tuple, dataset: str, split: str, source: tuple) -> pd.DataFrame:
     from budgetformer_core.data import Split
     from budgetformer_core.infer import evaluate_split
+    from budgetformer_core.precompute import per_example_frame
     from budgetformer_core.tokenizer import encode
 
+    samples = _split_samples(dataset, split, *source)
     ckpt = get_checkpoint(name)
-    if list(ckpt.label_names) != samples.label_names:
-        raise ValueError(
-            f"the checkpoint's classes {ckpt.label_names} are not the dataset's "
-            f"{samples.label_names}"
-        )
     evaluation = evaluate_split(ckpt, Split(samples.texts, samples.labels))
     ids, _ = encode(ckpt.tokenizer, samples.texts, ckpt.config.max_len)
-    n_tokens = [len(x) for x in ids]
-    return an.per_example_table(evaluation, samples.texts, n_tokens, samples.label_names)
+    return per_example_frame(evaluation, [len(x) for x in ids])
 
 
 def per_example(name: str, split: str = "test") -> pd.DataFrame | None:
-    """Every text of a split through the model, a row per text; None if its texts are not here.
+    """Every text of a split through the model, a row per text (:func:`app.analysis.per_example_table`).
 
-    The table is :func:`app.analysis.per_example_table`'s, rows in the split's order (so a row's
-    ``index`` is the same test-text index the explore page's sample picker uses).
-
-    Runs :func:`budgetformer_core.infer.evaluate_split` once per checkpoint and split (seconds;
-    the cache is shared by all sessions and holds a few tables at most).
+    The test split's table comes from precomputed/results when the manifest vouches that it was
+    made from this very checkpoint (instant); otherwise the model runs over the split once
+    (seconds; cached for all sessions). Rows are in the split's order, so a row's ``index`` is
+    the sample picker's index. ``text`` is empty when the texts are not on this machine. None
+    when there is neither a precomputed table nor the texts.
 
     Raises:
         ValueError: the checkpoint cannot be loaded, or its classes are not the dataset's.
     """
-    return _per_example(name, stamp(name), split)
+    dataset = dataset_of(name)
+    samples = split_samples(dataset, split)
+    label_names = list(checkpoint_config(name).get("label_names", []))
+    if samples is not None and samples.label_names != label_names:
+        raise ValueError(f"the checkpoint's classes {label_names} are not the dataset's {samples.label_names}")
+    frame = precomputed_table(name) if split == "test" else None
+    if frame is not None:
+        texts = samples.texts if samples is not None and samples.labels == frame["label"].tolist() else None
+    elif samples is not None:
+        frame, texts = _live_frame(name, stamp(name), dataset, split, _source(dataset)), samples.texts
+    else:
+        return None
+    return an.per_example_table(frame, texts, label_names)
 
 
 @dataclass
@@ -296,3 +328,44 @@ def precomputed_per_example(dataset: str, model: str) -> pd.DataFrame | None:
     path = RESULTS / "per_example" / f"{dataset}-{model}.parquet"
     version = _file_stamp(path)
     return None if version is None else _precomputed_example(str(path), version)
+
+
+MANIFEST = ROOT / "precomputed" / "manifest.json"
+"""What ``make precompute`` wrote: every file under precomputed/ with its sha256."""
+
+
+@st.cache_data(max_entries=2, show_spinner=False)
+def _manifest_files(path: str, version: tuple) -> dict:
+    try:
+        files = json.loads(Path(path).read_text()).get("files", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return files if isinstance(files, dict) else {}
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _file_sha256(path: str, version: tuple) -> str:
+    return an.file_sha256(path)
+
+
+def vouched(path: Path) -> bool:
+    """True when ``path`` is listed in the manifest with its current sha256."""
+    try:
+        rel = path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return False
+    entry = _manifest_files(str(MANIFEST), _file_stamp(MANIFEST)).get(rel)
+    version = _file_stamp(path)
+    return isinstance(entry, dict) and version is not None and entry.get("sha256") == _file_sha256(str(path), version)
+
+
+def precomputed_table(name: str) -> pd.DataFrame | None:
+    """The precomputed per-example test table of checkpoint ``name`` when the manifest vouches
+    for it and for the checkpoint's weights (made together), else None."""
+    path = RESULTS / "per_example" / f"{name}.parquet"
+    if not (vouched(path) and vouched(CHECKPOINTS / name / "model.safetensors")):
+        return None
+    try:
+        return _precomputed_example(str(path), _file_stamp(path))
+    except ValueError:
+        return None

@@ -13,6 +13,7 @@ from app import analysis as an
 from app import charts
 from app.state import CHECKPOINTS as PRECOMPUTED
 from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.precompute import per_example_frame
 from budgetformer_core.tokenizer import encode
 
 SPORT = "The striker scored twice as the champions won the cup final after extra time."
@@ -215,11 +216,12 @@ class FakeEvaluation:
     predictions = [0, 2, 2, 1]
     probs = [[0.8, 0.1, 0.1], [0.2, 0.3, 0.5], [0.0, 0.0, 1.0], [0.1, 0.6, 0.3]]
     budgets = [[0.2, 0.4], [0.5, 0.7], [0.1, 0.1], [0.9, 0.5]]
+    selected = [[[1, 0], [1, 1]], [[1, 1], [0, 1]], [[0, 1], [1, 0]], [[1, 1], [1, 1]]]  # (N, L, H)
 
 
-def fake_table():
-    texts = ["a", "b", "c", "d"]
-    return an.per_example_table(FakeEvaluation(), texts, [3, 5, 1, 9], ["x", "y", "z"])
+def fake_table(texts=("a", "b", "c", "d")):
+    frame = per_example_frame(FakeEvaluation(), [3, 5, 1, 9])
+    return an.per_example_table(frame, None if texts is None else list(texts), ["x", "y", "z"])
 
 
 def test_per_example_table():
@@ -233,8 +235,13 @@ def test_per_example_table():
     assert t["entropy"].iloc[2] == pytest.approx(0.0, abs=1e-9)
     assert t["entropy"].iloc[1] > t["entropy"].iloc[0]
     assert t["tokens"].tolist() == [3, 5, 1, 9] and t["text"].tolist() == ["a", "b", "c", "d"]
-    with pytest.raises(ValueError):
-        an.per_example_table(FakeEvaluation(), ["a"], [1], ["x", "y", "z"])
+    assert t["k1"].tolist() == [2, 1, 1, 2] and t["heads1"].tolist() == ["0 1", "1", "0", "0 1"]
+    assert fake_table(None)["text"].tolist() == [""] * 4  # texts not on this machine
+    with pytest.raises(ValueError, match="1 texts for 4 rows"):
+        fake_table(["a"])
+    frame = per_example_frame(FakeEvaluation(), [3, 5, 1, 9])
+    with pytest.raises(ValueError, match="outside the 2 classes"):
+        an.per_example_table(frame, None, ["x", "y"])
 
 
 def test_filters_and_confusion():
