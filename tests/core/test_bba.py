@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
-from budgetformer_core.budget import Control, rank_heads, soft_gates
+from budgetformer_core.budget import Control, heads_for_budget_value, rank_heads, soft_gates
 from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.cli import main
 from budgetformer_core.config import TrainConfig
 from budgetformer_core.data import load_synthetic
 from budgetformer_core.infer import analyze
@@ -132,3 +135,17 @@ def test_fixed_budget_training_runs_at_its_budget(tmp_path):
     assert ckpt.config.default_budget == 0.25
     [a] = analyze(ckpt, ["w1 m0 a m1 b"])
     assert a.k == [1, 1]
+
+
+def test_eval_reports_estimated_and_exact_attention_cost_and_active_heads(bba_checkpoint, capsys):
+    estimated = []
+    for b in (0.25, 0.5, 0.75, 1.0):
+        assert main(["eval", "--checkpoint", str(bba_checkpoint.path), "--budget", str(b), "--limit", "50",
+                     "--json"]) == 0
+        r = json.loads(capsys.readouterr().out)
+        k = heads_for_budget_value(b, 4)
+        assert r["attention_cost"] == r["mean_heads_fraction"] == k / 4  # exact: k of H heads per layer
+        assert [len(layer) for layer in r["head_usage"]] == [4, 4]
+        assert [sum(layer) for layer in r["head_usage"]] == pytest.approx([k, k])  # fraction of inputs per head
+        estimated.append(r["attention_cost_estimated"])
+    assert estimated == sorted(estimated) and estimated[-1] == 1.0

@@ -1,0 +1,82 @@
+"""The README's results tables, from precomputed/results (what `make precompute` measured).
+
+    python scripts/tables.py            # every dataset in sweeps.csv
+
+Per dataset: the claims of the BudgetFormer paper (accuracy against dense, heads used, both
+ablations, easy vs hard), and the budgeted-attention-allocation table — one bba checkpoint at
+b = 0.25 / 0.5 / 0.75 / 1 against the per-budget baselines. Any cell can be re-measured with
+`budgetformer eval --checkpoint DIR [--budget B] --json` (the run directories are in
+precomputed/manifest.json and runs/precompute/).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+RESULTS = Path(__file__).resolve().parents[1] / "precomputed" / "results"
+BUDGETS = ("0.25", "0.5", "0.75", "1")
+
+
+def row(sweeps: pd.DataFrame, model: str, budget: str) -> pd.Series | None:
+    rows = sweeps[(sweeps.model == model) & (sweeps.budget == budget)]
+    return rows.iloc[0] if len(rows) else None
+
+
+def cell(r: pd.Series | None) -> str:
+    """accuracy % (exact attention cost, measured batch-32 speed-up over dense)."""
+    if r is None:
+        return "—"
+    return f"{r.accuracy * 100:.1f} ({r.heads_fraction:.2f}, {r.speedup_b32:.2f}×)"
+
+
+def bba_table(sweeps: pd.DataFrame) -> str:
+    own = {b: row(sweeps, f"static-{b}", b) for b in BUDGETS}
+    rec = {b: row(sweeps, f"recovery-{b}", b) for b in BUDGETS}
+    lines = [
+        "| model | " + " | ".join(f"b = {b}" for b in BUDGETS) + " |",
+        "|---|" + "---|" * len(BUDGETS),
+        "| BBA (one checkpoint) | " + " | ".join(cell(row(sweeps, "bba", b)) for b in BUDGETS) + " |",
+        "| static gates (a model per budget) | " + " | ".join(cell(own[b]) for b in BUDGETS) + " |",
+        "| post-hoc pruning of dense (zero-shot) | " + " | ".join(cell(row(sweeps, "posthoc", b)) for b in BUDGETS) + " |",
+        "| post-hoc + 1 recovery epoch | " + " | ".join(cell(rec[b]) for b in BUDGETS) + " |",
+        "| dense | — | — | — | " + cell(row(sweeps, "dense", "own")) + " |",
+    ]
+    return "\n".join(lines)
+
+
+def claims(dataset: str, sweeps: pd.DataFrame) -> str:
+    def acc(model: str, budget: str = "own") -> str:
+        r = row(sweeps, model, budget)
+        return "—" if r is None else f"{r.accuracy * 100:.1f}"
+
+    bf = row(sweeps, "budgetformer", "own")
+    lines = [f"* dense {acc('dense')} %, BudgetFormer {acc('budgetformer')} %"]
+    if bf is not None:
+        lines[0] += (f" with mean s {bf.mean_s:.3f}, {bf.heads_fraction:.1%} of heads run, "
+                     f"{bf.flops_ratio:.2f} of dense FLOPs")
+    nbn = row(sweeps, "no-budget-net", "own")
+    lines.append(f"* ablations: no f_θ {acc('no-budget-net')} %"
+                 + (f" (fixed s {nbn.mean_s:.3f})" if nbn is not None else "")
+                 + f", no g_φ {acc('no-head-scorer')} %")
+    examples = RESULTS / "per_example" / f"{dataset}-budgetformer.parquet"
+    if examples.is_file():
+        t = pd.read_parquet(examples)
+        rho = {c: t["mean_s"].corr(t[c], method="spearman") for c in ("entropy", "loss", "tokens")}
+        lines.append(f"* easy vs hard: Spearman ρ(s, prediction entropy) = {rho['entropy']:+.2f}, "
+                     f"ρ(s, loss) = {rho['loss']:+.2f}, ρ(s, length) = {rho['tokens']:+.2f}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    sweeps = pd.read_csv(RESULTS / "sweeps.csv", dtype={"budget": str})
+    for dataset, rows in sweeps.groupby("dataset", sort=False):
+        print(f"### {dataset}\n")
+        print(claims(dataset, rows) + "\n")
+        print("Accuracy % (exact attention cost, measured single-thread speed-up at batch 32):\n")
+        print(bba_table(rows) + "\n")
+
+
+if __name__ == "__main__":
+    main()
