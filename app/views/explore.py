@@ -72,8 +72,9 @@ if not isinstance(mcfg.get("n_heads"), int):  # config.json unreadable: loading 
     st.stop()
 H, max_len = mcfg["n_heads"], mcfg.get("max_len", 512)
 budgeted = mcfg.get("variant") != "dense"
-has_f = budgeted and mcfg.get("use_budget_net", True)
-has_g = budgeted and mcfg.get("head_choice", "learned") == "learned"
+is_bba = mcfg.get("variant") == "bba"  # a requested budget b; gates, not f_θ / g_φ
+has_f = budgeted and not is_bba and mcfg.get("use_budget_net", True)
+has_g = budgeted and not is_bba and mcfg.get("head_choice", "learned") == "learned"
 dataset = dataset_of(name)
 
 # ----------------------------------------------------------------------------- input
@@ -126,7 +127,7 @@ with c_mode:
     budget_mode = st.radio(
         "Budget s per layer",
         list(MODE_LABELS),
-        format_func=MODE_LABELS.get,
+        format_func=lambda m: "the model's default b" if is_bba and m == "learned" else MODE_LABELS[m],
         key="budget_mode",
         disabled=not budgeted or no_f,
         persist_state="session",
@@ -167,9 +168,15 @@ settings = (
     if budgeted
     else Settings()
 )
-if budgeted and not has_f:
+if is_bba:
+    st.caption(
+        f"A budgeted-attention-allocation (bba) model: the slider is the requested budget b; each "
+        f"layer runs the ⌊b·H⌋ heads its gates rank highest, nested across budgets (no b requested: "
+        f"b = {mcfg.get('default_budget', 0.5):g}). It has no f_θ or g_φ to ablate."
+    )
+elif budgeted and not has_f:
     st.caption("This checkpoint has no budget network f_θ: its s is fixed by its config.")
-if budgeted and not has_g:
+if budgeted and not is_bba and not has_g:
     st.caption(
         f"This checkpoint has no head-scoring network g_φ (its head choice is "
         f"{md_escape(mcfg.get('head_choice'))})."

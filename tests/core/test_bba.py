@@ -11,12 +11,12 @@ from budgetformer_core.budget import Control, heads_for_budget_value, rank_heads
 from budgetformer_core.checkpoint import load_checkpoint
 from budgetformer_core.cli import main
 from budgetformer_core.config import TrainConfig
-from budgetformer_core.data import load_synthetic
+from budgetformer_core.data import load_dataset, load_synthetic
 from budgetformer_core.infer import analyze
 from budgetformer_core.model import BudgetFormer
 from budgetformer_core.train import train, warm_start
 
-from ..conftest import small_config
+from ..conftest import PRECOMPUTED, small_config
 
 BUDGETS = [round(0.1 * i, 1) for i in range(1, 11)]
 
@@ -149,3 +149,15 @@ def test_eval_reports_estimated_and_exact_attention_cost_and_active_heads(bba_ch
         assert [sum(layer) for layer in r["head_usage"]] == pytest.approx([k, k])  # fraction of inputs per head
         estimated.append(r["attention_cost_estimated"])
     assert estimated == sorted(estimated) and estimated[-1] == 1.0
+
+
+@pytest.mark.parametrize("name", ["bbc-bba", "synthetic-bba"])
+def test_shipped_bba_head_sets_are_nested_on_test_texts(name):
+    ckpt = load_checkpoint(PRECOMPUTED / name)
+    texts = load_dataset(ckpt.meta["dataset"]).split("test").texts[:12]
+    per_budget = [analyze(ckpt, texts, Control(budget=b)) for b in BUDGETS]
+    for i in range(len(texts)):
+        runs = [results[i] for results in per_budget]
+        for small, large in zip(runs, runs[1:]):
+            assert all(set(a) <= set(b) for a, b in zip(small.selected_heads, large.selected_heads))
+            assert small.k <= large.k and small.flops <= large.flops
