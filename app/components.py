@@ -193,8 +193,8 @@ def loaded_sample(samples: Samples | None, dataset: str, text: str) -> tuple[int
 
 
 def per_example_or_stop(name: str, dataset: str, unavailable: str):
-    """The per-example test table of model ``name`` and the split's samples (None when its texts
-    are not here: the table then has empty ``text``), or a clear message and ``st.stop()``: no
+    """The per-example test table of model ``name`` and the split's samples (without texts when
+    they are not here: the table's ``text`` is then empty), or a clear message and ``st.stop()``: no
     precomputed table and no texts (``unavailable`` says what the user can do instead), a model
     that cannot be evaluated, or any other failure (never a traceback)."""
     from app.state import per_example, test_samples
@@ -218,6 +218,8 @@ def per_example_or_stop(name: str, dataset: str, unavailable: str):
             f"Results precomputed for the {len(table)} test texts of {md_escape(dataset)}; the texts "
             "themselves are not on this machine (give a local copy in the sidebar to see them)."
         )
+        label_names = list(checkpoint_config(name).get("label_names", []))
+        samples = Samples(label_names, [], table["label"].tolist())  # class names, no texts
     return table, samples
 
 

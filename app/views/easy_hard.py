@@ -154,6 +154,9 @@ for col, title, rows in ((t1, "Lowest budgets", lowest), (t2, "Highest budgets",
 
 # ----------------------------------------------------------------------------- side by side
 st.subheader("Two texts side by side")
+if not samples.texts:
+    st.info("The texts are not on this machine: give a local copy of the dataset in the sidebar to compare two.")
+    st.stop()
 n = len(table)
 default_a, default_b = int(lowest["index"].iloc[0]), int(highest["index"].iloc[0])
 pick = st.columns(2, gap="large")

@@ -156,7 +156,7 @@ pick = st.selectbox(
     key=PICK_KEY,
 )
 row = by_index.loc[pick]
-if st.button("Open in “Explore an input” →", key="err_open", type="primary"):
+if st.button("Open in “Explore an input” →", key="err_open", type="primary", disabled=not samples.texts):
     st.session_state[TEXT_KEY] = row["text"]
     st.session_state[SAMPLE_KEY] = (dataset, int(pick))
     st.switch_page(EXPLORE_PAGE)

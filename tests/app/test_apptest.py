@@ -461,6 +461,47 @@ def test_pages_without_the_dataset_texts(tmp_path, monkeypatch):
     assert chart(at, "Budget s per layer during training")
 
 
+@pytest.mark.skipif("bbc-bba" not in available_models(), reason="no shipped bba model")
+def test_bba_model_runs_the_requested_budget(at):
+    at.sidebar.selectbox(key="model_for_bbc").set_value("bbc-bba")
+    run(at)
+    assert any("requested budget b" in c.value for c in at.caption)
+    assert at.toggle(key="no_f").disabled and at.toggle(key="no_g").disabled
+    at.slider(key="budget_s").set_value(0.25)
+    run(at)
+    assert metric(at, "Heads run per layer") == "2 / 2"
+    at.slider(key="budget_s").set_value(0.75)
+    run(at)
+    assert metric(at, "Heads run per layer") == "6 / 6"
+
+
+AG_NEWS = "ag_news-budgetformer"
+SHARED_AG_NEWS = ROOT.parent / "shared" / "data" / "ag_news"
+
+
+@pytest.mark.skipif(AG_NEWS not in available_models(), reason="no shipped ag_news model")
+def test_unshipped_texts_precomputed_results_then_a_local_copy(at):
+    """ag_news texts are not shipped: the pages show the precomputed per-example results, and
+    the texts once the user points the app at a local copy."""
+    at.sidebar.selectbox(key="dataset").set_value("ag_news")
+    run(at)
+    assert any("Texts not shipped" in c.value for c in at.sidebar.caption)
+    open_page(at, "errors")
+    assert any("not on this machine" in c.value for c in at.caption)
+    test = config(AG_NEWS)["test"]
+    assert int(metric(at, "Misclassified")) == round((1 - test["accuracy"]) * test["n"])
+    assert at.button(key="err_open").disabled
+    if not SHARED_AG_NEWS.is_dir():
+        pytest.skip("no local copy of ag_news to point the app at")
+    at.sidebar.text_input(key="data_dir_ag_news").set_value(str(SHARED_AG_NEWS))
+    run(at)
+    assert not any("not on this machine" in c.value for c in at.caption)
+    assert not at.button(key="err_open").disabled
+    at.sidebar.text_input(key="data_dir_ag_news").set_value(str(ROOT / "no-such-folder"))
+    run(at)
+    assert any("could be read" in w.value for w in at.sidebar.warning)
+
+
 # ----------------------------------------------------------------------------- precomputed results
 # "Budget sweep" and "Ablations" read precomputed/results; these tests write their own files (every
 # model of bbc, with made-up but distinct numbers) and point app.state.RESULTS at them.
