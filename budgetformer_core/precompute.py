@@ -112,7 +112,8 @@ class Job:
         return (OUT / "checkpoints" if self.shipped else SCRATCH) / self.key
 
     def command(self) -> list[str]:
-        return ["budgetformer", *self.argv, "--out", str(self.out), "--quiet"]
+        quiet = ["--quiet"] if self.argv[0] == "train" else []
+        return ["budgetformer", *self.argv, "--out", str(self.out), *quiet]
 
 
 def out_of(dataset: str, name: str) -> Path:

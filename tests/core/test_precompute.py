@@ -29,6 +29,9 @@ def test_shipped_models_and_baselines():
         assert str(j.out).startswith("precomputed/checkpoints/" if j.shipped else "runs/precompute/")
     ablation = next(j for j in jobs if j.name == "no-head-scorer")
     assert "head_choice=uniform" in ablation.argv
+    for j in jobs:  # the commands the CLI accepts (prune has no --quiet)
+        assert j.command()[:2] == ["budgetformer", j.argv[0]]
+        assert ("--quiet" in j.command()) == (j.argv[0] == "train")
     recovery = next(j for j in jobs if j.name == "recovery-0.5")
     assert {"epochs=1", "freeze_gates=true", "train_budget=0.5"} <= set(recovery.argv)
 
