@@ -4,9 +4,10 @@
 
 1. **Train.** Every model of every dataset is one job — a ``budgetformer train`` or ``prune``
    command (:func:`plan`). Jobs run in parallel worker processes of one thread each, a job after
-   the jobs it starts from. A job whose checkpoint already records the same command is skipped,
-   so an unchanged model is neither retrained nor rewritten (files are deterministic: the same
-   run writes the same bytes). The models the app shows (:data:`SHIPPED`) go to
+   the jobs it starts from. A job whose checkpoint already records the same command (and today's
+   tokenizer numbering) is skipped unless what it starts from was rebuilt, so an unchanged model
+   is neither retrained nor rewritten (files are deterministic: the same run writes the same
+   bytes). The models the app shows (:data:`SHIPPED`) go to
    ``precomputed/checkpoints/<dataset>-<model>/``; the per-budget baselines (static gates,
    post-hoc pruning, recovered specialists) go to ``runs/precompute/`` and only their results
    are shipped.
@@ -63,6 +64,8 @@ class Recipe:
     sets: tuple[str, ...] = ()
     dense_sets: tuple[str, ...] = ()
     """Only for the models trained from scratch (dense, budgetformer, ablations)."""
+    budget_sets: tuple[str, ...] = ()
+    """Only for budgetformer and its two ablations (e.g. the budget band)."""
     warm_sets: tuple[str, ...] = ("epochs=5",)
     """Only for the models warm-started from dense (bba and the static-gate baselines)."""
     bba_sets: tuple[str, ...] = ()
@@ -77,6 +80,8 @@ RECIPES: dict[str, Recipe] = {
     "synthetic": Recipe(
         sets=SYNTHETIC,
         dense_sets=("epochs=8",),
+        # the task needs 2 of 8 heads: a band whose floor buys them (s ≥ 0.25 → k ≥ 2), held firmly
+        budget_sets=("s_min=0.3", "lambda_budget=10"),
         warm_sets=("epochs=16",),
         bba_sets=("gate_input=false", "structural_from=0", "budget_min=0.25"),
         extra=(("dense-1head", "dense", ("epochs=8", "n_heads=1")),),
@@ -139,6 +144,7 @@ def dataset_jobs(ds: str) -> list[Job]:
 
     scratch = (r.dense_sets,)
     train("dense", "dense", scratch)
+    scratch = (r.dense_sets, r.budget_sets)
     train("budgetformer", "budgetformer", scratch)
     # the ablations as trained models: f_θ replaced by the full model's mean s (filled in when
     # budgetformer is done), g_φ replaced by the first k heads
@@ -167,20 +173,29 @@ def resolve(job: Job) -> Job:
     return job
 
 
-def recorded_command(path: Path) -> str | None:
+def is_current(job: Job, command: str) -> bool:
+    """True when ``job.out`` holds a checkpoint made by ``command`` with today's tokenizer ids."""
+    from tokenizers import Tokenizer
+
+    from .tokenizer import is_canonical
+
     try:
-        return json.loads((ROOT / path / "config.json").read_text()).get("command")
-    except (OSError, ValueError):
-        return None
+        config = json.loads((ROOT / job.out / "config.json").read_text())
+        tokenizer = Tokenizer.from_file(str(ROOT / job.out / "tokenizer.json"))
+    except Exception:  # missing or unreadable: not current
+        return False
+    return config.get("command") == command and is_canonical(tokenizer)
 
 
-def run_job(job: Job) -> Job:
-    """Run one job in a one-thread subprocess unless its checkpoint already has its command."""
+def run_job(job: Job, force: bool = False) -> tuple[Job, bool]:
+    """Run one job in a one-thread subprocess unless it is current (and not ``force``d).
+
+    Returns the job and whether it ran."""
     job = resolve(job)
     command = shlex.join(job.command())
-    if recorded_command(job.out) == command:
+    if not force and is_current(job, command):
         print(f"= {job.key}: unchanged", flush=True)
-        return job
+        return job, False
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
     print(f"> {job.key}: {command}", flush=True)
@@ -189,26 +204,31 @@ def run_job(job: Job) -> Job:
     if done.returncode:
         raise RuntimeError(f"{job.key} failed:\n{done.stderr[-2000:]}")
     job.seconds = time.perf_counter() - t0
-    print(f"< {job.key}: {job.seconds:.0f} s {done.stdout.strip()[-200:]}", flush=True)
-    return job
+    print(f"< {job.key}: {job.seconds:.0f} s", flush=True)
+    return job, True
 
 
-def run_all(jobs: list[Job], workers: int) -> list[Job]:
-    """Run the jobs on ``workers`` parallel workers, each job after those it depends on."""
-    pending, finished, running = list(jobs), {}, {}
+def run_all(jobs: list[Job], workers: int, force: bool = False) -> list[Job]:
+    """Run the jobs on ``workers`` parallel workers, each job after those it depends on; a job
+    whose source was rebuilt is rebuilt too (``force``: every job)."""
+    pending, finished, rebuilt, running = list(jobs), {}, set(), {}
     with ThreadPoolExecutor(workers) as pool:
         while pending or running:
             for job in [j for j in pending if all(a in finished for a in j.after)]:
                 if len(running) == workers:
                     break
                 pending.remove(job)
-                running[pool.submit(run_job, job)] = job
+                stale = force or any(a in rebuilt for a in job.after)
+                running[pool.submit(run_job, job, stale)] = job
             if not running:
                 raise RuntimeError(f"cannot order the jobs {[j.key for j in pending]}")
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                job = running.pop(future)
-                finished[job.key] = future.result()
+                running.pop(future)
+                job, ran = future.result()
+                finished[job.key] = job
+                if ran:
+                    rebuilt.add(job.key)
     return [finished[j.key] for j in jobs]
 
 
@@ -404,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--datasets", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     p.add_argument("--workers", type=int, default=2, help="parallel one-thread jobs")
     p.add_argument("--skip-train", action="store_true", help="only evaluate and write the manifest")
+    p.add_argument("--force", action="store_true", help="retrain every model, even unchanged ones")
     args = p.parse_args(argv)
     datasets = [d for d in args.datasets if RECIPES[d].data_dir is None or (ROOT / RECIPES[d].data_dir).is_dir()]
     for d in set(args.datasets) - set(datasets):
@@ -411,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs = plan(datasets)
     t0 = time.perf_counter()
     if not args.skip_train:
-        jobs = run_all(jobs, args.workers)
+        jobs = run_all(jobs, args.workers, args.force)
     print(f"training done in {time.perf_counter() - t0:.0f} s; evaluating", flush=True)
     history = ROOT / OUT / "results" / "history"
     history.mkdir(parents=True, exist_ok=True)

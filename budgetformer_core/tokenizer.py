@@ -27,7 +27,22 @@ def train_tokenizer(texts: list[str], vocab_size: int = 8000, min_frequency: int
         vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=SPECIAL_TOKENS, show_progress=False
     )
     tok.train_from_iterator(texts, trainer)
+    # the trainer numbers tokens of equal frequency in hash-map order, which changes from run to
+    # run: renumber them canonically (specials, then sorted) so the same texts give the same ids
+    tok.model = models.WordPiece(dict(zip(canonical_order(tok), range(vocab_size))), unk_token=UNK,
+                                 max_input_chars_per_word=50)
     return tok
+
+
+def canonical_order(tok: Tokenizer) -> list[str]:
+    """The tokens of ``tok`` in canonical id order: the special tokens, then the rest sorted."""
+    return SPECIAL_TOKENS + sorted(set(tok.get_vocab()) - set(SPECIAL_TOKENS))
+
+
+def is_canonical(tok: Tokenizer) -> bool:
+    """True when ``tok``'s ids are in :func:`canonical_order` (see :func:`train_tokenizer`)."""
+    vocab = tok.get_vocab()
+    return all(vocab[t] == i for i, t in enumerate(canonical_order(tok)))
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:

@@ -55,3 +55,19 @@ def test_overrides_convert_and_reject_unknown_keys():
         apply_overrides(ModelConfig(), TrainConfig(), ["n_heads"])
     with pytest.raises(ValueError, match="s_min"):
         apply_overrides(ModelConfig(), TrainConfig(), ["s_min=0.9", "s_max=0.1"])
+
+
+def test_tokenizer_ids_are_canonical():
+    """The WordPiece trainer numbers equal-frequency tokens in hash order (a new order each run);
+    ours renumbers them: specials first, then sorted. (Ties between equally frequent merges can
+    still change the learnt set a little, so only a tie-free vocabulary is identical every run.)"""
+    from budgetformer_core.data import load_bbc, make_synthetic
+    from budgetformer_core.tokenizer import SPECIAL_TOKENS, canonical_order, is_canonical, train_tokenizer
+
+    bbc = train_tokenizer(load_bbc().split("train").texts[:300], vocab_size=3000)
+    assert is_canonical(bbc) and bbc.get_vocab_size() == 3000
+    assert [bbc.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 1, 2]
+    assert [bbc.id_to_token(i) for i in range(3000)] == canonical_order(bbc)
+    assert bbc.encode("shares rose").tokens == ["shares", "rose"]
+    texts = make_synthetic(500, seed=0).texts
+    assert train_tokenizer(texts).to_str() == train_tokenizer(texts).to_str()
