@@ -531,7 +531,10 @@ def budget_curves(
                 line=dict(color=ACCENT, width=2, dash="dash"),
             )
         ]
-    return go.Figure(data=data, layout=_with_legend(layout))
+    # many traces: the legend goes under the plot, where it cannot cover the title
+    below = dict(LEGEND, yanchor="top", y=-0.28, font=dict(size=13))
+    return go.Figure(data=data, layout={**_with_legend(layout), "legend": below, "height": 460,
+                                        "margin": dict(l=10, r=10, t=50, b=10)})
 
 
 def model_bars(

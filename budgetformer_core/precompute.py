@@ -286,7 +286,7 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
     from .checkpoint import load_checkpoint
     from .data import load_dataset
     from .infer import evaluate
-    from .timing import time_interleaved
+    from .timing import paired_speedup, time_interleaved
     from .tokenizer import encode, pad
 
     ckpt = load_checkpoint(ROOT / path)
@@ -311,10 +311,7 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
             "b32": lambda: model(batch.ids, batch.mask, mode=mode, control=control),
         }
 
-    def measure(fns: dict) -> dict:
-        return time_interleaved(fns, repeats=3, warmup=0, threads=1, min_sample_s=0.0)
-
-    ref = measure({f"dense {k}": fn for k, fn in timer(dense.model, dense_ids, None).items()})
+    ref = {f"dense {k}": fn for k, fn in timer(dense.model, dense_ids, None).items()}
     out = []
     with torch.inference_mode():
         for b in points:
@@ -323,11 +320,11 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
             if b is None and per_example_path:
                 frame = per_example_frame(ev, [len(x) for x in ids])
                 frame.round(6).to_parquet(ROOT / per_example_path, index=False)
-            fns = timer(ckpt.model, ids, control)
+            fns = {**ref, **timer(ckpt.model, ids, control)}
             if b is not None and b not in (*TABLE_BUDGETS, 1.0):  # batch 32: the table's budgets only
-                fns.pop("b32")
-            stats = measure(fns)
-            b32 = stats.get("b32")
+                del fns["b32"], fns["dense b32"]
+            # this model and dense in turn, round after round: paired against the same load
+            stats = time_interleaved(fns, repeats=7, warmup=1, threads=1)
             out.append({
                 "dataset": dataset, "model": name, "variant": variant,
                 "budget": "own" if b is None else f"{b:g}",
@@ -336,8 +333,8 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
                 "attention_cost_estimated": ev.attention_cost_estimated, "flops_ratio": ev.flops_ratio,
                 "latency_ms": stats["b1"].median_ms / TIMED_INPUTS,
                 "latency_iqr_ms": stats["b1"].iqr_ms / TIMED_INPUTS,
-                "speedup_b1": ref["dense b1"].median_ms / stats["b1"].median_ms,
-                "speedup_b32": ref["dense b32"].median_ms / b32.median_ms if b32 else float("nan"),
+                "speedup_b1": paired_speedup(stats["dense b1"], stats["b1"]),
+                "speedup_b32": paired_speedup(stats["dense b32"], stats["b32"]) if "b32" in stats else float("nan"),
             })
     return out
 

@@ -32,17 +32,15 @@ def cell(r: pd.Series | None) -> str:
 
 
 def bba_table(sweeps: pd.DataFrame) -> str:
-    own = {b: row(sweeps, f"static-{b}", b) for b in BUDGETS}
-    rec = {b: row(sweeps, f"recovery-{b}", b) for b in BUDGETS}
-    lines = [
-        "| model | " + " | ".join(f"b = {b}" for b in BUDGETS) + " |",
-        "|---|" + "---|" * len(BUDGETS),
-        "| BBA (one checkpoint) | " + " | ".join(cell(row(sweeps, "bba", b)) for b in BUDGETS) + " |",
-        "| static gates (a model per budget) | " + " | ".join(cell(own[b]) for b in BUDGETS) + " |",
-        "| post-hoc pruning of dense (zero-shot) | " + " | ".join(cell(row(sweeps, "posthoc", b)) for b in BUDGETS) + " |",
-        "| post-hoc + 1 recovery epoch | " + " | ".join(cell(rec[b]) for b in BUDGETS) + " |",
-        "| dense | — | — | — | " + cell(row(sweeps, "dense", "own")) + " |",
-    ]
+    rows = {
+        "BBA (one checkpoint)": lambda b: row(sweeps, "bba", b),
+        "static gates (a model per budget)": lambda b: row(sweeps, f"static-{b}", b),
+        "post-hoc pruning of dense (zero-shot)": lambda b: row(sweeps, "posthoc", b),
+        "post-hoc + 1 recovery epoch": lambda b: row(sweeps, f"recovery-{b}", b),
+        "dense": lambda b: row(sweeps, "dense", "own") if b == "1" else None,
+    }
+    lines = ["| model | " + " | ".join(f"b = {b}" for b in BUDGETS) + " |", "|---|" + "---|" * len(BUDGETS)]
+    lines += [f"| {name} | " + " | ".join(cell(pick(b)) for b in BUDGETS) + " |" for name, pick in rows.items()]
     return "\n".join(lines)
 
 

@@ -485,6 +485,8 @@ def test_unshipped_texts_precomputed_results_then_a_local_copy(at):
     the texts once the user points the app at a local copy."""
     at.sidebar.selectbox(key="dataset").set_value("ag_news")
     run(at)
+    at.sidebar.selectbox(key="model_for_ag_news").set_value(AG_NEWS)
+    run(at)
     assert any("Texts not shipped" in c.value for c in at.sidebar.caption)
     open_page(at, "errors")
     assert any("not on this machine" in c.value for c in at.caption)

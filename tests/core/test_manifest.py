@@ -1,0 +1,110 @@
+"""precomputed/ is what its manifest says, within budget, and its checkpoints reproduce."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+import pytest
+
+from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.data import load_dataset
+from budgetformer_core.infer import evaluate_split
+from budgetformer_core.precompute import RECIPES, SHIPPED, SLICE, plan
+
+from ..conftest import ROOT
+
+OUT = ROOT / "precomputed"
+MANIFEST = json.loads((OUT / "manifest.json").read_text())
+SHARED = ROOT.parent / "shared" / "data"
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_every_file_is_listed_with_its_hash_and_size():
+    on_disk = {p.relative_to(ROOT).as_posix() for p in OUT.rglob("*") if p.is_file()} - {"precomputed/manifest.json"}
+    assert on_disk == set(MANIFEST["files"])
+    for rel, entry in MANIFEST["files"].items():
+        path = ROOT / rel
+        assert path.stat().st_size == entry["bytes"], rel
+        assert sha256(path) == entry["sha256"], rel
+
+
+def test_total_size_is_within_40_mb():
+    assert sum(e["bytes"] for e in MANIFEST["files"].values()) <= 40 * 2**20
+
+
+def test_every_shipped_model_is_there_with_its_command():
+    expected = {job.key for job in plan(list(RECIPES)) if job.shipped}
+    assert set(MANIFEST["runs"]) == expected
+    for key, run in MANIFEST["runs"].items():
+        config = json.loads((ROOT / run["path"] / "config.json").read_text())
+        assert run["command"] == config["command"], key
+        assert run["command"].startswith("budgetformer train"), key
+        assert key.split("-", 1)[1] in SHIPPED
+
+
+@pytest.mark.parametrize("key", sorted(MANIFEST["runs"]))
+def test_checkpoint_reproduces_its_slice_accuracy(key):
+    run = MANIFEST["runs"][key]
+    ckpt = load_checkpoint(ROOT / run["path"])
+    data_dir = RECIPES[ckpt.meta["dataset"]].data_dir
+    if data_dir and not (ROOT / data_dir).is_dir():
+        pytest.skip(f"{data_dir} is not here")
+    split = load_dataset(ckpt.meta["dataset"], data_dir and ROOT / data_dir, seed=run["split_seed"]).split("test")
+    assert run["slice_rows"] == SLICE
+    assert evaluate_split(ckpt, split.head(SLICE)).accuracy == pytest.approx(run["slice_accuracy"], abs=1e-9)
+
+
+def test_nothing_is_a_copy_of_the_shared_data():
+    if not SHARED.is_dir():
+        pytest.skip("../shared/data is not here")
+    shared = {sha256(p) for p in SHARED.rglob("*") if p.is_file()}
+    assert not shared & {e["sha256"] for e in MANIFEST["files"].values()}
+
+
+SWEEPS = pd.read_csv(OUT / "results" / "sweeps.csv", dtype={"budget": str})
+
+
+def test_sweeps_cover_every_model_and_budget():
+    for key in MANIFEST["runs"]:
+        dataset, model = key.split("-", 1)
+        rows = SWEEPS[(SWEEPS.dataset == dataset) & (SWEEPS.model == model)]
+        assert "own" in set(rows.budget), key
+        if model != "dense":
+            assert len(rows) == 21, key  # own + 0.05 … 1.0
+    assert SWEEPS[["accuracy", "macro_f1", "latency_ms", "speedup_b1"]].notna().all().all()
+    batched = SWEEPS.budget.isin(["own", "0.25", "0.5", "0.75", "1"])
+    assert SWEEPS.speedup_b32[batched].notna().all()
+    assert SWEEPS.machine.str.len().gt(0).all()
+
+
+def test_bba_cost_is_monotone_in_the_budget():
+    rows = SWEEPS[(SWEEPS.model == "bba") & (SWEEPS.budget != "own")].copy()
+    rows["b"] = rows.budget.astype(float)
+    for _, group in rows.sort_values("b").groupby("dataset"):
+        assert group.heads_fraction.is_monotonic_increasing
+        assert group.flops_ratio.is_monotonic_increasing
+        assert group.attention_cost_estimated.is_monotonic_increasing
+
+
+def point(dataset: str, model: str, budget: str) -> pd.Series:
+    rows = SWEEPS[(SWEEPS.dataset == dataset) & (SWEEPS.model == model) & (SWEEPS.budget == budget)]
+    assert len(rows) == 1, (dataset, model, budget)
+    return rows.iloc[0]
+
+
+def test_synthetic_bba_meets_the_bar():
+    """One checkpoint: ≥ 99.7 % at attention cost ≤ 0.30, 100 % at ≤ 0.50; one head fails."""
+    low, half = point("synthetic", "bba", "0.25"), point("synthetic", "bba", "0.5")
+    assert low.heads_fraction <= 0.30 and low.accuracy >= 0.997
+    assert half.heads_fraction <= 0.50 and half.accuracy == 1.0
+    assert point("synthetic", "dense-1head", "own").accuracy < 0.9
+
+
+def test_bbc_budgetformer_meets_the_bar():
+    own = point("bbc", "budgetformer", "own")
+    assert own.accuracy >= 0.97 and own.mean_s <= 0.5
