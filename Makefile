@@ -25,9 +25,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# app/serve.py = `streamlit run app/main.py` with torch imported before the server is up
 run: $(STAMP)
-	$(VENV)/bin/streamlit run app/main.py --server.headless true --server.port $(PORT) \
-		--browser.gatherUsageStats false
+	$(PY) app/serve.py --server.headless true --server.port $(PORT) --browser.gatherUsageStats false
 
 test: $(STAMP)
 	$(VENV)/bin/pytest

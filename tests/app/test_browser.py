@@ -1,6 +1,6 @@
 """A real browser drives the running app: Debian's chromium through the ``playwright`` package.
 
-The server is started the way ``make run`` starts it (``streamlit run app/main.py``) on a free
+The server is started the way ``make run`` starts it (``app/serve.py``) on a free
 port; the test waits for its health endpoint, then types a text, moves the budget slider with
 the keyboard and checks the page follows, without an error box. Screenshots of every page go to
 ``test-artifacts/`` (git-ignored). Nothing is downloaded: the browser is the system's
@@ -86,15 +86,13 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> Non
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """``streamlit run app/main.py`` on a free port; yields its URL, stops it afterwards."""
+    """The app's server as ``make run`` starts it (``app/serve.py`` = ``streamlit run
+    app/main.py`` with torch imported first) on a free port; yields its URL, stops it afterwards."""
     port = free_port()
     log = tmp_path_factory.mktemp("streamlit") / "server.log"
     cmd = [
         sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app/main.py",
+        "app/serve.py",
         "--server.headless",
         "true",
         "--server.port",
