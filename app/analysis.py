@@ -17,7 +17,6 @@ seconds, and the page draws its title, input and controls before it first needs 
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import platform
@@ -33,6 +32,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+from budgetformer_core.precompute import file_sha256  # noqa: F401  (re-exported for the pages)
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -387,14 +388,6 @@ def probability_rows(label_names: list[str], probs: list[float]) -> list[dict[st
 
 
 # --------------------------------------------------------------------------- export
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def machine_info() -> dict[str, object]:

@@ -133,13 +133,10 @@ def get_checkpoint(name: str) -> Checkpoint:
     return _checkpoint(name, stamp(name))
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def _sha256(name: str, version: tuple) -> str:
-    return an.file_sha256(CHECKPOINTS / name / "model.safetensors")
-
-
 def model_sha256(name: str) -> str:
-    return _sha256(name, stamp(name))
+    """sha256 of the checkpoint's weights (cached until the file changes)."""
+    path = CHECKPOINTS / name / "model.safetensors"
+    return _file_sha256(str(path), _file_stamp(path))
 
 
 @dataclass
@@ -319,13 +316,18 @@ def _precomputed_example(path: str, version: tuple) -> pd.DataFrame:
     return an.read_per_example(path)
 
 
+def per_example_path(name: str) -> Path:
+    """Where ``make precompute`` writes the per-example test table of checkpoint ``name``."""
+    return RESULTS / "per_example" / f"{name}.parquet"
+
+
 def precomputed_per_example(dataset: str, model: str) -> pd.DataFrame | None:
     """The precomputed per-example test table of ``<dataset>-<model>``; None when missing.
 
     Raises:
         ValueError: the file cannot be read or lacks columns.
     """
-    path = RESULTS / "per_example" / f"{dataset}-{model}.parquet"
+    path = per_example_path(f"{dataset}-{model}")
     version = _file_stamp(path)
     return None if version is None else _precomputed_example(str(path), version)
 
@@ -362,10 +364,10 @@ def vouched(path: Path) -> bool:
 def precomputed_table(name: str) -> pd.DataFrame | None:
     """The precomputed per-example test table of checkpoint ``name`` when the manifest vouches
     for it and for the checkpoint's weights (made together), else None."""
-    path = RESULTS / "per_example" / f"{name}.parquet"
+    path = per_example_path(name)
     if not (vouched(path) and vouched(CHECKPOINTS / name / "model.safetensors")):
         return None
     try:
         return _precomputed_example(str(path), _file_stamp(path))
-    except ValueError:
+    except ValueError:  # vouched for, yet unreadable: computed live instead
         return None

@@ -59,9 +59,18 @@ class LayerTrace:
     """(B, H) bool, True for the heads that ran."""
     order: Tensor
     """(B, H) head indices by decreasing relevance: the heads that ran are ``order[b, :k[b]]``."""
-    est_cost: Tensor
-    """(B,) estimated attention cost, the fraction of head work the soft path pays for: the mean
-    soft gate (bba), the budget s (budgetformer) or 1 (dense)."""
+    gate_scores: Tensor | None = None
+    """(B, H) bba gate scores z (None for the other variants)."""
+    gate_temperature: float = 1.0
+
+    @property
+    def est_cost(self) -> Tensor:
+        """(B,) estimated attention cost, the fraction of head work the soft path pays for: the
+        mean soft gate (bba), the budget s (budgetformer) or 1 (dense). Computed on demand, so
+        inference does not pay for it."""
+        if self.gate_scores is None:
+            return self.budget
+        return soft_gates(self.gate_scores, self.order, self.k, self.gate_temperature).mean(-1)
 
 
 @dataclass
@@ -194,14 +203,13 @@ class BudgetFormer(nn.Module):
         else:
             k = torch.full((B,), heads_for_budget_value(b, H), device=xn.device)
         selected = select_top_k(z, k, order)
-        gates = soft_gates(z, order, k, self.cfg.gate_temperature)
-        if mode == "soft":
-            weights = gates
-        elif self.training:
-            weights = selected + gates - gates.detach()
+        if mode == "soft" or self.training:
+            gates = soft_gates(z, order, k, self.cfg.gate_temperature)
+            weights = gates if mode == "soft" else selected + gates - gates.detach()
         else:
             weights = selected.to(xn.dtype)
-        return LayerTrace(xn.new_full((B,), b), torch.softmax(z, -1), weights, k, selected, order, gates.mean(-1))
+        return LayerTrace(xn.new_full((B,), b), torch.softmax(z, -1), weights, k, selected, order, z,
+                          self.cfg.gate_temperature)
 
     def allocate(
         self, i: int, xn: Tensor, mask: Tensor | None, control: Control, mode: str = "structural"
@@ -242,7 +250,7 @@ class BudgetFormer(nn.Module):
             shared_k = int(k) if B == 1 else None
         order = rank_heads(rank)
         selected = select_top_k(rank, k if shared_k is None else shared_k, order)
-        return LayerTrace(s, p, p * (s * H)[:, None], k, selected, order, s)
+        return LayerTrace(s, p, p * (s * H)[:, None], k, selected, order)
 
     def _dense_trace(self, x: Tensor) -> LayerTrace:
         """Every head, weight 1 (one trace object serves all layers of a dense forward)."""
@@ -250,7 +258,7 @@ class BudgetFormer(nn.Module):
         ones = x.new_ones(B, H)
         k = torch.full((B,), H, device=x.device)
         order = torch.arange(H, device=x.device).expand(B, H)
-        return LayerTrace(x.new_ones(B), ones / H, ones, k, ones.bool(), order, x.new_ones(B))
+        return LayerTrace(x.new_ones(B), ones / H, ones, k, ones.bool(), order)
 
     def forward(
         self, ids: Tensor, mask: Tensor, mode: str | None = None, control: Control | None = None

@@ -295,7 +295,7 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
     ids, _ = encode(ckpt.tokenizer, split.texts, ckpt.config.max_len)
     dense_ids, _ = encode(dense.tokenizer, split.texts, dense.config.max_len)
     variant = ckpt.config.variant
-    sweeps = variant == "bba" and budget is None or variant == "budgetformer"
+    sweeps = (variant == "bba" and budget is None) or variant == "budgetformer"
     points: list[float | None] = [budget] if budget is not None else [None]
     if sweeps:
         points += list(SWEEP_BUDGETS)
@@ -359,7 +359,8 @@ def evaluate_all(jobs: list[Job], workers: int) -> pd.DataFrame:
 # --------------------------------------------------------------------------- manifest
 
 
-def sha256(path: Path) -> str:
+def file_sha256(path: Path | str) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -401,7 +402,7 @@ def write_manifest(jobs: list[Job]) -> dict:
     for path in sorted((ROOT / OUT).rglob("*")):
         rel = path.relative_to(ROOT).as_posix()
         if path.is_file() and rel != f"{OUT.as_posix()}/manifest.json":
-            files[rel] = {"sha256": sha256(path), "bytes": path.stat().st_size}
+            files[rel] = {"sha256": file_sha256(path), "bytes": path.stat().st_size}
     manifest = {
         "made_by": "make precompute (python -m budgetformer_core.precompute)",
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
