@@ -356,6 +356,22 @@ def evaluate_all(jobs: list[Job], workers: int) -> pd.DataFrame:
     return frame
 
 
+def accuracy_changes(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """How far a rebuild moved each model's test accuracy, in points, from the sweeps it replaces.
+
+    One row per (dataset, model) present in both: accuracy at its own operating point before and
+    after (when it has one), and the largest absolute change over every budget it was evaluated at.
+    """
+    keys = ["dataset", "model", "budget"]
+    both = old[keys + ["accuracy"]].merge(new[keys + ["accuracy"]], on=keys, suffixes=("_before", "_after"))
+    both["change"] = 100 * (both["accuracy_after"] - both["accuracy_before"])
+    own = both[both["budget"] == "own"].set_index(["dataset", "model"])
+    own = pd.DataFrame({"before": 100 * own["accuracy_before"], "after": 100 * own["accuracy_after"],
+                        "change": own["change"]})
+    largest = both.groupby(["dataset", "model"])["change"].apply(lambda c: c.abs().max()).rename("largest_change")
+    return own.join(largest, how="right").reset_index()  # a per-budget baseline has no own point
+
+
 # --------------------------------------------------------------------------- manifest
 
 
@@ -442,6 +458,10 @@ def main(argv: list[str] | None = None) -> int:
     path = results / "sweeps.csv"
     if path.is_file():  # keep the rows of datasets not rebuilt now
         old = pd.read_csv(path, dtype={"budget": str})
+        changes = accuracy_changes(old, sweeps)
+        print("test accuracy (%) against the results this run replaces; largest_change: over all budgets")
+        print(changes.round(2).to_string(index=False))
+        print(f"largest change: {changes['largest_change'].max():.2f} points", flush=True)
         sweeps = pd.concat([old[~old["dataset"].isin(datasets)], sweeps], ignore_index=True)
     sweeps.round(6).to_csv(path, index=False)
     write_manifest(plan(list(RECIPES)) if len(datasets) < len(RECIPES) else jobs)

@@ -33,15 +33,18 @@ def small_model() -> BudgetFormer:
     return model.eval()
 
 
-@pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory) -> Path:
-    """A budgetformer briefly trained on a slice of the synthetic task (seconds)."""
-    out = tmp_path_factory.mktemp("ckpt") / "tiny"
+def train_tiny(out: Path) -> Path:
+    """Train a budgetformer briefly on a slice of the synthetic task (seconds) into ``out``."""
     data = load_synthetic()
     data.splits = {k: v.head(300) for k, v in data.splits.items()}
     cfg = small_config(vocab_size=200, max_len=64)
     train(data, cfg, TrainConfig(epochs=2, batch_size=32), out, progress=False)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    return train_tiny(tmp_path_factory.mktemp("ckpt") / "tiny")
 
 
 @pytest.fixture(scope="session")

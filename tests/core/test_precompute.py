@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from budgetformer_core.infer import evaluate
@@ -50,3 +51,22 @@ def test_per_example_frame(small_model):
     assert np.allclose(frame["loss"], -np.log(frame["p_true"]))
     with pytest.raises(ValueError, match="differ in length"):
         per_example_frame(ev, [4, 2])
+
+
+def test_accuracy_changes_reports_points_per_model():
+    from budgetformer_core.precompute import accuracy_changes
+
+    def frame(acc):
+        return pd.DataFrame({"dataset": "bbc", "model": ["dense", "bba", "bba", "bba", "static-0.25"],
+                             "budget": ["own", "own", "0.25", "0.5", "0.25"], "accuracy": acc})
+
+    old = frame([0.97, 0.96, 0.90, 0.95, 0.9])
+    new = pd.concat([frame([0.97, 0.965, 0.92, 0.95, 0.897]),  # a model only in the new run is left out
+                     pd.DataFrame({"dataset": ["ag_news"], "model": ["dense"], "budget": ["own"], "accuracy": [0.9]})])
+    out = accuracy_changes(old, new).set_index("model")
+    assert list(out.index) == ["bba", "dense", "static-0.25"]
+    assert out.loc["bba", "before"] == pytest.approx(96.0) and out.loc["bba", "after"] == pytest.approx(96.5)
+    assert out.loc["bba", "change"] == pytest.approx(0.5)
+    assert out.loc["bba", "largest_change"] == pytest.approx(2.0)  # at b = 0.25
+    assert out.loc["dense", "largest_change"] == pytest.approx(0.0)
+    assert np.isnan(out.loc["static-0.25", "before"]) and out.loc["static-0.25", "largest_change"] == pytest.approx(0.3)
