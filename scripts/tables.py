@@ -61,9 +61,10 @@ def claims(dataset: str, sweeps: pd.DataFrame) -> str:
     examples = RESULTS / "per_example" / f"{dataset}-budgetformer.parquet"
     if examples.is_file():
         t = pd.read_parquet(examples)
-        rho = {c: t["mean_s"].corr(t[c], method="spearman") for c in ("entropy", "loss", "tokens")}
-        lines.append(f"* easy vs hard: Spearman ρ(s, prediction entropy) = {rho['entropy']:+.2f}, "
-                     f"ρ(s, loss) = {rho['loss']:+.2f}, ρ(s, length) = {rho['tokens']:+.2f}")
+        rho = {c: f"{t['mean_s'].corr(t[c], method='spearman'):+.2f}" if t[c].nunique() > 1
+               else "n/a (every input is as long)" for c in ("entropy", "loss", "tokens")}
+        lines.append(f"* easy vs hard: Spearman ρ(s, prediction entropy) = {rho['entropy']}, "
+                     f"ρ(s, loss) = {rho['loss']}, ρ(s, length) = {rho['tokens']}")
     return "\n".join(lines)
 
 
