@@ -545,7 +545,10 @@ def model_bars(
     fmt: str = ".3f",
     percent: bool = False,
 ) -> go.Figure:
-    """Grouped bars: one group per model, one bar per named series, values written on the bars."""
+    """Grouped bars: one group per model, one bar per named series, values written on the bars
+    (upright side by side, their labels would run into each other: several series write them
+    vertically, inside the bar where it fits)."""
+    several = len(series) > 1
     data = [
         dict(
             type="bar",
@@ -554,7 +557,8 @@ def model_bars(
             name=name,
             marker=dict(color=LAYER_COLORS[i % len(LAYER_COLORS)]),
             text=["" if _value(v) is None else format(float(v), fmt) for v in values],
-            textposition="outside",
+            textposition="auto" if several else "outside",
+            textangle=-90 if several else 0,
             cliponaxis=False,
             hovertemplate=f"%{{x}}, {name}: %{{y:.4g}}<extra></extra>",
         )

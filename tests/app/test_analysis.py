@@ -185,6 +185,10 @@ def test_bar_charts():
     assert len(charts.budget_bars([0.4, 0.3], [3, 2], 8).data) == 1
     with_ref = charts.budget_bars([0.5, 0.5], [4, 4], 8, reference=[0.4, 0.3])
     assert len(with_ref.data) == 2 and "full model" in with_ref.layout.title.text
+    one = charts.model_bars(["full", "dense"], {"accuracy": [0.984, float("nan")]}, "t", "y")
+    assert list(one.data[0].text) == ["0.984", ""] and one.data[0].textangle == 0
+    pair = charts.model_bars(["full", "dense"], {"accuracy": [0.98, 0.97], "macro-F1": [0.98, 0.97]}, "t", "y")
+    assert all(bar.textangle == -90 for bar in pair.data)  # side by side labels stand up
 
 
 def test_metric_cards(bbc_budgetformer, dense):
