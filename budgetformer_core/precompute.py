@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         old = pd.read_csv(path, dtype={"budget": str})
         changes = accuracy_changes(old, sweeps)
         print("test accuracy (%) against the results this run replaces; largest_change: over all budgets")
-        print(changes.round(2).to_string(index=False))
+        print(changes.round(2).replace(-0.0, 0.0).to_string(index=False))  # no "-0.0"
         print(f"largest change: {changes['largest_change'].max():.2f} points", flush=True)
         sweeps = pd.concat([old[~old["dataset"].isin(datasets)], sweeps], ignore_index=True)
     sweeps.round(6).to_csv(path, index=False)
