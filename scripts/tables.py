@@ -62,7 +62,7 @@ def claims(dataset: str, sweeps: pd.DataFrame) -> str:
     if examples.is_file():
         t = pd.read_parquet(examples)
         rho = {c: f"{t['mean_s'].corr(t[c], method='spearman'):+.2f}" if t[c].nunique() > 1
-               else "n/a (every input is as long)" for c in ("entropy", "loss", "tokens")}
+               else "n/a (constant)" for c in ("entropy", "loss", "tokens")}
         lines.append(f"* easy vs hard: Spearman ρ(s, prediction entropy) = {rho['entropy']}, "
                      f"ρ(s, loss) = {rho['loss']}, ρ(s, length) = {rho['tokens']}")
     return "\n".join(lines)
