@@ -108,3 +108,23 @@ def test_synthetic_bba_meets_the_bar():
 def test_bbc_budgetformer_meets_the_bar():
     own = point("bbc", "budgetformer", "own")
     assert own.accuracy >= 0.97 and own.mean_s <= 0.5
+
+
+REPRODUCED = sorted(k for k in MANIFEST["runs"] if not RECIPES[k.split("-", 1)[0]].data_dir)
+
+
+@pytest.mark.parametrize("key", REPRODUCED)
+def test_checkpoint_reproduces_its_per_example_table(key):
+    """Over the whole test split: the same prediction, s, k and heads as the shipped table."""
+    run = MANIFEST["runs"][key]
+    ckpt = load_checkpoint(ROOT / run["path"])
+    split = load_dataset(ckpt.meta["dataset"], None, seed=run["split_seed"]).split("test")
+    table = pd.read_parquet(OUT / "results" / "per_example" / f"{key}.parquet")
+    ev = evaluate_split(ckpt, split)
+    assert len(table) == ev.n == len(split.texts)
+    assert (table["prediction"].to_numpy() == ev.predictions).all(), key
+    for layer in range(ckpt.config.n_layers):
+        assert table[f"s{layer}"].to_numpy() == pytest.approx(ev.budgets[:, layer], abs=2e-6), key
+        assert (table[f"k{layer}"].to_numpy() == ev.selected[:, layer].sum(-1)).all(), key
+        heads = [" ".join(map(str, row.nonzero()[0])) for row in ev.selected[:, layer]]
+        assert table[f"heads{layer}"].tolist() == heads, key
