@@ -19,10 +19,13 @@ threads used, torch version and the load average at the time.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
+import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -77,6 +80,30 @@ def machine_info(threads: int) -> MachineInfo:
     )
 
 
+_THREADS_LOCK = threading.RLock()
+
+
+@contextmanager
+def torch_threads(threads: int = 1) -> Iterator[None]:
+    """Run the body with ``threads`` torch intra-op threads, then restore the previous count.
+
+    ``torch.set_num_threads`` is process-wide and a server runs one thread per browser session,
+    so a lock makes the bodies take turns: no thread can restore the count while another is in
+    the middle of a run (re-entrant, so the body may use it again).
+    """
+    with _THREADS_LOCK:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+
+MIN_ROUNDS = 3
+"""The fewest rounds a time budget buys: a median and quartiles need a few samples."""
+
+
 @dataclass
 class TimingStats:
     """Latency of one callable: one sample per round, each the mean over a block of calls."""
@@ -109,6 +136,7 @@ def time_interleaved(
     warmup: int = 3,
     threads: int = 1,
     min_sample_s: float = 0.02,
+    budget_s: float | None = None,
 ) -> dict[str, TimingStats]:
     """Time several callables in turn, round after round.
 
@@ -118,7 +146,9 @@ def time_interleaved(
         warmup: calls of each callable before timing (allocator, caches, lazy init).
         threads: torch intra-op threads during the timing (1: single-thread latency).
         min_sample_s: each sample times enough calls to last about this long, so the clock's
-            resolution and the per-block overhead do not matter.
+            resolution and the per-block overhead do not matter (0: one call per sample).
+        budget_s: when given, as many rounds as the timed calls fill in about this many seconds,
+            at least :data:`MIN_ROUNDS` and at most ``repeats`` (warm-up not counted).
 
     Returns:
         name → :class:`TimingStats`, samples in round order (so they pair across names).
@@ -129,18 +159,22 @@ def time_interleaved(
         name: benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads)
         for name, fn in fns.items()
     }
-    calls = {}
-    for name, timer in timers.items():
-        if warmup:
-            timer.timeit(warmup)
-        once = timer.timeit(1).median
-        calls[name] = max(1, round(min_sample_s / max(once, 1e-9)))
+    calls, round_s = {}, 0.0
     samples: dict[str, list[float]] = {name: [] for name in timers}
     names = list(timers)
-    for r in range(repeats):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:  # rotate who goes first
-            samples[name].append(timers[name].timeit(calls[name]).median * 1e3)
+    with torch_threads(threads):
+        for name, timer in timers.items():
+            if warmup:
+                timer.timeit(warmup)
+            once = timer.timeit(1).median
+            calls[name] = max(1, round(min_sample_s / max(once, 1e-9)))
+            round_s += once * calls[name]
+        if budget_s is not None:
+            repeats = min(repeats, max(MIN_ROUNDS, math.floor(budget_s / max(round_s, 1e-9))))
+        for r in range(repeats):
+            shift = r % len(names)
+            for name in names[shift:] + names[:shift]:  # rotate who goes first
+                samples[name].append(timers[name].timeit(calls[name]).median * 1e3)
     return {name: TimingStats.from_samples(samples[name], calls[name]) for name in names}
 
 

@@ -5,16 +5,20 @@ No assertion here depends on how fast anything runs.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
 from budgetformer_core.timing import (
+    MIN_ROUNDS,
     TimingStats,
     machine_info,
     paired_speedup,
     peak_memory,
     time_fn,
     time_interleaved,
+    torch_threads,
 )
 
 
@@ -34,6 +38,38 @@ def test_time_fn_restores_the_thread_count():
     before = torch.get_num_threads()
     s = time_fn(lambda: torch.ones(8).sum(), repeats=3, warmup=0, threads=1, min_sample_s=0.001)
     assert s.median_ms > 0
+    assert torch.get_num_threads() == before
+
+
+def test_a_time_budget_bounds_the_rounds():
+    x = torch.randn(64, 64)
+    fns = {"mm": lambda: x @ x, "add": lambda: x + x}
+    quick = time_interleaved(fns, repeats=50, warmup=1, min_sample_s=0, budget_s=0.0)
+    assert [len(s.samples_ms) for s in quick.values()] == [MIN_ROUNDS] * 2  # the floor
+    assert all(s.calls_per_sample == 1 for s in quick.values())  # min_sample_s=0: one call each
+    roomy = time_interleaved(fns, repeats=7, warmup=1, min_sample_s=0, budget_s=60.0)
+    assert [len(s.samples_ms) for s in roomy.values()] == [7, 7]  # the cap
+
+
+def test_torch_threads_restores_the_count_and_is_reentrant_across_threads():
+    before = torch.get_num_threads()
+    with pytest.raises(RuntimeError), torch_threads(1):
+        assert torch.get_num_threads() == 1
+        with torch_threads(1):  # re-entrant
+            assert torch.get_num_threads() == 1
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == before
+
+    def work():
+        for _ in range(20):
+            with torch_threads(1):
+                assert torch.get_num_threads() == 1
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     assert torch.get_num_threads() == before
 
 
