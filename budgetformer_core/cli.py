@@ -3,6 +3,7 @@
     budgetformer train   --dataset NAME --variant {dense,budgetformer,bba} --out DIR [--init DIR] [--set key=value ...]
     budgetformer eval    --checkpoint DIR [--split test] [--budget S] [--ablation A] [--json]
     budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --input-file F)
+    budgetformer adaptivity --checkpoint DIR [--reference DIR] [--split test] [--budget S] [--json]
     budgetformer bench   (--checkpoint DIR | [--set key=value ...]) [--batch-size N] [--threads T]
                          [--seq-len L] [--repeats R] [--budgets B,B,...] [--json]
 
@@ -25,7 +26,7 @@ from .bench import BUDGETS, bench
 from .budget import Control
 from .checkpoint import load_checkpoint
 from .config import ModelConfig, TrainConfig, apply_overrides
-from .data import load_dataset
+from .data import Split, load_dataset
 from .infer import analyze, check_texts, evaluate_split
 from .model import BudgetFormer
 
@@ -80,8 +81,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    ckpt = load_checkpoint(args.checkpoint)
+def checkpoint_split(ckpt, args: argparse.Namespace) -> tuple[str, Split]:
+    """The dataset name and the split that --dataset / --data-dir / --split / --split-seed /
+    --limit select, defaulting to the checkpoint's own dataset and split seed."""
     dataset_name = args.dataset or ckpt.meta.get("dataset")
     if not dataset_name:
         raise ValueError("the checkpoint does not name its dataset: pass --dataset")
@@ -89,6 +91,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     split = load_dataset(dataset_name, args.data_dir, seed=split_seed).split(args.split)
     if args.limit:
         split = split.head(args.limit)
+    return dataset_name, split
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    ckpt = load_checkpoint(args.checkpoint)
+    dataset_name, split = checkpoint_split(ckpt, args)
     control = ablation_control(ckpt, args, split)
     result = evaluate_split(ckpt, split, control, args.mode)
     summary = {"checkpoint": str(args.checkpoint), "dataset": dataset_name, "split": args.split,
@@ -98,6 +106,31 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         for k, v in summary.items():
             print(f"{k:>22}: {v}")
+    return 0
+
+
+def cmd_adaptivity(args: argparse.Namespace) -> int:
+    from .adaptivity import adaptivity, load_reference  # pandas / scipy: keeps `predict` start-up light
+
+    ckpt = load_checkpoint(args.checkpoint)
+    reference = load_reference(args.checkpoint, args.reference)
+    dataset_name, split = checkpoint_split(ckpt, args)
+    result = adaptivity(ckpt, split, reference, ablation_control(ckpt, args, split))
+    summary = {"checkpoint": str(args.checkpoint), "reference": str(reference.path), "dataset": dataset_name,
+               "split": args.split, "budget": args.budget, "ablation": args.ablation, **result.to_dict()}
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    for key in ("checkpoint", "reference", "n", "accuracy", "mean_heads_fraction", "rho_s_reference_loss",
+                "heads_ratio_hard_easy", "rho_k_needed", "frac_k_at_least_needed"):
+        value = summary[key]
+        print(f"{key:>24}: {'n/a' if value is None else round(value, 4) if isinstance(value, float) else value}")
+    for i, layer in enumerate(result.layers):
+        hist = " ".join(f"{k}:{c}" for k, c in layer.k_hist.items())
+        print(f"{'layer ' + str(i):>24}: k {hist} | {layer.distinct_head_sets} head sets, "
+              f"{layer.head_set_entropy_bits:.2f} bits, {layer.k_values_over_5pct} k values over 5 %")
+    for note in result.notes:
+        print(f"{'note':>24}: {note}")
     return 0
 
 
@@ -177,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train a model and write a checkpoint")
-    p.add_argument("--dataset", required=True, help="bbc, synthetic, ag_news, dbpedia_14, sst2, snli or a file")
+    p.add_argument("--dataset", required=True, help="bbc, synthetic, synthetic_var, a hub name (ag_news, …) or a file")
     p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
     p.add_argument("--variant", choices=("dense", "budgetformer", "bba"), default="budgetformer")
     p.add_argument("--init", help="warm start from this checkpoint (e.g. a dense model, for bba)")
@@ -196,6 +229,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ablation", choices=ABLATIONS)
     p.add_argument("--mode", choices=("structural", "masked", "soft", "dense"), help="execution mode")
     p.add_argument("--limit", type=int, default=0, help="evaluate only the first N rows")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random head choice")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("adaptivity", help="how much the heads run follow the input (SPEC §6)")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--reference", help="model whose per-example loss is the difficulty "
+                   "(default: <dataset>-dense beside the checkpoint)")
+    p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
+    p.add_argument("--data-dir")
+    p.add_argument("--split", default="test", choices=("train", "validation", "test"))
+    p.add_argument("--split-seed", type=int, help="default: the seed the checkpoint was trained with")
+    p.add_argument("--budget", type=_budget, help="force s (budgetformer) or request b (bba) for every input")
+    p.add_argument("--ablation", choices=ABLATIONS)
+    p.add_argument("--limit", type=int, default=0, help="use only the first N rows")
     p.add_argument("--seed", type=int, default=0, help="seed of the random head choice")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -230,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "train": cmd_train,
     "eval": cmd_eval,
+    "adaptivity": cmd_adaptivity,
     "prune": cmd_prune,
     "predict": cmd_predict,
     "bench": cmd_bench,

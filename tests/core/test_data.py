@@ -16,7 +16,9 @@ from budgetformer_core.data import (
     load_bbc,
     load_dataset,
     load_synthetic,
+    load_synthetic_var,
     make_synthetic,
+    make_synthetic_var,
 )
 
 SHARED = Path(__file__).parents[3] / "shared" / "data"
@@ -93,6 +95,63 @@ def test_synthetic_label_is_the_value_at_each_cue_offset():
     assert distractor_disagrees > 300  # distractors often contradict the value: offsets matter
     with pytest.raises(ValueError, match="too short"):
         make_synthetic(1, seed=0, n_cues=4, length=12)
+
+
+def read_cues(text: str, n_cues: int = 4) -> dict[int, int]:
+    """{cue: value bit} of the cues planted in a text (value at offset cue + 1 after m{cue})."""
+    words = text.split()
+    found = {}
+    for i in range(n_cues):
+        assert words.count(f"m{i}") <= 1
+        if f"m{i}" in words:
+            at = words.index(f"m{i}")
+            assert set(words[at + 1 : at + 1 + n_cues]) <= {"a", "b"}
+            found[i] = int(words[at + 1 + i] == "b")
+    return found
+
+
+def test_synthetic_var_is_deterministic_and_carries_needed_heads():
+    a = load_synthetic_var(seed=1, n_train=200, n_val=50, n_test=50)
+    b = load_synthetic_var(seed=1, n_train=200, n_val=50, n_test=50)
+    check_valid(a)
+    assert a.name == "synthetic_var" and a.n_classes == 16 and a.has_needed_heads
+    assert a.label_names[1] == "1000"  # cue 0's bit first, as in synthetic
+    for name in SPLITS:
+        assert a.split(name).texts == b.split(name).texts
+        assert a.split(name).labels == b.split(name).labels
+        assert a.split(name).needed_heads == b.split(name).needed_heads
+        assert len(a.split(name).needed_heads) == len(a.split(name))
+    assert load_synthetic_var(seed=2, n_train=200).split("train").texts != a.split("train").texts
+    assert load_dataset("synthetic_var").split("test").needed_heads[:20] == (
+        load_synthetic_var().split("test").needed_heads[:20]
+    )
+    # subsets keep every example's need beside its text
+    train = a.split("train")
+    assert train.head(7).needed_heads == train.needed_heads[:7]
+    assert train.take([5, 2]).needed_heads == [train.needed_heads[5], train.needed_heads[2]]
+    assert load_synthetic(seed=0, n_train=10, n_val=5, n_test=5).split("test").needed_heads == [2] * 5
+    with pytest.raises(ValueError, match="needed_heads"):
+        type(train)(["x"], [0], [1, 2])
+
+
+def test_synthetic_var_needs_vary_and_labels_match_the_planted_values():
+    split = make_synthetic_var(4000, seed=5)
+    counts = Counter(split.needed_heads)
+    assert set(counts) == {1, 2, 3, 4}
+    assert all(abs(c / 4000 - 0.25) < 0.03 for c in counts.values())  # n uniform on 1 … 4
+    subsets = Counter()
+    for text, label, need in zip(split.texts, split.labels, split.needed_heads):
+        words = text.split()
+        assert len(words) == 32
+        cues = read_cues(text)
+        assert len(cues) == need  # n cues present, each once
+        assert label == sum(bit << i for i, bit in cues.items())  # absent cues count as 0
+        subsets[frozenset(cues)] += 1
+    assert len(subsets) == 15  # every non-empty subset of the 4 cue types occurs
+    # the same need comes from different cue sets: which heads are needed varies too
+    assert min(subsets[frozenset([i])] for i in range(4)) > 150
+    with pytest.raises(ValueError, match="too short"):
+        make_synthetic_var(1, seed=0, length=19)
 
 
 # --------------------------------------------------------------------------- shared copies
