@@ -9,6 +9,7 @@ save → load → save cycle is byte-identical.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,15 @@ from .model import BudgetFormer
 
 FORMAT_VERSION = 1
 FILES = ("model.safetensors", "config.json", "tokenizer.json")
+
+
+def file_sha256(path: Path | str) -> str:
+    """Hex sha256 of a file (a checkpoint's weights, a result table), read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 class CheckpointError(ValueError):

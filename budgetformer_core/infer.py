@@ -2,7 +2,11 @@
 
 :func:`analyze` answers "what did the model do with this text": label, probabilities, and per
 layer the budget s, relevance p, weights w, the heads that ran and the FLOPs of that forward
-pass. :func:`evaluate` runs a split and returns accuracy plus the budget statistics.
+pass. :func:`evaluate` runs a split and returns accuracy plus the budget statistics, and
+:meth:`Evaluation.to_frame` turns that into a row per input; :func:`spearman` relates two of its
+columns.
+
+Every surface (the CLI, the app) refuses or cuts a text at :data:`MAX_CHARS` characters.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 
 from .budget import Control
@@ -18,10 +23,11 @@ from .data import Split
 from .flops import dense_flops, forward_flops
 from .losses import head_entropy
 from .model import BudgetFormer, ModelOutput
-from .tokenizer import encode, encode_batch, pad
+from .tokenizer import encode, encode_batch, pad, reading_prefix
 
-MAX_CHARS = 1_000_000
-"""Texts longer than this are refused (the model only reads ``max_len`` tokens anyway)."""
+MAX_CHARS = 100_000
+"""The longest text accepted: :func:`analyze` (and so the CLI) refuses longer ones, the app cuts
+them with a note. The model reads only its first ``max_len`` tokens anyway."""
 
 
 @dataclass
@@ -63,7 +69,10 @@ def check_texts(texts: list[str]) -> None:
         if not t.strip():
             raise ValueError(f"input {i} is empty: type some text to classify")
         if len(t) > MAX_CHARS:
-            raise ValueError(f"input {i} has {len(t):,} characters; the limit is {MAX_CHARS:,}")
+            raise ValueError(
+                f"input {i} has {len(t):,} characters; the limit is {MAX_CHARS:,} "
+                "(the model reads only its first few hundred tokens: cut the text)"
+            )
 
 
 def resolve_mode(model: BudgetFormer, mode: str | None) -> str:
@@ -93,7 +102,9 @@ def analyze(
 
     Args:
         ckpt: a loaded checkpoint (model, tokenizer, label names).
-        texts: non-empty strings; longer inputs are truncated to the model's ``max_len``.
+        texts: non-empty strings of at most :data:`MAX_CHARS` characters; only their
+            :func:`~budgetformer_core.tokenizer.reading_prefix` is tokenised, and the model
+            reads its first ``max_len`` tokens (``truncated`` says when that is not all).
         control: overrides of budget / k / head choice (see :class:`Control`).
         mode: execution mode (default: ``structural``, ``dense`` for a dense model).
 
@@ -106,7 +117,8 @@ def analyze(
     results: list[Analysis] = []
     for start in range(0, len(texts), batch_size):
         chunk = texts[start : start + batch_size]
-        batch = encode_batch(ckpt.tokenizer, chunk, model.cfg.max_len)
+        prefixes = [reading_prefix(ckpt.tokenizer, t, model.cfg.max_len) for t in chunk]
+        batch = encode_batch(ckpt.tokenizer, prefixes, model.cfg.max_len)
         out = model(batch.ids, batch.mask, mode=mode, control=control)
         probs = torch.softmax(out.logits.float(), -1)
         ks = heads_run(model, out, mode)
@@ -125,7 +137,7 @@ def analyze(
                     selected_heads=[t.selected[b].nonzero().flatten().tolist() for t in out.layers],
                     k=ks[b].tolist(),
                     n_tokens=n,
-                    truncated=batch.truncated[b],
+                    truncated=batch.truncated[b] or len(prefixes[b]) < len(text),
                     flops=input_flops(model, n, ks[b].tolist(), mode),
                     dense_flops=dense_flops(model.cfg, n),
                 )
@@ -166,16 +178,76 @@ class Evaluation:
                 "attention_cost_estimated", "flops_ratio", "mean_budget_per_layer", "head_entropy", "head_usage")
         return {k: getattr(self, k) for k in keys}
 
+    def to_frame(self, n_tokens: list[int]) -> pd.DataFrame:
+        """One row per input of the split (no text: rows are keyed by their index).
+
+        Args:
+            n_tokens: tokens the model read per input, in the split's order.
+
+        Columns: ``index``, ``label``, ``prediction``, ``correct``, ``confidence``, ``p_true``,
+        ``loss`` (cross-entropy of the true label, nats), ``entropy`` (of the prediction, nats),
+        ``mean_s``, per layer ``s{l}`` (budget), ``k{l}`` (heads run) and ``heads{l}`` (the heads
+        that ran, space-separated), and ``tokens`` (tokens read).
+
+        Raises:
+            ValueError: ``n_tokens`` and the per-input arrays differ in length.
+        """
+        probs = np.asarray(self.probs, dtype=np.float64)
+        labels = np.asarray(self.labels, dtype=np.int64)
+        preds = np.asarray(self.predictions, dtype=np.int64)
+        budgets = np.asarray(self.budgets, dtype=np.float64)
+        n = len(labels)
+        if not len(n_tokens) == n == len(preds) == len(probs) == len(budgets):
+            raise ValueError("token counts and evaluation arrays differ in length")
+        p_true = probs[np.arange(n), labels]
+        table = pd.DataFrame({
+            "index": np.arange(n),
+            "label": labels,
+            "prediction": preds,
+            "correct": preds == labels,
+            "confidence": probs.max(-1) if n else np.zeros(0),
+            "p_true": p_true,
+            "loss": -np.log(np.clip(p_true, 1e-12, 1.0)),
+            "entropy": -(probs * np.log(np.clip(probs, 1e-12, 1.0))).sum(-1),
+            "mean_s": budgets.mean(-1) if n else np.zeros(0),
+        })
+        selected = np.asarray(self.selected, dtype=bool)  # (N, L, H)
+        for layer in range(budgets.shape[1] if budgets.ndim == 2 else 0):
+            table[f"s{layer}"] = budgets[:, layer]
+            table[f"k{layer}"] = selected[:, layer].sum(-1)
+            table[f"heads{layer}"] = [" ".join(map(str, np.flatnonzero(row))) for row in selected[:, layer]]
+        table["tokens"] = np.asarray(n_tokens, dtype=np.int64)
+        return table
+
 
 def macro_f1(labels: np.ndarray, predictions: np.ndarray, n_classes: int) -> float:
-    """Unweighted mean of the per-class F1 over the classes present in labels or predictions."""
-    scores = []
-    for c in range(n_classes):
-        tp = int(((predictions == c) & (labels == c)).sum())
-        support = int((labels == c).sum()) + int((predictions == c).sum())
-        if support:
-            scores.append(2 * tp / support)
-    return float(np.mean(scores)) if scores else 0.0
+    """Unweighted mean of the per-class F1 over the classes present in labels or predictions.
+
+    Classes of the model's ``n_classes`` that neither occur nor are predicted are left out
+    rather than counted as F1 = 0 (a small test split may lack a class).
+    """
+    from sklearn.metrics import f1_score  # slow import, only when evaluating
+
+    present = np.union1d(labels, predictions)
+    present = present[(present >= 0) & (present < n_classes)]
+    if not len(present):
+        return 0.0
+    return float(f1_score(labels, predictions, labels=present, average="macro", zero_division=0))
+
+
+def spearman(x, y) -> float | None:
+    """Spearman's rank correlation of two columns (ties get average ranks, NaN pairs dropped).
+
+    None when fewer than 3 pairs remain or a side is constant (a dense model's s, say): the
+    correlation is undefined there.
+    """
+    a = pd.Series(np.asarray(x, dtype=np.float64))
+    b = pd.Series(np.asarray(y, dtype=np.float64))
+    ok = a.notna() & b.notna()
+    a, b = a[ok], b[ok]
+    if len(a) < 3 or a.nunique() < 2 or b.nunique() < 2:
+        return None
+    return float(a.corr(b, method="spearman"))
 
 
 @torch.no_grad()

@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shlex
@@ -32,6 +31,7 @@ import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import numpy as np
@@ -211,64 +211,33 @@ def run_job(job: Job, force: bool = False) -> tuple[Job, bool]:
 def run_all(jobs: list[Job], workers: int, force: bool = False) -> list[Job]:
     """Run the jobs on ``workers`` parallel workers, each job after those it depends on; a job
     whose source was rebuilt is rebuilt too (``force``: every job)."""
-    pending, finished, rebuilt, running = list(jobs), {}, set(), {}
+    by_key = {j.key: j for j in jobs}
+    unknown = sorted({a for j in jobs for a in j.after} - set(by_key))
+    if unknown:
+        raise RuntimeError(f"cannot order the jobs: they start from {unknown}, which are not among them")
+    order = TopologicalSorter({j.key: j.after for j in jobs})
+    try:
+        order.prepare()
+    except CycleError as e:
+        raise RuntimeError(f"cannot order the jobs {e.args[1]}") from e
+    finished, rebuilt, running = {}, set(), {}
     with ThreadPoolExecutor(workers) as pool:
-        while pending or running:
-            for job in [j for j in pending if all(a in finished for a in j.after)]:
-                if len(running) == workers:
-                    break
-                pending.remove(job)
-                stale = force or any(a in rebuilt for a in job.after)
-                running[pool.submit(run_job, job, stale)] = job
-            if not running:
-                raise RuntimeError(f"cannot order the jobs {[j.key for j in pending]}")
+        while order.is_active():
+            for key in order.get_ready():
+                stale = force or any(a in rebuilt for a in by_key[key].after)
+                running[pool.submit(run_job, by_key[key], stale)] = key
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                running.pop(future)
+                key = running.pop(future)
                 job, ran = future.result()
-                finished[job.key] = job
+                finished[key] = job
                 if ran:
-                    rebuilt.add(job.key)
+                    rebuilt.add(key)
+                order.done(key)
     return [finished[j.key] for j in jobs]
 
 
 # --------------------------------------------------------------------------- evaluation
-
-
-def per_example_frame(evaluation, n_tokens: list[int]) -> pd.DataFrame:
-    """One row per input of an evaluated split (no text: rows are keyed by their index).
-
-    Columns: ``index``, ``label``, ``prediction``, ``correct``, ``confidence``, ``p_true``,
-    ``loss`` (cross-entropy of the true label, nats), ``entropy`` (of the prediction, nats),
-    ``mean_s``, per layer ``s{l}`` (budget), ``k{l}`` (heads run) and ``heads{l}`` (the heads
-    that ran, space-separated), and ``tokens`` (tokens read).
-    """
-    probs = np.asarray(evaluation.probs, dtype=np.float64)
-    labels = np.asarray(evaluation.labels, dtype=np.int64)
-    preds = np.asarray(evaluation.predictions, dtype=np.int64)
-    budgets = np.asarray(evaluation.budgets, dtype=np.float64)
-    n = len(labels)
-    if not len(n_tokens) == n == len(preds) == len(probs) == len(budgets):
-        raise ValueError("token counts and evaluation arrays differ in length")
-    p_true = probs[np.arange(n), labels]
-    table = pd.DataFrame({
-        "index": np.arange(n),
-        "label": labels,
-        "prediction": preds,
-        "correct": preds == labels,
-        "confidence": probs.max(-1) if n else np.zeros(0),
-        "p_true": p_true,
-        "loss": -np.log(np.clip(p_true, 1e-12, 1.0)),
-        "entropy": -(probs * np.log(np.clip(probs, 1e-12, 1.0))).sum(-1),
-        "mean_s": budgets.mean(-1) if n else np.zeros(0),
-    })
-    selected = np.asarray(evaluation.selected, dtype=bool)  # (N, L, H)
-    for layer in range(budgets.shape[1] if budgets.ndim == 2 else 0):
-        table[f"s{layer}"] = budgets[:, layer]
-        table[f"k{layer}"] = selected[:, layer].sum(-1)
-        table[f"heads{layer}"] = [" ".join(map(str, np.flatnonzero(row))) for row in selected[:, layer]]
-    table["tokens"] = np.asarray(n_tokens, dtype=np.int64)
-    return table
 
 
 def _one_thread() -> None:
@@ -318,7 +287,7 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
             control = Control(budget=b) if b is not None and variant != "dense" else None
             ev = evaluate(ckpt.model, ids, split.labels, control)
             if b is None and per_example_path:
-                frame = per_example_frame(ev, [len(x) for x in ids])
+                frame = ev.to_frame([len(x) for x in ids])
                 frame.round(6).to_parquet(ROOT / per_example_path, index=False)
             fns = {**ref, **timer(ckpt.model, ids, control)}
             if b is not None and b not in (*TABLE_BUDGETS, 1.0):  # batch 32: the table's budgets only
@@ -375,15 +344,6 @@ def accuracy_changes(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- manifest
 
 
-def file_sha256(path: Path | str) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def slice_accuracy(path: Path, data_dir: str | None) -> float:
     from .checkpoint import load_checkpoint
     from .data import load_dataset
@@ -402,6 +362,7 @@ def write_manifest(jobs: list[Job]) -> dict:
     import tokenizers
     import torch
 
+    from .checkpoint import file_sha256
     from .timing import machine_info
 
     runs = {}

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from budgetformer_core import precompute
 from budgetformer_core.infer import evaluate
-from budgetformer_core.precompute import RECIPES, SHIPPED, per_example_frame, plan
+from budgetformer_core.precompute import RECIPES, SHIPPED, Job, plan, run_all
 
 
 def test_plan_orders_warm_starts_after_their_source():
@@ -37,10 +41,44 @@ def test_shipped_models_and_baselines():
     assert {"epochs=1", "freeze_gates=true", "train_budget=0.5"} <= set(recovery.argv)
 
 
-def test_per_example_frame(small_model):
+def test_run_all_runs_in_parallel_after_sources_and_rebuilds_what_starts_from_a_rebuild(monkeypatch):
+    # a → b → d, a → c, e alone; only "a" is out of date, so b, c and d are rebuilt because a was
+    jobs = [Job("t", "a", ["train"]), Job("t", "b", ["train"], ("t-a",)), Job("t", "c", ["train"], ("t-a",)),
+            Job("t", "d", ["train"], ("t-b",)), Job("t", "e", ["train"])]
+    out_of_date = {"t-a"}
+    started, finished, forced, lock = [], [], {}, threading.Lock()
+    at_once = {"now": 0, "most": 0}
+
+    def fake_run(job, force=False):
+        with lock:
+            assert all(a in finished for a in job.after), job.key
+            started.append(job.key)
+            at_once["now"] += 1
+            at_once["most"] = max(at_once["most"], at_once["now"])
+        time.sleep(0.05)
+        with lock:
+            at_once["now"] -= 1
+            finished.append(job.key)
+            forced[job.key] = force
+        return job, force or job.key in out_of_date
+
+    monkeypatch.setattr(precompute, "run_job", fake_run)
+    done = run_all(jobs, workers=2)
+    assert [j.key for j in done] == [j.key for j in jobs] and sorted(started) == sorted(forced)
+    assert forced == {"t-a": False, "t-b": True, "t-c": True, "t-d": True, "t-e": False}
+    assert at_once["most"] == 2  # two workers busy at once, never more
+    run_all(jobs, workers=2, force=True)
+    assert all(forced.values())
+    with pytest.raises(RuntimeError, match="cannot order"):
+        run_all([Job("t", "x", ["train"], ("t-y",)), Job("t", "y", ["train"], ("t-x",))], workers=1)
+    with pytest.raises(RuntimeError, match="not among them"):
+        run_all([Job("t", "x", ["train"], ("t-nowhere",))], workers=1)
+
+
+def test_evaluation_frame_written_per_example(small_model):
     ids = [[5, 6, 7, 8], [9, 10], [11, 12, 13]]
     ev = evaluate(small_model, ids, [0, 1, 2])
-    frame = per_example_frame(ev, [len(x) for x in ids])
+    frame = ev.to_frame([len(x) for x in ids])
     assert list(frame["index"]) == [0, 1, 2]
     assert list(frame["tokens"]) == [4, 2, 3]
     assert (frame["correct"] == (frame["prediction"] == frame["label"])).all()
@@ -50,7 +88,7 @@ def test_per_example_frame(small_model):
         assert (frame[f"k{layer}"] == ev.selected[:, layer].sum(-1)).all()
     assert np.allclose(frame["loss"], -np.log(frame["p_true"]))
     with pytest.raises(ValueError, match="differ in length"):
-        per_example_frame(ev, [4, 2])
+        ev.to_frame([4, 2])
 
 
 def test_accuracy_changes_reports_points_per_model():
