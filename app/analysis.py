@@ -33,8 +33,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from budgetformer_core.precompute import file_sha256  # noqa: F401  (re-exported for the pages)
-
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
@@ -573,7 +571,7 @@ def dynamics_story(
 def per_example_table(frame: pd.DataFrame, texts: list[str] | None, label_names: list[str]) -> pd.DataFrame:
     """The pages' table: a per-example frame plus class names and texts.
 
-    ``frame`` is :func:`budgetformer_core.precompute.per_example_frame`'s (columns ``index``,
+    ``frame`` is :meth:`budgetformer_core.infer.Evaluation.to_frame`'s (columns ``index``,
     ``label``, ``prediction``, ``correct``, ``confidence``, ``p_true``, ``loss``, ``entropy``,
     ``mean_s``, ``s{l}`` / ``k{l}`` / ``heads{l}`` per layer, ``tokens``), computed live or read
     from precomputed/results. Adds ``true`` and ``predicted`` (class names) and ``text`` (empty

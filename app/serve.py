@@ -16,8 +16,9 @@ from streamlit.web import cli  # noqa: E402
 
 import app.analysis  # noqa: E402, F401
 import app.charts  # noqa: E402, F401
+import budgetformer_core.checkpoint  # noqa: E402, F401
 import budgetformer_core.infer  # noqa: E402, F401
-import budgetformer_core.precompute  # noqa: E402, F401
+import budgetformer_core.timing  # noqa: E402, F401
 
 if __name__ == "__main__":
     sys.argv = ["streamlit", "run", str(ROOT / "app" / "main.py"), *sys.argv[1:]]

@@ -199,14 +199,13 @@ def test_samples(dataset: str) -> Samples | None:
 def _live_frame(name: str, version: tuple, dataset: str, split: str, source: tuple) -> pd.DataFrame:
     from budgetformer_core.data import Split
     from budgetformer_core.infer import evaluate_split
-    from budgetformer_core.precompute import per_example_frame
     from budgetformer_core.tokenizer import encode
 
     samples = _split_samples(dataset, split, *source)
     ckpt = get_checkpoint(name)
     evaluation = evaluate_split(ckpt, Split(samples.texts, samples.labels))
     ids, _ = encode(ckpt.tokenizer, samples.texts, ckpt.config.max_len)
-    return per_example_frame(evaluation, [len(x) for x in ids])
+    return evaluation.to_frame([len(x) for x in ids])
 
 
 def per_example(name: str, split: str = "test") -> pd.DataFrame | None:
@@ -347,7 +346,9 @@ def _manifest_files(path: str, version: tuple) -> dict:
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _file_sha256(path: str, version: tuple) -> str:
-    return an.file_sha256(path)
+    from budgetformer_core.checkpoint import file_sha256
+
+    return file_sha256(path)
 
 
 def vouched(path: Path) -> bool:

@@ -6,14 +6,15 @@ import json
 import math
 import threading
 
+import numpy as np
 import pytest
 import torch
 
 from app import analysis as an
 from app import charts
 from app.state import CHECKPOINTS as PRECOMPUTED
-from budgetformer_core.checkpoint import load_checkpoint
-from budgetformer_core.precompute import per_example_frame
+from budgetformer_core.checkpoint import file_sha256, load_checkpoint
+from budgetformer_core.infer import Evaluation
 from budgetformer_core.tokenizer import encode
 
 SPORT = "The striker scored twice as the champions won the cup final after extra time."
@@ -135,7 +136,7 @@ def test_export_record_is_complete_json(bbc_budgetformer):
         prepared=an.prepare_text(SPORT),
         checkpoint_name="bbc-budgetformer",
         checkpoint_path="precomputed/checkpoints/bbc-budgetformer",
-        checkpoint_sha256=an.file_sha256(path),
+        checkpoint_sha256=file_sha256(path),
         label_names=bbc_budgetformer.label_names,
         settings=settings,
         control=vars(control),
@@ -213,18 +214,22 @@ def test_metric_cards(bbc_budgetformer, dense):
 # ----------------------------------------------------------------------------- other pages
 
 
-class FakeEvaluation:
-    """The per-input arrays of an ``Evaluation``: 4 inputs, 3 classes, 2 layers."""
-
-    labels = [0, 1, 2, 2]
-    predictions = [0, 2, 2, 1]
-    probs = [[0.8, 0.1, 0.1], [0.2, 0.3, 0.5], [0.0, 0.0, 1.0], [0.1, 0.6, 0.3]]
-    budgets = [[0.2, 0.4], [0.5, 0.7], [0.1, 0.1], [0.9, 0.5]]
-    selected = [[[1, 0], [1, 1]], [[1, 1], [0, 1]], [[0, 1], [1, 0]], [[1, 1], [1, 1]]]  # (N, L, H)
+def fake_evaluation() -> Evaluation:
+    """An evaluation of 4 inputs, 3 classes, 2 layers of 2 heads (only the per-input arrays matter)."""
+    return Evaluation(
+        accuracy=0.5, n=4, mean_budget=0.0, mean_heads_fraction=0.0, flops_ratio=0.0,
+        mean_budget_per_layer=[], head_entropy=0.0, attention_cost=0.0, attention_cost_estimated=0.0,
+        macro_f1=0.0, head_usage=[],
+        labels=np.array([0, 1, 2, 2]),
+        predictions=np.array([0, 2, 2, 1]),
+        probs=np.array([[0.8, 0.1, 0.1], [0.2, 0.3, 0.5], [0.0, 0.0, 1.0], [0.1, 0.6, 0.3]]),
+        budgets=np.array([[0.2, 0.4], [0.5, 0.7], [0.1, 0.1], [0.9, 0.5]]),
+        selected=np.array([[[1, 0], [1, 1]], [[1, 1], [0, 1]], [[0, 1], [1, 0]], [[1, 1], [1, 1]]], bool),  # (N, L, H)
+    )  # fmt: skip
 
 
 def fake_table(texts=("a", "b", "c", "d")):
-    frame = per_example_frame(FakeEvaluation(), [3, 5, 1, 9])
+    frame = fake_evaluation().to_frame([3, 5, 1, 9])
     return an.per_example_table(frame, None if texts is None else list(texts), ["x", "y", "z"])
 
 
@@ -243,7 +248,7 @@ def test_per_example_table():
     assert fake_table(None)["text"].tolist() == [""] * 4  # texts not on this machine
     with pytest.raises(ValueError, match="1 texts for 4 rows"):
         fake_table(["a"])
-    frame = per_example_frame(FakeEvaluation(), [3, 5, 1, 9])
+    frame = fake_evaluation().to_frame([3, 5, 1, 9])
     with pytest.raises(ValueError, match="outside the 2 classes"):
         an.per_example_table(frame, None, ["x", "y"])
 
