@@ -205,6 +205,15 @@ def _positive(value: str) -> int:
     return n
 
 
+def add_split_arguments(p: argparse.ArgumentParser) -> None:
+    """The options :func:`checkpoint_split` reads."""
+    p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
+    p.add_argument("--data-dir")
+    p.add_argument("--split", default="test", choices=("train", "validation", "test"))
+    p.add_argument("--split-seed", type=int, help="default: the seed the checkpoint was trained with")
+    p.add_argument("--limit", type=int, default=0, help="use only the first N rows")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="budgetformer", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -221,14 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="evaluate a checkpoint on a split")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
-    p.add_argument("--data-dir")
-    p.add_argument("--split", default="test", choices=("train", "validation", "test"))
-    p.add_argument("--split-seed", type=int, help="default: the seed the checkpoint was trained with")
+    add_split_arguments(p)
     p.add_argument("--budget", type=_budget, help="force s for every input and layer")
     p.add_argument("--ablation", choices=ABLATIONS)
     p.add_argument("--mode", choices=("structural", "masked", "soft", "dense"), help="execution mode")
-    p.add_argument("--limit", type=int, default=0, help="evaluate only the first N rows")
     p.add_argument("--seed", type=int, default=0, help="seed of the random head choice")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -236,13 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--reference", help="model whose per-example loss is the difficulty "
                    "(default: <dataset>-dense beside the checkpoint)")
-    p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
-    p.add_argument("--data-dir")
-    p.add_argument("--split", default="test", choices=("train", "validation", "test"))
-    p.add_argument("--split-seed", type=int, help="default: the seed the checkpoint was trained with")
+    add_split_arguments(p)
     p.add_argument("--budget", type=_budget, help="force s (budgetformer) or request b (bba) for every input")
     p.add_argument("--ablation", choices=ABLATIONS)
-    p.add_argument("--limit", type=int, default=0, help="use only the first N rows")
     p.add_argument("--seed", type=int, default=0, help="seed of the random head choice")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 

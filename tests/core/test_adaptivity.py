@@ -4,6 +4,7 @@ BBC checkpoints, valid JSON and clear errors from ``budgetformer adaptivity``.""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -12,8 +13,10 @@ import shutil
 import numpy as np
 import pytest
 
-from budgetformer_core.adaptivity import from_arrays, hard_easy_ratio, layer_adaptivity, spearman
+from budgetformer_core.adaptivity import adaptivity, from_arrays, hard_easy_ratio, layer_adaptivity, spearman
 from budgetformer_core.cli import main
+from budgetformer_core.data import load_dataset
+from budgetformer_core.infer import evaluate_split
 
 from ..conftest import PRECOMPUTED
 
@@ -86,6 +89,16 @@ def test_bba_constant_budget_gives_null_rho_and_a_note():
     assert any("0.25" in note for note in result["notes"])
     k = max(1, int(0.25 * n_heads("bbc-bba")))
     assert all(layer["k_hist"] == {str(k): 30} for layer in result["layers"])
+
+
+def test_needed_heads_are_read_from_the_split(bbc_budgetformer):
+    split = load_dataset("bbc").split("test").head(45)
+    needed = [1, 2, 3] * 15
+    result = adaptivity(bbc_budgetformer, dataclasses.replace(split, needed_heads=needed))
+    k = evaluate_split(bbc_budgetformer, split).selected.sum(-1)  # (N, L)
+    assert result.frac_k_at_least_needed == pytest.approx((k >= np.array(needed)[:, None]).all(-1).mean())
+    assert result.rho_k_needed == spearman(k.mean(-1), needed)
+    assert result.rho_s_reference_loss is None and result.heads_ratio_hard_easy is None  # no reference
 
 
 def test_missing_reference_exits_2_with_a_message(tmp_path, capsys):
