@@ -20,6 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from app import analysis as an
+from app import examples, results
 
 if TYPE_CHECKING:
     from budgetformer_core.checkpoint import Checkpoint
@@ -209,7 +210,7 @@ def _live_frame(name: str, version: tuple, dataset: str, split: str, source: tup
 
 
 def per_example(name: str, split: str = "test") -> pd.DataFrame | None:
-    """Every text of a split through the model, a row per text (:func:`app.analysis.per_example_table`).
+    """Every text of a split through the model, a row per text (:func:`app.examples.per_example_table`).
 
     The test split's table comes from precomputed/results when the manifest vouches that it was
     made from this very checkpoint (instant); otherwise the model runs over the split once
@@ -232,7 +233,7 @@ def per_example(name: str, split: str = "test") -> pd.DataFrame | None:
         frame, texts = _live_frame(name, stamp(name), dataset, split, _source(dataset)), samples.texts
     else:
         return None
-    return an.per_example_table(frame, texts, label_names)
+    return examples.per_example_table(frame, texts, label_names)
 
 
 @dataclass
@@ -295,11 +296,11 @@ def _file_stamp(path: Path) -> tuple | None:
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def _sweeps(path: str, version: tuple) -> pd.DataFrame:
-    return an.read_sweeps(path)
+    return results.read_sweeps(path)
 
 
 def sweeps() -> pd.DataFrame | None:
-    """precomputed/results/sweeps.csv as :func:`app.analysis.read_sweeps` reads it; None when
+    """precomputed/results/sweeps.csv as :func:`app.results.read_sweeps` reads it; None when
     the file is missing (re-read when it changes on disk).
 
     Raises:
@@ -312,7 +313,7 @@ def sweeps() -> pd.DataFrame | None:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _precomputed_example(path: str, version: tuple) -> pd.DataFrame:
-    return an.read_per_example(path)
+    return examples.read_per_example(path)
 
 
 def per_example_path(name: str) -> Path:

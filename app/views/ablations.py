@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import analysis as an
-from app import charts
+from app import charts, examples, results
 from app.components import csv_download, md_escape, result_column_config, sweeps_or_stop
 from app.state import checkpoint_config, dataset_of, precomputed_per_example, selected_model, test_samples
 
@@ -31,7 +30,7 @@ st.caption(
 
 dataset = dataset_of(selected_model())
 rows = sweeps_or_stop(dataset)
-table, missing = an.ablation_table(rows)
+table, missing = results.ablation_table(rows)
 if table.empty:
     st.info(
         f"precomputed/results/sweeps\\.csv has none of these models for **{md_escape(dataset)}**. "
@@ -55,7 +54,7 @@ for pair in (BARS[:2], BARS[2:]):
 # ----------------------------------------------------------------------------- disagreements
 st.subheader("Inputs on which they disagree")
 tables, notes = {}, []
-for model in an.ABLATIONS:
+for model in results.ABLATIONS:
     try:
         found = precomputed_per_example(dataset, model)
     except ValueError as e:
@@ -78,7 +77,7 @@ label_names = next(
     (names for m in tables if (names := checkpoint_config(f"{dataset}-{m}").get("label_names"))), []
 )
 samples = test_samples(dataset)
-differ, n = an.disagreements(
+differ, n = examples.disagreements(
     tables, label_names, *((samples.texts, samples.labels) if samples is not None else (None, None))
 )
 st.caption(
@@ -86,7 +85,7 @@ st.caption(
     f"{', '.join(md_escape(m) for m in tables)}."
     + ("" if "text" in differ else " (No texts: they are not on this machine, or not the texts of these results.)")
 )
-shown = differ.assign(text=[an.preview(t) for t in differ["text"]]) if "text" in differ else differ
+shown = differ.assign(text=[examples.preview(t) for t in differ["text"]]) if "text" in differ else differ
 st.dataframe(
     shown,
     hide_index=True,

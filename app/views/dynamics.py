@@ -11,8 +11,8 @@ import math
 import streamlit as st
 
 from app import charts
-from app.analysis import dynamics_story, history_frame, history_layers
 from app.components import md_escape
+from app.history import dynamics_story, history_frame, history_layers
 from app.state import (
     checkpoint_history,
     dataset_of,

@@ -11,8 +11,9 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.analysis import Settings, example_label, extremes, preview, spearman
+from app.analysis import Settings
 from app.components import md_escape, per_example_or_stop
+from app.examples import example_label, extremes, preview
 from app.state import (
     dataset_of,
     explore,
@@ -20,6 +21,7 @@ from app.state import (
     selected_model,
     train_config,
 )
+from budgetformer_core.infer import spearman
 
 N_EXTREMES = 10
 

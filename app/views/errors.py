@@ -10,8 +10,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.analysis import confusion_matrix, example_label, filter_examples, layer_columns, preview
 from app.components import SAMPLE_KEY, TEXT_KEY, md_escape, per_example_or_stop
+from app.examples import confusion_matrix, example_label, filter_examples, layer_columns, preview
 from app.state import dataset_of, is_dense, selected_model
 
 EXPLORE_PAGE = "views/explore.py"

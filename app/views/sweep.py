@@ -12,8 +12,7 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from app import analysis as an
-from app import charts
+from app import charts, results
 from app.components import csv_download, md_escape, result_column_config, sweeps_or_stop
 from app.state import available_models, dataset_of, get_checkpoint, is_dense, selected_model, test_samples
 
@@ -48,7 +47,7 @@ if is_dense(name):
         )
         + f"The models of **{md_escape(dataset)}** at their own operating point:"
     )
-    table = an.own_rows(rows)
+    table = results.own_rows(rows)
     st.dataframe(table, hide_index=True, column_config=config, key="sweep_own_table")
     csv_download(table, f"models-{dataset}.csv", "sweep_own_csv")
     st.stop()
@@ -68,16 +67,16 @@ def live_section(curve: pd.DataFrame) -> None:
     n = c1.number_input(
         "First N test texts", 5, len(samples.texts), min(50, len(samples.texts)), key="sweep_live_n"
     )
-    budgets = ", ".join(f"{b:g}" for b in an.LIVE_BUDGETS)
+    budgets = ", ".join(f"{b:g}" for b in results.LIVE_BUDGETS)
     key = f"sweep_live_{name}"
     if c2.button(f"Re-measure at b = {budgets}", key="sweep_live_go"):
         try:
             ckpt = get_checkpoint(name)
             bar = st.progress(0.0, text="Evaluating…")
             done = []
-            for row in an.live_sweep(ckpt, samples.texts[:n], samples.labels[:n]):
+            for row in results.live_sweep(ckpt, samples.texts[:n], samples.labels[:n]):
                 done.append(row)
-                bar.progress(len(done) / len(an.LIVE_BUDGETS), text=f"b = {row['budget_b']:g} done")
+                bar.progress(len(done) / len(results.LIVE_BUDGETS), text=f"b = {row['budget_b']:g} done")
             st.session_state[key] = pd.DataFrame(done)
         except ValueError as e:  # CheckpointError, an unusable text
             st.error(f"The model {md_escape(name)} cannot be re-run: {md_escape(e)}")
@@ -90,8 +89,8 @@ def live_section(curve: pd.DataFrame) -> None:
     if live is None:
         st.caption("Runs the model on this machine now; the precomputed curve used the whole split.")
         return
-    lines = {"precomputed (whole split)": an.series_xy(curve, "accuracy")} if not curve.empty else {}
-    lines[f"live (first {int(live['n'].iloc[0])} texts)"] = an.series_xy(live, "accuracy", "budget_b")
+    lines = {"precomputed (whole split)": results.series_xy(curve, "accuracy")} if not curve.empty else {}
+    lines[f"live (first {int(live['n'].iloc[0])} texts)"] = results.series_xy(live, "accuracy", "budget_b")
     st.plotly_chart(
         charts.budget_curves("Live accuracy vs budget", "accuracy", lines, percent=True),
         key="chart_sweep_live",
@@ -100,7 +99,7 @@ def live_section(curve: pd.DataFrame) -> None:
     csv_download(live, f"live-{name}.csv", "sweep_live_csv")
 
 
-curve = an.sweep_curve(rows, model)
+curve = results.sweep_curve(rows, model)
 if curve.empty:
     st.info(
         f"precomputed/results/sweeps\\.csv has no budget sweep of **{md_escape(model)}** on "
@@ -111,10 +110,10 @@ if curve.empty:
 
 # ----------------------------------------------------------------------------- at one budget
 budget = st.slider("Budget b", 0.05, 1.0, 0.5, 0.05, key="sweep_budget", format="%.2f")
-row = an.at_budget(curve, budget)
+row = results.at_budget(curve, budget)
 if abs(row["b"] - budget) > 1e-6:
     st.caption(f"No point at b = {budget:.2f}; showing the nearest one, b = {row['b']:.2f}.")
-for col, card in zip(st.columns(6), an.sweep_cards(row, an.own_point(rows, "dense")), strict=True):
+for col, card in zip(st.columns(6), results.sweep_cards(row, results.own_point(rows, "dense")), strict=True):
     col.metric(card.label, card.value, card.note, help=card.help, delta_color="off", delta_arrow="off")
 
 # ----------------------------------------------------------------------------- curves
@@ -122,13 +121,13 @@ for pair in (CHARTS[:2], CHARTS[2:]):
     for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), pair, strict=True):
         col.plotly_chart(
             charts.budget_curves(
-                title, y_title, mark=budget, percent=percent, **an.budget_series(rows, model, column)
+                title, y_title, mark=budget, percent=percent, **results.budget_series(rows, model, column)
             ),
             key=f"chart_sweep_{column}",
         )
 st.plotly_chart(
     charts.budget_curves(
-        "Speed-up over dense: ideal vs measured", "× dense", mark=budget, **an.speedup_series(curve)
+        "Speed-up over dense: ideal vs measured", "× dense", mark=budget, **results.speedup_series(curve)
     ),
     key="chart_sweep_speedup",
 )
@@ -139,7 +138,7 @@ st.caption(
 
 # ----------------------------------------------------------------------------- table
 st.subheader("Per-budget comparison")
-table = an.comparison_table(rows, model)
+table = results.comparison_table(rows, model)
 st.dataframe(table, hide_index=True, column_config=config, key="sweep_table")
 csv_download(table, f"budget-comparison-{dataset}.csv", "sweep_csv")
 

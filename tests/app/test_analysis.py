@@ -1,4 +1,5 @@
-"""The explore page's pure logic (app/analysis.py) and charts (app/charts.py), without Streamlit."""
+"""The pages' pure logic (app/analysis.py, examples.py, history.py, results.py) and charts (app/charts.py),
+without Streamlit."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import pytest
 import torch
 
 from app import analysis as an
-from app import charts
+from app import charts, examples, history, results
 from app.state import CHECKPOINTS as PRECOMPUTED
 from budgetformer_core.checkpoint import file_sha256, load_checkpoint
-from budgetformer_core.infer import Evaluation
+from budgetformer_core.infer import Evaluation, spearman
 from budgetformer_core.tokenizer import encode
 
 SPORT = "The striker scored twice as the champions won the cup final after extra time."
@@ -230,7 +231,7 @@ def fake_evaluation() -> Evaluation:
 
 def fake_table(texts=("a", "b", "c", "d")):
     frame = fake_evaluation().to_frame([3, 5, 1, 9])
-    return an.per_example_table(frame, None if texts is None else list(texts), ["x", "y", "z"])
+    return examples.per_example_table(frame, None if texts is None else list(texts), ["x", "y", "z"])
 
 
 def test_per_example_table():
@@ -239,7 +240,7 @@ def test_per_example_table():
     assert t["true"].tolist() == ["x", "y", "z", "z"]
     assert t["correct"].tolist() == [True, False, True, False]
     assert t["mean_s"].tolist() == pytest.approx([0.3, 0.6, 0.1, 0.7])
-    assert an.layer_columns(t) == ["s0", "s1"]
+    assert examples.layer_columns(t) == ["s0", "s1"]
     assert t["loss"].tolist() == pytest.approx([-math.log(p) for p in (0.8, 0.3, 1.0, 0.3)])
     assert t["entropy"].iloc[2] == pytest.approx(0.0, abs=1e-9)
     assert t["entropy"].iloc[1] > t["entropy"].iloc[0]
@@ -250,29 +251,29 @@ def test_per_example_table():
         fake_table(["a"])
     frame = fake_evaluation().to_frame([3, 5, 1, 9])
     with pytest.raises(ValueError, match="outside the 2 classes"):
-        an.per_example_table(frame, None, ["x", "y"])
+        examples.per_example_table(frame, None, ["x", "y"])
 
 
 def test_filters_and_confusion():
     t = fake_table()
-    assert an.filter_examples(t)["index"].tolist() == [1, 3]
-    assert an.filter_examples(t, true=["z"])["index"].tolist() == [3]
-    assert an.filter_examples(t, predicted=["z"], errors_only=False)["index"].tolist() == [1, 2]
-    assert an.filter_examples(t, s_range=(0.65, 1.0))["index"].tolist() == [3]
-    assert an.filter_examples(t, confidence_range=(0.0, 0.55))["index"].tolist() == [1]
-    assert an.filter_examples(t, true=[], predicted=None)["index"].tolist() == [1, 3]
-    assert an.confusion_matrix(t, ["x", "y", "z"]) == [[1, 0, 0], [0, 0, 1], [0, 1, 1]]
-    lowest, highest = an.extremes(t, 2)
+    assert examples.filter_examples(t)["index"].tolist() == [1, 3]
+    assert examples.filter_examples(t, true=["z"])["index"].tolist() == [3]
+    assert examples.filter_examples(t, predicted=["z"], errors_only=False)["index"].tolist() == [1, 2]
+    assert examples.filter_examples(t, s_range=(0.65, 1.0))["index"].tolist() == [3]
+    assert examples.filter_examples(t, confidence_range=(0.0, 0.55))["index"].tolist() == [1]
+    assert examples.filter_examples(t, true=[], predicted=None)["index"].tolist() == [1, 3]
+    assert examples.confusion_matrix(t, ["x", "y", "z"]) == [[1, 0, 0], [0, 0, 1], [0, 1, 1]]
+    lowest, highest = examples.extremes(t, 2)
     assert lowest["index"].tolist() == [2, 0] and highest["index"].tolist() == [3, 1]
-    assert an.example_label(t.iloc[1]) == "#1 · y → z (50%)"
+    assert examples.example_label(t.iloc[1]) == "#1 · y → z (50%)"
 
 
 def test_spearman():
-    assert an.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
-    assert an.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert an.spearman([1, 2, 3, 4], [1, 4, 9, 100]) == pytest.approx(1.0)  # ranks, not values
-    assert an.spearman([1, 1, 1], [1, 2, 3]) is None  # dense: s constant
-    assert an.spearman([1, 2], [1, 2]) is None
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3, 4], [1, 4, 9, 100]) == pytest.approx(1.0)  # ranks, not values
+    assert spearman([1, 1, 1], [1, 2, 3]) is None  # dense: s constant
+    assert spearman([1, 2], [1, 2]) is None
 
 
 HISTORY = [
@@ -286,15 +287,15 @@ HISTORY = [
 
 
 def test_history_frame_and_story():
-    f = an.history_frame(HISTORY)
-    assert f["epoch"].tolist() == [1, 2] and an.history_layers(f) == 2
+    f = history.history_frame(HISTORY)
+    assert f["epoch"].tolist() == [1, 2] and history.history_layers(f) == 2
     assert f["val_s1"].tolist() == [0.5, 0.2] and f["lr"].isna().all()  # missing key: NaN
-    story = an.dynamics_story(f, 8, 0.1, 0.45)
+    story = history.dynamics_story(f, 8, 0.1, 0.45)
     assert "exploration" in story and "exploitation" in story
     assert "turned positive in epoch 2" in story and "from 2.07 to 1.60" in story
     assert "inside the band [0.1, 0.45]" in story
-    assert an.history_frame([]).empty and an.history_layers(an.history_frame([])) == 0
-    assert "no training history" in an.dynamics_story(an.history_frame([]), 8, None, None)
+    assert history.history_frame([]).empty and history.history_layers(history.history_frame([])) == 0
+    assert "no training history" in history.dynamics_story(history.history_frame([]), 8, None, None)
 
 
 def test_page_charts():
@@ -325,7 +326,7 @@ def test_read_sweeps(tmp_path):
         "bbc,bba,0.25,0.90,0.5,\n"
         "bbc,bba,1,0.96,0.0,x\n"
     )
-    frame = an.read_sweeps(path)
+    frame = results.read_sweeps(path)
     assert frame["budget"].tolist() == ["own", "0.25", "1"]  # strings, as written
     assert frame["b"].tolist()[1:] == [0.25, 1.0] and math.isnan(frame["b"].iloc[0])
     assert frame["ideal_speedup"].tolist()[:2] == [1.0, 2.0] and math.isnan(frame["ideal_speedup"].iloc[2])
@@ -333,10 +334,10 @@ def test_read_sweeps(tmp_path):
     assert frame["latency_ms"].isna().all()  # an absent column
     path.write_text("model,budget\nbba,own\n")
     with pytest.raises(ValueError, match="dataset, accuracy are missing"):
-        an.read_sweeps(path)
+        results.read_sweeps(path)
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ValueError):
-        an.read_sweeps(path)
+        results.read_sweeps(path)
 
 
 def test_disagreements_joins_on_index_and_checks_the_texts():
@@ -344,12 +345,12 @@ def test_disagreements_joins_on_index_and_checks_the_texts():
 
     a = pd.DataFrame({"index": [0, 1, 2], "label": [0, 1, 1], "prediction": [0, 1, 0]})
     b = pd.DataFrame({"index": [2, 1, 0], "label": [1, 1, 0], "prediction": [1, 1, 1]})
-    rows, n = an.disagreements({"a": a, "b": b}, ["neg", "pos"], ["t0", "t1", "t2"], [0, 1, 1])
+    rows, n = examples.disagreements({"a": a, "b": b}, ["neg", "pos"], ["t0", "t1", "t2"], [0, 1, 1])
     assert n == 3
     assert rows.to_dict("list") == {
         "index": [0, 2], "true": ["neg", "pos"], "a": ["neg", "neg"], "b": ["pos", "pos"],
         "right": ["1 of 2", "1 of 2"], "text": ["t0", "t2"],
     }  # fmt: skip
-    rows, _ = an.disagreements({"a": a, "b": b}, ["neg", "pos"], ["t0", "t1", "t2"], [1, 1, 1])
+    rows, _ = examples.disagreements({"a": a, "b": b}, ["neg", "pos"], ["t0", "t1", "t2"], [1, 1, 1])
     assert "text" not in rows  # the labels say these are not the same texts
-    assert an.disagreements({}, [])[1] == 0
+    assert examples.disagreements({}, [])[1] == 0

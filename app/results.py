@@ -1,0 +1,255 @@
+"""Tables of the "Budget sweep" and "Ablations" pages, from precomputed results (no Streamlit here).
+
+Both pages read what ``make precompute`` wrote under precomputed/results: sweeps.csv (a row per
+dataset, model and budget point); see budgetformer_core/precompute.py for how it is measured.
+:func:`live_sweep` re-measures a few budgets on this machine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from app.cards import Card
+
+if TYPE_CHECKING:
+    from budgetformer_core.checkpoint import Checkpoint
+
+SWEEP_KEYS = ("dataset", "model", "budget", "accuracy")
+"""Columns sweeps.csv must have; the other numeric ones become NaN when absent."""
+SWEEP_NUMBERS = (
+    "accuracy",
+    "macro_f1",
+    "n",
+    "mean_s",
+    "heads_fraction",
+    "attention_cost_estimated",
+    "flops_ratio",
+    "latency_ms",
+    "latency_iqr_ms",
+    "speedup_b1",
+    "speedup_b32",
+)
+TABLE_BUDGETS = (0.25, 0.5, 0.75, 1.0)
+"""The budgets of the per-budget comparison (the specialists exist at the first three)."""
+LIVE_BUDGETS = (0.1, 0.25, 0.5, 0.75, 1.0)
+"""The budgets the sweep page re-measures live."""
+SPECIALISTS = {"static-": "static gates", "recovery-": "post-hoc + recovery"}
+"""Per-budget models by name prefix: one row each, at the budget they were trained for."""
+POSTHOC = "posthoc"
+METHOD_NAMES = {"bba": "BBA", POSTHOC: "post-hoc (zero-shot)", "dense": "dense"}
+ABLATIONS = {
+    "budgetformer": "BudgetFormer (full)",
+    "no-budget-net": "no budget net (no f_θ)",
+    "no-head-scorer": "no head scorer (no g_φ)",
+    "dense": "dense",
+    "bba": "BBA (own point)",
+}
+"""The models the ablation page compares at their own operating point, in its order."""
+RESULT_COLUMNS = [
+    "accuracy",
+    "macro_f1",
+    "heads_fraction",
+    "mean_s",
+    "flops_ratio",
+    "latency_ms",
+    "speedup_b1",
+    "speedup_b32",
+    "ideal_speedup",
+]
+"""The columns the result tables show (and download)."""
+
+
+def read_sweeps(path: Path | str) -> pd.DataFrame:
+    """sweeps.csv with numeric columns, plus ``b`` (the budget as a number; NaN for "own") and
+    ``ideal_speedup`` (1 / flops_ratio).
+
+    Raises:
+        ValueError: not a readable CSV, or without the columns of :data:`SWEEP_KEYS`.
+    """
+    try:
+        frame = pd.read_csv(path, dtype={"budget": str, "dataset": str, "model": str})
+    except (OSError, ValueError, UnicodeDecodeError) as e:  # pandas' parser errors are ValueErrors
+        raise ValueError(f"not a readable CSV file ({e})") from e
+    missing = [c for c in SWEEP_KEYS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"the column(s) {', '.join(missing)} are missing")
+    for column in SWEEP_NUMBERS:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce") if column in frame else np.nan
+    frame["budget"] = frame["budget"].fillna("").str.strip()
+    frame["b"] = pd.to_numeric(frame["budget"].where(frame["budget"] != "own"), errors="coerce")
+    ratio = frame["flops_ratio"].where(frame["flops_ratio"] > 0)
+    frame["ideal_speedup"] = 1.0 / ratio
+    return frame
+
+
+def sweep_curve(rows: pd.DataFrame, model: str) -> pd.DataFrame:
+    """The rows of ``model`` at a numeric budget, by budget."""
+    return rows[(rows["model"] == model) & rows["b"].notna()].sort_values("b")
+
+
+def own_point(rows: pd.DataFrame, model: str) -> pd.Series | None:
+    """The row of ``model`` at its own operating point, or None."""
+    own = rows[(rows["model"] == model) & (rows["budget"] == "own")]
+    return None if own.empty else own.iloc[0]
+
+
+def at_budget(curve: pd.DataFrame, budget: float) -> pd.Series:
+    """The row of a (non-empty) sweep curve whose budget is nearest to ``budget``."""
+    return curve.iloc[int(np.argmin(np.abs(curve["b"].to_numpy() - budget)))]
+
+
+def specialist_rows(rows: pd.DataFrame, prefix: str) -> pd.DataFrame:
+    """The per-budget models named ``prefix``…, by budget."""
+    return rows[rows["model"].str.startswith(prefix) & rows["b"].notna()].sort_values("b")
+
+
+def series_xy(frame: pd.DataFrame, column: str, x: str = "b") -> tuple[list[float], list[float]]:
+    """(x, y) lists of one column against the budget (or ``x``), for a chart."""
+    return frame[x].tolist(), frame[column].tolist()
+
+
+def budget_series(rows: pd.DataFrame, model: str, column: str) -> dict:
+    """What the sweep page draws for one metric: keyword arguments of
+    :func:`app.charts.budget_curves`.
+
+    ``lines``: the model's sweep and the zero-shot post-hoc sweep; ``points``: the model's own
+    operating point (at its mean s) and the per-budget specialists; ``reference``: dense.
+    """
+    lines = {model: series_xy(sweep_curve(rows, model), column)}
+    if model != POSTHOC:
+        lines[METHOD_NAMES[POSTHOC]] = series_xy(sweep_curve(rows, POSTHOC), column)
+    own = own_point(rows, model)
+    points = {f"{model} at its own point": ([own["mean_s"]], [own[column]])} if own is not None else {}
+    points |= {name: series_xy(specialist_rows(rows, p), column) for p, name in SPECIALISTS.items()}
+    dense = own_point(rows, "dense")
+    reference = {"dense": dense[column]} if dense is not None else {}
+    return dict(
+        lines={k: v for k, v in lines.items() if v[0]},
+        points={k: v for k, v in points.items() if v[0]},
+        reference={k: v for k, v in reference.items() if pd.notna(v)},
+    )
+
+
+def speedup_series(curve: pd.DataFrame) -> dict:
+    """Ideal (1 / FLOPs ratio) and measured speed-ups of a sweep, for :func:`budget_curves`."""
+    b32 = curve[curve["speedup_b32"].notna()]
+    lines = {
+        "ideal (1 / FLOPs ratio)": series_xy(curve, "ideal_speedup"),
+        "measured, batch 1": series_xy(curve, "speedup_b1"),
+        "measured, batch 32": series_xy(b32, "speedup_b32"),
+    }
+    return dict(lines={k: v for k, v in lines.items() if v[0]}, reference={"dense": 1.0})
+
+
+def method_of(model: str, chosen: str) -> str | None:
+    """The comparison table's name for a model (None: not in the table)."""
+    if model == chosen and model not in METHOD_NAMES:
+        return model
+    for prefix, name in SPECIALISTS.items():
+        if model.startswith(prefix):
+            return name
+    return METHOD_NAMES.get(model)
+
+
+def comparison_table(rows: pd.DataFrame, chosen: str) -> pd.DataFrame:
+    """Every method at the budgets of :data:`TABLE_BUDGETS`: the chosen model, BBA, static gates,
+    post-hoc, post-hoc + recovery, and dense (at budget 1). A row per budget and method."""
+    at = rows[np.isclose(rows["b"].to_numpy()[:, None], TABLE_BUDGETS).any(1)]
+    dense = rows[(rows["model"] == "dense") & (rows["budget"] == "own")].assign(b=1.0)
+    table = pd.concat([at[at["model"] != "dense"], dense]).assign(
+        method=lambda t: [method_of(m, chosen) for m in t["model"]]
+    )
+    table = table[table["method"].notna()]
+    order = [chosen, "BBA", "static gates", METHOD_NAMES[POSTHOC], "post-hoc + recovery", "dense"]
+    rank = {name: i for i, name in enumerate(order)}
+    table = table.assign(rank=table["method"].map(rank)).sort_values(["b", "rank"])
+    return table.rename(columns={"b": "budget_b"})[
+        ["budget_b", "method", "model", *RESULT_COLUMNS]
+    ].reset_index(drop=True)
+
+
+def own_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Every model of a dataset at its own operating point (specialists at their budget)."""
+    own = rows[(rows["budget"] == "own") | rows["model"].str.startswith(tuple(SPECIALISTS))]
+    return own[["model", "budget", *RESULT_COLUMNS]].reset_index(drop=True)
+
+
+def ablation_table(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The models of :data:`ABLATIONS` at their own point, in that order, and those missing."""
+    found = [(m, own_point(rows, m)) for m in ABLATIONS]
+    table = pd.DataFrame(
+        [{"model": ABLATIONS[m], **r[RESULT_COLUMNS].to_dict()} for m, r in found if r is not None],
+        columns=["model", *RESULT_COLUMNS],
+    )
+    return table, [m for m, r in found if r is None]
+
+
+def sweep_cards(row: pd.Series, dense: pd.Series | None) -> list[Card]:
+    """The sweep page's headline numbers at one budget, each against dense when it is known."""
+
+    def versus(column: str, fmt) -> str | None:
+        if dense is None or pd.isna(dense[column]) or pd.isna(row[column]):
+            return None
+        return fmt(row[column] - dense[column])
+
+    def show(value: float, fmt: str) -> str:
+        return "—" if pd.isna(value) else format(value, fmt)
+
+    return [
+        Card(
+            "Accuracy",
+            show(row["accuracy"], ".1%"),
+            versus("accuracy", lambda d: f"{d * 100:+.1f} pts vs dense"),
+        ),
+        Card(
+            "Macro-F1",
+            show(row["macro_f1"], ".3f"),
+            versus("macro_f1", lambda d: f"{d:+.3f} vs dense"),
+        ),
+        Card(
+            "Heads run",
+            show(row["heads_fraction"], ".0%"),
+            None if pd.isna(row["mean_s"]) else f"mean s {row['mean_s']:.2f}",
+        ),
+        Card("FLOPs vs dense", show(row["flops_ratio"], ".0%"), None),
+        Card(
+            "Latency (batch 1)",
+            "—" if pd.isna(row["latency_ms"]) else f"{row['latency_ms']:.2f} ms",
+            versus("latency_ms", lambda d: f"{d:+.2f} ms vs dense"),
+            "Median single-thread time per input, batch 1.",
+        ),
+        Card(
+            "Speed-up (batch 1)",
+            "—" if pd.isna(row["speedup_b1"]) else f"{row['speedup_b1']:.2f}×",
+            None if pd.isna(row["ideal_speedup"]) else f"ideal {row['ideal_speedup']:.2f}×",
+            "Dense latency / this latency, measured; ideal = 1 / FLOPs ratio.",
+        ),
+    ]
+
+
+def live_sweep(
+    ckpt: Checkpoint, texts: list[str], labels: list[int], budgets=LIVE_BUDGETS
+) -> Iterator[dict]:
+    """Evaluate ``ckpt`` on the texts at each requested budget; a row per budget, as it is done."""
+    from budgetformer_core.budget import Control
+    from budgetformer_core.data import Split
+    from budgetformer_core.infer import evaluate_split
+
+    split = Split(list(texts), list(labels))
+    for b in budgets:
+        t0 = time.perf_counter()
+        ev = evaluate_split(ckpt, split, Control(budget=b))
+        yield {
+            "budget_b": b,
+            "accuracy": ev.accuracy,
+            "heads_fraction": ev.mean_heads_fraction,
+            "flops_ratio": ev.flops_ratio,
+            "n": ev.n,
+            "seconds": time.perf_counter() - t0,
+        }
