@@ -4,8 +4,10 @@ SPEC §6: easy inputs should get few heads and hard ones many, with difficulty m
 something other than the model judged — the per-example loss of a reference model (a dense one
 by default) or, on a synthetic task, the number of heads each input is built to need.
 
-:func:`adaptivity` evaluates a checkpoint (and its reference) on a split; :func:`from_arrays`
-does the arithmetic on plain per-input arrays, so every figure can be checked by hand:
+:func:`adaptivity` evaluates a checkpoint (and its reference) on a split; :func:`from_frames`
+reads the same figures off per-example tables (:meth:`Evaluation.to_frame`, the precomputed
+ones); :func:`from_arrays` does the arithmetic on plain per-input arrays, so every figure can be
+checked by hand:
 
 * per layer, the histogram of k, how many distinct head sets ran and the entropy (bits) of the
   distribution of head sets over the inputs;
@@ -30,7 +32,7 @@ from scipy.stats import entropy
 from .budget import Control
 from .checkpoint import Checkpoint, load_checkpoint
 from .data import Split
-from .infer import Evaluation, evaluate_split
+from .infer import Evaluation, evaluate_split, spearman
 
 MIN_SHARE = 0.05
 """A value of k counts in ``k_values_over_5pct`` when at least this share of inputs take it."""
@@ -72,15 +74,6 @@ class Adaptivity:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def spearman(x, y) -> float | None:
-    """Spearman rank correlation, None for fewer than 2 inputs or a constant column."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:  # undefined (pandas would warn and give NaN)
-        return None
-    rho = pd.Series(x).corr(pd.Series(y), method="spearman")
-    return None if pd.isna(rho) else float(rho)
 
 
 def per_example_loss(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -154,7 +147,7 @@ def from_arrays(
         if reference_loss.shape != (n,):
             raise ValueError(f"reference loss has shape {reference_loss.shape}, expected ({n},)")
         rho_s = spearman(mean_s, reference_loss)
-        if rho_s is None and n > 1:
+        if rho_s is None and n > 2:
             notes.append("s is the same for every input, so it cannot correlate with difficulty: "
                          "rho_s_reference_loss is null")
         ratio = hard_easy_ratio(heads, reference_loss)
@@ -175,6 +168,40 @@ def from_arrays(
         frac_k_at_least_needed=frac,
         notes=notes,
     )
+
+
+def from_frames(
+    frame: pd.DataFrame,
+    n_heads: int,
+    reference: pd.DataFrame | None = None,
+    needed_heads: np.ndarray | None = None,
+    notes: list[str] | None = None,
+) -> Adaptivity:
+    """Adaptivity figures from per-example tables (columns of :meth:`Evaluation.to_frame`).
+
+    Args:
+        frame: the judged model's table: ``label``, ``prediction``, and per layer ``s{l}`` and
+            ``heads{l}`` (space-separated indices of the heads that ran).
+        n_heads: heads per layer of that model.
+        reference: the reference model's table on the same inputs (its ``loss`` column).
+        needed_heads, notes: as in :func:`from_arrays`.
+
+    Raises:
+        ValueError: when the two tables do not list the same inputs.
+    """
+    layers = sorted(int(c[5:]) for c in frame.columns if c.startswith("heads") and c[5:].isdigit())
+    selected = np.zeros((len(frame), len(layers), n_heads), dtype=bool)  # (N, L, H)
+    for j, layer in enumerate(layers):
+        for i, cell in enumerate(frame[f"heads{layer}"]):
+            selected[i, j, [int(h) for h in cell.split()] if isinstance(cell, str) else []] = True
+    budgets = frame[[f"s{layer}" for layer in layers]].to_numpy()
+    loss = None
+    if reference is not None:
+        if len(reference) != len(frame) or not np.array_equal(reference["label"], frame["label"]):
+            raise ValueError("the reference table does not list the same inputs (length or labels differ)")
+        loss = reference["loss"].to_numpy()
+    return from_arrays(selected, budgets, frame["label"].to_numpy(), frame["prediction"].to_numpy(),
+                       loss, needed_heads, notes)
 
 
 def default_reference(checkpoint_dir: str | Path) -> Path:

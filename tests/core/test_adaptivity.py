@@ -11,12 +11,13 @@ import math
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from budgetformer_core.adaptivity import adaptivity, from_arrays, hard_easy_ratio, layer_adaptivity, spearman
+from budgetformer_core.adaptivity import adaptivity, from_arrays, from_frames, hard_easy_ratio, layer_adaptivity
 from budgetformer_core.cli import main
 from budgetformer_core.data import load_dataset
-from budgetformer_core.infer import evaluate_split
+from budgetformer_core.infer import evaluate_split, spearman
 
 from ..conftest import PRECOMPUTED
 
@@ -89,6 +90,17 @@ def test_bba_constant_budget_gives_null_rho_and_a_note():
     assert any("0.25" in note for note in result["notes"])
     k = max(1, int(0.25 * n_heads("bbc-bba")))
     assert all(layer["k_hist"] == {str(k): 30} for layer in result["layers"])
+
+
+def test_precomputed_tables_give_the_same_figures(bbc):
+    tables = PRECOMPUTED.parent / "results" / "per_example"
+    frame, reference = (pd.read_parquet(tables / f"bbc-{m}.parquet") for m in ("budgetformer", "dense"))
+    result = from_frames(frame, n_heads("bbc-budgetformer"), reference).to_dict()
+    assert result["layers"] == bbc["layers"] and result["n"] == bbc["n"]
+    assert result["accuracy"] == bbc["accuracy"] and result["heads_ratio_hard_easy"] == bbc["heads_ratio_hard_easy"]
+    assert result["rho_s_reference_loss"] == pytest.approx(bbc["rho_s_reference_loss"], abs=1e-3)  # 6 decimals
+    with pytest.raises(ValueError, match="same inputs"):
+        from_frames(frame, n_heads("bbc-budgetformer"), reference.head(10))
 
 
 def test_needed_heads_are_read_from_the_split(bbc_budgetformer):
@@ -178,9 +190,3 @@ def test_from_arrays_without_reference_or_needs_and_with_constant_s():
     assert from_arrays(selected, np.ones((3, 1)), [0, 1, 1], [0, 1, 0]).heads_ratio_hard_easy is None
     with pytest.raises(ValueError, match="needed-head counts"):
         from_arrays(selected, np.ones((3, 1)), [0, 1, 1], [0, 1, 0], needed_heads=[1, 2])
-
-
-def test_spearman_constant_or_short_is_none():
-    assert spearman([1, 1, 1], [1, 2, 3]) is None
-    assert spearman([1.0], [2.0]) is None
-    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
