@@ -13,9 +13,12 @@ Built in, offline:
   example's need in ``needed_heads`` (see :func:`make_synthetic_var`).
 
 From local files (``data_dir``) in their published layouts, or from the hub through ``datasets``
-when the user has network: ``ag_news``, ``dbpedia_14`` (alias ``dbpedia``), ``sst2``, ``snli``;
-and any local CSV / TSV / JSONL / Parquet file, or folder of ``train`` / ``validation`` /
-``test`` files, with ``text`` and ``label`` columns.
+when the user has network: ``ag_news``, ``dbpedia_14`` (alias ``dbpedia``), ``imdb``,
+``yelp_polarity``, ``sst2``, ``snli``; and any local CSV / TSV / JSONL / Parquet file, or folder
+of ``train`` / ``validation`` / ``test`` files or laid out like a hub dataset
+(``data/train-00000-of-00001.parquet``, …), with ``text`` and ``label`` columns. Every file is
+read by ``datasets.load_dataset(<format>, data_files=...)``, offline, with its cache in a
+temporary folder.
 
 Rules shared by every file source:
 
@@ -30,10 +33,14 @@ Rules shared by every file source:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import importlib.util
+import itertools
+import os
 import random
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -296,6 +303,8 @@ HUB_LABELS = {
         "MeanOfTransportation", "Building", "NaturalPlace", "Village", "Animal", "Plant",
         "Album", "Film", "WrittenWork",
     ],
+    "imdb": ["negative", "positive"],
+    "yelp_polarity": ["negative", "positive"],
     "sst2": ["negative", "positive"],
     "snli": ["entailment", "neutral", "contradiction"],
 }
@@ -304,11 +313,14 @@ ALIASES = {"dbpedia": "dbpedia_14"}
 HUB_IDS = {
     "ag_news": [("ag_news",), ("fancyzhx/ag_news",)],
     "dbpedia_14": [("dbpedia_14",), ("fancyzhx/dbpedia_14",)],
+    "imdb": [("imdb",), ("stanfordnlp/imdb",)],
+    "yelp_polarity": [("yelp_polarity",), ("fancyzhx/yelp_polarity",)],
     "sst2": [("glue", "sst2"), ("stanfordnlp/sst2",)],
     "snli": [("snli",), ("stanfordnlp/snli",)],
 }
 # Folder of each set under ../shared/data, for error hints and for a data_dir one level up.
-FOLDERS = {"ag_news": "ag_news", "dbpedia_14": "dbpedia", "sst2": "sst2", "snli": "snli"}
+FOLDERS = {"ag_news": "ag_news", "dbpedia_14": "dbpedia", "imdb": "imdb", "yelp_polarity": "yelp_polarity",
+           "sst2": "sst2", "snli": "snli"}
 # Published file names, tried before the generic hub-export names (train.csv, dev.tsv, …).
 LAYOUTS = {
     "ag_news": {"train": ["train_pool.csv"]},
@@ -319,6 +331,8 @@ LAYOUTS = {
 }
 SPLIT_FILES = {"train": ["train"], "validation": ["validation", "valid", "dev"], "test": ["test"]}
 EXTENSIONS = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
+FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+OFFLINE_ENV = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
 TEXT_COLUMNS = ("text", "sentence", "content")
 PAIR_COLUMNS = (("premise", "hypothesis"), ("sentence1", "sentence2"))
 BODY_COLUMNS = ("description", "content")
@@ -358,34 +372,101 @@ def _complete(splits: dict[str, Split], seed: int) -> dict[str, Split]:
     return {name: splits[name] for name in SPLITS}
 
 
-def _read(path: Path) -> pd.DataFrame:
-    """One table from CSV / TSV / JSONL / Parquet, columns as in the file.
+@contextlib.contextmanager
+def _local_datasets():
+    """The ``datasets`` module set to work offline, its cache in a temporary folder.
 
-    A CSV whose first row is 3 cells starting with an integer has no header: it is the original
-    Zhang et al. (2015) layout of AG News and DBpedia, ``class`` (from 1), ``title``, ``body``.
+    Local files need no network, and nothing they produce is kept: the Arrow tables ``datasets``
+    builds go to a folder removed on exit instead of ``~/.cache``. The offline switches (read by
+    ``datasets`` and ``huggingface_hub`` at import) are set in the environment and in the
+    modules, and restored afterwards so that a later hub load still reaches the network.
     """
-    ext = path.suffix.lower()
-    if ext not in EXTENSIONS:
-        raise ValueError(f"{path}: unsupported file type {ext!r}; use one of {list(EXTENSIONS)}")
-    if not path.is_file():
-        raise FileNotFoundError(f"data file {path} does not exist")
     try:
-        if ext == ".parquet":
-            return pd.read_parquet(path)
-        if ext in (".jsonl", ".json"):
-            return pd.read_json(path, lines=ext == ".jsonl", dtype=False)
-        opts = {"sep": "\t", "quoting": csv.QUOTE_NONE} if ext == ".tsv" else {}
-        opts["keep_default_na"] = False  # "null", "NA", "nan" are texts, not missing values
-        first = pd.read_csv(path, nrows=0, **opts).columns
-        if len(first) != 3 or not first[0].strip().isdigit():
-            return pd.read_csv(path, **opts)
-        raw = pd.read_csv(path, header=None, **opts)
-    except ValueError as e:  # pandas / pyarrow parse errors are ValueErrors
-        raise ValueError(f"cannot read {path}: {e}") from e
-    classes = pd.to_numeric(raw[0], errors="coerce")
+        import datasets
+        import huggingface_hub.constants as hub_constants
+    except ImportError as e:
+        raise RuntimeError("reading dataset files needs the 'datasets' package (pip install datasets)") from e
+    env = {k: os.environ.get(k) for k in OFFLINE_ENV}
+    flags = [(datasets.config, "HF_HUB_OFFLINE"), (datasets.config, "HF_DATASETS_OFFLINE"),
+             (hub_constants, "HF_HUB_OFFLINE")]
+    flags = [(mod, name) for mod, name in flags if hasattr(mod, name)]  # names differ by version
+    saved = [getattr(mod, name) for mod, name in flags]
+    bars, verbosity = datasets.utils.are_progress_bars_disabled(), datasets.logging.get_verbosity()
+    os.environ.update(dict.fromkeys(OFFLINE_ENV, "1"))
+    for mod, name in flags:
+        setattr(mod, name, True)
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # our errors name the file
+    try:
+        with tempfile.TemporaryDirectory(prefix="budgetformer-datasets-") as cache:
+            yield datasets, cache
+    finally:
+        for (mod, name), value in zip(flags, saved):
+            setattr(mod, name, value)
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        datasets.logging.set_verbosity(verbosity)
+        if not bars:
+            datasets.enable_progress_bars()
+
+
+def _csv_options(path: Path) -> dict:
+    """``datasets`` CSV options for one file: every column read as a string, as in the file.
+
+    A CSV whose first row is 2 or 3 cells starting with an integer has no header: it is the
+    original Zhang et al. (2015) layout of AG News, DBpedia (``class`` from 1, ``title``,
+    ``body``) and Yelp polarity (``class``, ``text``).
+    """
+    opts: dict = {"sep": "\t", "quoting": csv.QUOTE_NONE} if path.suffix.lower() == ".tsv" else {}
+    opts["keep_default_na"] = False  # "null", "NA", "nan" are texts, not missing values
+    columns = [str(c) for c in pd.read_csv(path, nrows=0, **opts).columns]
+    if len(columns) in (2, 3) and columns[0].strip().isdigit():
+        columns = ["class", "title", "description"][: len(columns)] if len(columns) == 3 else ["class", "text"]
+        opts.update(header=None, column_names=columns)
+    return {**opts, "features_of": columns}
+
+
+def _read_group(paths: list[Path], datasets, cache: str) -> pd.DataFrame:
+    """Files of one format (shards of one split), read by ``datasets`` into one table."""
+    builder, opts = FORMATS[paths[0].suffix.lower()], {}
+    try:
+        if builder == "csv":  # shards share the first file's header layout
+            opts = _csv_options(paths[0])
+            columns = opts.pop("features_of")
+            opts["features"] = datasets.Features({c: datasets.Value("string") for c in columns})
+        files = [str(p) for p in paths]
+        df = datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache, **opts).to_pandas()
+    except Exception as e:  # pandas / pyarrow parse errors, often wrapped by the builder
+        cause = e.__cause__ or e
+        raise ValueError(f"cannot read {paths[0]}: {type(cause).__name__}: {cause}") from e
+    if "class" not in df.columns:
+        return df
+    classes = pd.to_numeric(df["class"], errors="coerce")
+    layout = "class,title,body" if "title" in df.columns else "class,text"
     if classes.isna().any():
-        raise ValueError(f"{path}: the first column of a class,title,body CSV must be integers")
-    return pd.DataFrame({"label": classes.astype(int) - 1, "title": raw[1], "description": raw[2]})
+        raise ValueError(f"{paths[0]}: the first column of a {layout} CSV must be integers")
+    return df.drop(columns="class").assign(label=classes.astype(int) - 1)
+
+
+def _read(*paths: Path) -> pd.DataFrame:
+    """One table from CSV / TSV / JSONL / Parquet files (shards of one split), through ``datasets``.
+
+    Columns are as in the files (CSV cells as strings); runs of files of one format are read
+    together, and the tables stacked in the order given.
+    """
+    for path in paths:
+        ext = path.suffix.lower()
+        if ext not in EXTENSIONS:
+            raise ValueError(f"{path}: unsupported file type {ext!r}; use one of {list(EXTENSIONS)}")
+        if not path.is_file():
+            raise FileNotFoundError(f"data file {path} does not exist")
+    groups = [list(g) for _, g in itertools.groupby(paths, key=lambda p: p.suffix.lower())]
+    with _local_datasets() as (datasets, cache):
+        tables = [_read_group(group, datasets, cache) for group in groups]
+    return tables[0] if len(tables) == 1 else pd.concat(tables, ignore_index=True)
 
 
 def _text_label(df: pd.DataFrame, where: str) -> tuple[pd.Series, pd.Series | None]:
@@ -483,8 +564,33 @@ def _find_files(folder: Path, key: str | None) -> tuple[dict[str, Path], dict[st
     return found, expected
 
 
+def _hub_layout(folder: Path) -> dict[str, list[Path]]:
+    """The files of each split of a folder laid out like a hub dataset, as ``datasets`` finds them.
+
+    ``data/train-00000-of-00001.parquet``, ``train/shard_0.csv``, ``my_test.jsonl``, …; a folder
+    with no split names is one ``train`` pool. Only our file types count.
+    """
+    with _local_datasets() as (datasets, _):
+        from datasets.data_files import DataFilesDict, get_data_patterns
+
+        try:
+            files = DataFilesDict.from_patterns(get_data_patterns(str(folder)), base_path=str(folder))
+        except FileNotFoundError:  # no data files at all (EmptyDatasetError)
+            return {}
+    found = {}
+    for split, paths in files.items():
+        paths = sorted(Path(p) for p in paths if Path(p).suffix.lower() in EXTENSIONS)
+        if split in SPLITS and paths:
+            found[split] = paths
+    return found
+
+
 def load_folder(folder: str | Path, key: str | None = None, seed: int = 0) -> TextDataset:
-    """A folder of split files: a published layout of ``key`` or a hub-style export."""
+    """A folder of split files: a published layout of ``key``, a hub-style export or hub layout.
+
+    Our file names (the published ones, then ``train.csv``, ``dev.tsv``, …) come first; else the
+    files ``datasets`` would take for each split of a hub dataset repository.
+    """
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"data directory {folder} does not exist")
@@ -492,17 +598,19 @@ def load_folder(folder: str | Path, key: str | None = None, seed: int = 0) -> Te
     sub = folder / FOLDERS.get(key, "?")
     if not found and key and sub.is_dir():  # the parent, e.g. ../shared/data, was given
         return load_folder(sub, key, seed)
-    if not found:
+    files = {split: [path] for split, path in found.items()} or _hub_layout(folder)
+    if not files:
         wanted = "; ".join(f"{s}: {', '.join(n[:4])}, …" for s, n in expected.items())
         have = sorted(p.name for p in folder.iterdir())
         raise ValueError(
-            f"no {key or 'dataset'} files in {folder}. Expected (first match per split) {wanted}. "
-            f"Found: {have or 'nothing'}"
+            f"no {key or 'dataset'} files in {folder}. Expected (first match per split) {wanted}; "
+            f"or a hub layout such as data/train-00000-of-00001.parquet. Found: {have or 'nothing'}"
         )
     names = HUB_LABELS.get(key)
     if (folder / "classes.txt").is_file():
         names = [n.strip() for n in (folder / "classes.txt").read_text().splitlines() if n.strip()]
-    tables = {split: (_read(path), str(path)) for split, path in found.items()}
+    where = lambda paths: str(paths[0]) + (f" (+{len(paths) - 1} more)" if len(paths) > 1 else "")  # noqa: E731
+    tables = {split: (_read(*paths), where(paths)) for split, paths in files.items()}
     return _build(key or folder.name, tables, names, seed)
 
 
@@ -520,7 +628,7 @@ def load_hub(key: str, seed: int = 0) -> TextDataset:
     except ImportError as e:
         raise RuntimeError(
             f"loading {key!r} from the hub needs the 'datasets' package "
-            f"(pip install 'budgetformer-explorer[hub]') and network; {hint}"
+            f"(pip install datasets) and network; {hint}"
         ) from e
     errors = []
     for hub_id in HUB_IDS[key]:
@@ -549,10 +657,11 @@ def load_dataset(name: str, data_dir: str | Path | None = None, seed: int = 0) -
     """Load a dataset by name or path; ``seed`` is the seed of any split made here.
 
     * ``bbc``, ``synthetic``, ``synthetic_var``: built in (``data_dir`` is ignored).
-    * ``ag_news``, ``dbpedia_14`` / ``dbpedia``, ``sst2``, ``snli``: from ``data_dir`` when given
-      (their published layouts, or a hub-style export), else from the hub through ``datasets``.
-    * a CSV / TSV / JSONL / Parquet file, or a folder of train / validation / test files
-      (relative paths are also looked up under ``data_dir``).
+    * ``ag_news``, ``dbpedia_14`` / ``dbpedia``, ``imdb``, ``yelp_polarity``, ``sst2``, ``snli``:
+      from ``data_dir`` when given (their published layouts, a hub-style export or hub layout),
+      else from the hub through ``datasets`` (needs network).
+    * a CSV / TSV / JSONL / Parquet file, or a folder of train / validation / test files or in
+      hub layout (relative paths are also looked up under ``data_dir``).
     """
     dataset = _load(name, data_dir, seed)
     dataset.split_seed = seed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -268,6 +269,84 @@ def test_hub_style_folder(tmp_path):
     check_valid(ds)
     assert {k: len(v) for k, v in ds.splits.items()} == {"train": 60, "validation": 15, "test": 15}
     assert ds.split("test").texts == df["text"][75:].tolist()
+
+
+@pytest.fixture
+def through_datasets(monkeypatch):
+    """Every call data.py makes to ``datasets.load_dataset``, with the network cut off."""
+    import socket
+
+    import datasets
+
+    calls = []
+    real = datasets.load_dataset
+
+    def spy(path, *args, **kwargs):
+        assert os.environ["HF_DATASETS_OFFLINE"] == os.environ["HF_HUB_OFFLINE"] == "1"
+        assert datasets.config.HF_HUB_OFFLINE
+        calls.append({"builder": path, "files": kwargs.get("data_files"), "cache": kwargs.get("cache_dir")})
+        return real(path, *args, **kwargs)
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("a local dataset file tried to reach the network")
+
+    monkeypatch.setattr(datasets, "load_dataset", spy)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    yield calls
+    assert "HF_DATASETS_OFFLINE" not in os.environ and "HF_HUB_OFFLINE" not in os.environ  # restored
+    assert not any(Path(c["cache"]).exists() for c in calls)  # nothing kept in a cache
+    assert not any(str(Path.home() / ".cache") in c["cache"] for c in calls)
+
+
+def test_hub_layout_parquet_folder_loads_offline(tmp_path, through_datasets):
+    df = frame(90)
+    data = tmp_path / "data"
+    data.mkdir()
+    write(df[:40], data / "train-00000-of-00002.parquet")
+    write(df[40:70], data / "train-00001-of-00002.parquet")
+    write(df[70:80], data / "validation-00000-of-00001.parquet")
+    write(df[80:], data / "test-00000-of-00001.parquet")
+    (tmp_path / "README.md").write_text("---\nlicense: mit\n---\n")
+    ds = load_dataset(str(tmp_path))
+    check_valid(ds)
+    assert {k: len(v) for k, v in ds.splits.items()} == {"train": 70, "validation": 10, "test": 10}
+    assert ds.split("train").texts == df["text"][:70].tolist()  # both shards, in order
+    assert ds.label_names == ["cat", "dog", "emu"]
+    assert {c["builder"] for c in through_datasets} == {"parquet"}
+    assert sorted(len(c["files"]) for c in through_datasets) == [1, 1, 2]
+
+
+def test_hub_names_imdb_and_yelp_from_local_copies(tmp_path, through_datasets):
+    imdb = tmp_path / "imdb" / "plain_text"
+    imdb.mkdir(parents=True)
+    reviews = pd.DataFrame({"text": [f"review {i}" for i in range(60)], "label": [i % 2 for i in range(60)]})
+    write(reviews[:40], imdb / "train-00000-of-00001.parquet")
+    write(reviews[40:], imdb / "test-00000-of-00001.parquet")
+    write(reviews.assign(label=-1), imdb / "unsupervised-00000-of-00001.parquet")  # not a split of ours
+    ds = load_dataset("imdb", data_dir=imdb)
+    check_valid(ds)
+    assert ds.name == "imdb" and ds.label_names == ["negative", "positive"]
+    assert ds.split("test").texts == reviews["text"][40:].tolist()
+    yelp = tmp_path / "yelp_polarity"
+    yelp.mkdir()
+    rows = [f'"{1 + i % 2}","Review {i}, with a comma."' for i in range(40)]
+    (yelp / "train.csv").write_text("\n".join(rows) + "\n")  # the original headerless class,text layout
+    (yelp / "test.csv").write_text("\n".join(rows[:10]) + "\n")
+    ds = load_dataset("yelp_polarity", data_dir=tmp_path)  # the parent folder works too
+    assert ds.split("test").texts[:2] == ["Review 0, with a comma.", "Review 1, with a comma."]
+    assert ds.split("test").labels[:2] == [0, 1]
+    assert {c["builder"] for c in through_datasets} == {"parquet", "csv"}
+
+
+def test_csv_and_jsonl_files_load_through_datasets(tmp_path, through_datasets):
+    df = frame(60)
+    for ext in (".csv", ".jsonl"):
+        ds = load_dataset(str(write(df, tmp_path / f"mine{ext}")))
+        check_valid(ds)
+        assert sorted(t for s in ds.splits.values() for t in s.texts) == sorted(df["text"])
+    assert [c["builder"] for c in through_datasets] == ["csv", "json"]
 
 
 def test_folder_fills_missing_splits(tmp_path):
