@@ -41,6 +41,7 @@ import itertools
 import os
 import random
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -333,6 +334,7 @@ SPLIT_FILES = {"train": ["train"], "validation": ["validation", "valid", "dev"],
 EXTENSIONS = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
 FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 OFFLINE_ENV = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
+_DATASETS_LOCK = threading.RLock()
 TEXT_COLUMNS = ("text", "sentence", "content")
 PAIR_COLUMNS = (("premise", "hypothesis"), ("sentence1", "sentence2"))
 BODY_COLUMNS = ("description", "content")
@@ -386,31 +388,32 @@ def _local_datasets():
         import huggingface_hub.constants as hub_constants
     except ImportError as e:
         raise RuntimeError("reading dataset files needs the 'datasets' package (pip install datasets)") from e
-    env = {k: os.environ.get(k) for k in OFFLINE_ENV}
     flags = [(datasets.config, "HF_HUB_OFFLINE"), (datasets.config, "HF_DATASETS_OFFLINE"),
              (hub_constants, "HF_HUB_OFFLINE")]
     flags = [(mod, name) for mod, name in flags if hasattr(mod, name)]  # names differ by version
-    saved = [getattr(mod, name) for mod, name in flags]
-    bars, verbosity = datasets.utils.are_progress_bars_disabled(), datasets.logging.get_verbosity()
-    os.environ.update(dict.fromkeys(OFFLINE_ENV, "1"))
-    for mod, name in flags:
-        setattr(mod, name, True)
-    datasets.disable_progress_bars()
-    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # our errors name the file
-    try:
-        with tempfile.TemporaryDirectory(prefix="budgetformer-datasets-") as cache:
-            yield datasets, cache
-    finally:
-        for (mod, name), value in zip(flags, saved):
-            setattr(mod, name, value)
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        datasets.logging.set_verbosity(verbosity)
-        if not bars:
-            datasets.enable_progress_bars()
+    with _DATASETS_LOCK:  # the switches are process-wide: one local read at a time
+        env = {k: os.environ.get(k) for k in OFFLINE_ENV}
+        saved = [getattr(mod, name) for mod, name in flags]
+        bars, verbosity = datasets.utils.are_progress_bars_disabled(), datasets.logging.get_verbosity()
+        os.environ.update(dict.fromkeys(OFFLINE_ENV, "1"))
+        for mod, name in flags:
+            setattr(mod, name, True)
+        datasets.disable_progress_bars()
+        datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # our errors name the file
+        try:
+            with tempfile.TemporaryDirectory(prefix="budgetformer-datasets-") as cache:
+                yield datasets, cache
+        finally:
+            for (mod, name), value in zip(flags, saved):
+                setattr(mod, name, value)
+            for k, v in env.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            datasets.logging.set_verbosity(verbosity)
+            if not bars:
+                datasets.enable_progress_bars()
 
 
 def _csv_options(path: Path) -> dict:
