@@ -14,28 +14,17 @@ seconds, and the page draws its title, input and controls before it first needs 
 
 from __future__ import annotations
 
-import os
-import platform
-import statistics
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from app.cards import Card
 
 if TYPE_CHECKING:
-    from tokenizers import Tokenizer
-
     from budgetformer_core.budget import Control
     from budgetformer_core.checkpoint import Checkpoint
     from budgetformer_core.infer import Analysis
-
-MAX_INPUT_CHARS = 100_000
-"""Typed or pasted text beyond this many characters is cut off before anything else happens."""
+    from budgetformer_core.timing import TimingStats
 
 BUDGET_MODES = ("learned", "slider", "force_k")
 """``learned``: s from f_θ; ``slider``: s from the slider for every layer; ``force_k``: k heads."""
@@ -51,39 +40,27 @@ class PreparedInput:
     """The text as the page will analyse it."""
 
     text: str
-    """At most :data:`MAX_INPUT_CHARS` characters."""
+    """At most ``limit`` characters."""
     n_chars: int
     """Length of the text as given."""
+    limit: int
+    """The engine's limit, :data:`budgetformer_core.infer.MAX_CHARS`."""
 
     @property
     def cut(self) -> bool:
-        """True when the given text was longer than :data:`MAX_INPUT_CHARS` and was cut."""
+        """True when the given text was longer than ``limit`` and was cut."""
         return self.n_chars > len(self.text)
 
 
 def prepare_text(text: str | None) -> PreparedInput:
-    """Cut ``text`` to :data:`MAX_INPUT_CHARS` characters (``None`` counts as empty)."""
-    text = text or ""
-    return PreparedInput(text[:MAX_INPUT_CHARS], len(text))
+    """Cut ``text`` to the engine's limit on input length (``None`` counts as empty).
 
-
-def reading_prefix(tokenizer: Tokenizer, text: str, max_len: int, start: int = 4096) -> str:
-    """The shortest cheap prefix of ``text`` whose first ``max_len`` tokens are the text's own.
-
-    The model reads only ``max_len`` tokens, but tokenising 100,000 characters takes tens of
-    milliseconds. A prefix cut at whitespace tokenises exactly like the same words inside the
-    full text (the normaliser works per character, the pre-tokeniser splits at whitespace), so
-    once a prefix yields more than ``max_len`` tokens the rest of the text cannot change what
-    the model reads — and the result still reports the input as truncated. Prefixes grow ×4.
+    The CLI refuses a longer text; the page keeps its start and says so.
     """
-    size = start
-    while size < len(text):
-        cut = text.rfind(" ", 0, size)
-        cut = max(cut, text.rfind("\n", 0, size))
-        if cut > 0 and len(tokenizer.encode(text[:cut]).ids) > max_len:
-            return text[:cut]
-        size *= 4
-    return text
+    from budgetformer_core.infer import MAX_CHARS
+
+    text = text or ""
+    return PreparedInput(text[:MAX_CHARS], len(text), MAX_CHARS)
 
 
 # --------------------------------------------------------------------------- settings
@@ -184,103 +161,127 @@ def is_budgeted(ckpt: Checkpoint) -> bool:
 def run_analysis(ckpt: Checkpoint, text: str, control: Control | None = None) -> Analysis:
     """One input through :func:`budgetformer_core.infer.analyze` (ValueError for a bad input).
 
-    Only :func:`reading_prefix` of the text is tokenised; ``truncated`` is set when the model
-    did not read all of it. Runs on one thread: at batch size 1 more threads barely help, and
-    on a busy machine their synchronisation can make a 5 ms forward pass take hundreds.
+    Runs on one thread: at batch size 1 more threads barely help, and on a busy machine their
+    synchronisation can make a 5 ms forward pass take hundreds.
     """
     from budgetformer_core.infer import analyze
+    from budgetformer_core.timing import torch_threads
 
-    prefix = reading_prefix(ckpt.tokenizer, text, ckpt.config.max_len)
-    with single_thread():
-        [a] = analyze(ckpt, [prefix], control if is_budgeted(ckpt) else None)
-    a.text = text
-    a.truncated = a.truncated or len(prefix) < len(text)
+    with torch_threads(1):
+        [a] = analyze(ckpt, [text], control if is_budgeted(ckpt) else None)
     return a
+
+
+def tokens_read(ckpt: Checkpoint, text: str) -> list[str]:
+    """The tokens the model reads of ``text`` (its first ``max_len``), as strings."""
+    from budgetformer_core.tokenizer import reading_prefix
+
+    max_len = ckpt.config.max_len
+    return ckpt.tokenizer.encode(reading_prefix(ckpt.tokenizer, text, max_len)).tokens[:max_len]
 
 
 # --------------------------------------------------------------------------- timing
 
-_THREADS_LOCK = threading.RLock()
-
-
-@contextmanager
-def single_thread() -> Iterator[None]:
-    """Run the body with one torch intra-op thread, then restore the previous count.
-
-    ``torch.set_num_threads`` is process-wide and the server runs one thread per browser
-    session, so the lock makes model runs take turns: no session can restore the count while
-    another is in the middle of a run (re-entrant, so the body may use it again).
-    """
-    import torch
-
-    with _THREADS_LOCK:
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(before)
+TIME_BUDGET_S = 0.06
+"""About this much time of timed forward passes per measurement, so the page stays responsive."""
+MAX_ROUNDS = 15
+"""Rounds of a measurement at most (a short text fits many in the time budget)."""
 
 
 @dataclass
 class Timing:
-    """Median single-thread latency of one forward pass, budgeted (structural) and dense."""
+    """Single-thread latency of one forward pass of an input, budgeted (structural) and dense:
+    the statistics of :func:`budgetformer_core.timing.time_interleaved`, one call per sample."""
 
-    dense_ms: float
-    structural_ms: float | None
+    dense: TimingStats
+    structural: TimingStats | None
     """None for a dense checkpoint."""
-    repeats: int
-    threads: int = 1
-    samples_ms: dict[str, list[float]] = field(default_factory=dict)
     dense_reused: bool = False
     """True when the dense time was measured earlier on the same text (see :func:`time_input`)."""
+    threads: int = 1
+
+    @property
+    def dense_ms(self) -> float:
+        return self.dense.median_ms
+
+    @property
+    def structural_ms(self) -> float | None:
+        return None if self.structural is None else self.structural.median_ms
+
+    @property
+    def repeats(self) -> int:
+        """Timed rounds of the path measured now (the structural one, unless dense only)."""
+        return len((self.structural or self.dense).samples_ms)
 
     @property
     def speedup(self) -> float | None:
-        return None if not self.structural_ms else self.dense_ms / self.structural_ms
+        """Dense / structural latency: the median of per-round ratios when both were timed in
+        the same rounds, else the ratio of the medians."""
+        from budgetformer_core.timing import paired_speedup
+
+        if self.structural is None:
+            return None
+        if self.dense_reused:
+            return self.dense.median_ms / self.structural.median_ms
+        return paired_speedup(self.dense, self.structural)
+
+    def to_dict(self) -> dict:
+        return {
+            "dense_ms": self.dense_ms,
+            "dense_iqr_ms": self.dense.iqr_ms,
+            "structural_ms": self.structural_ms,
+            "structural_iqr_ms": None if self.structural is None else self.structural.iqr_ms,
+            "speedup": self.speedup,
+            "repeats": self.repeats,
+            "threads": self.threads,
+            "samples_ms": {
+                name: stats.samples_ms
+                for name, stats in (("dense", self.dense), ("structural", self.structural))
+                if stats is not None
+            },
+            "dense_reused": self.dense_reused,
+        }
 
 
 def time_input(
     ckpt: Checkpoint,
     text: str,
     control: Control | None = None,
-    repeats: int = 3,
     dense: Timing | None = None,
+    budget_s: float = TIME_BUDGET_S,
 ) -> Timing:
-    """Time ``ckpt.model`` on ``text`` in structural and dense mode, interleaved, single thread.
+    """Time ``ckpt.model`` on ``text`` in structural and dense mode with the engine's timer.
 
-    ``repeats`` rounds each time one call of both paths, in alternating order, so a burst of
-    load from elsewhere hits both alike; the medians are reported. There is no separate
-    warm-up: the page has just run the same input through the model, and the median of three
-    shrugs off one cold call.
+    :func:`budgetformer_core.timing.time_interleaved` warms both paths up, then times one call
+    of each per round, taking turns, on one thread, for as many rounds as fit in ``budget_s``
+    (3 to :data:`MAX_ROUNDS`): a burst of load from elsewhere hits both alike.
 
     The dense path does not depend on the budget, so when the slider moves the page passes the
     full model's timing of the same text as ``dense`` and only the structural path is timed
-    again: a dense forward pass of 512 tokens takes ~15 ms on one thread, and timing it three
-    more times on every slider step would use most of the page's 150 ms.
+    again: a dense forward pass of 512 tokens takes ~15 ms on one thread, and timing it again
+    on every slider step would use most of the page's 150 ms.
     """
     import torch
 
-    from budgetformer_core.tokenizer import encode_batch
+    from budgetformer_core.timing import time_interleaved
+    from budgetformer_core.tokenizer import encode_batch, reading_prefix
 
-    model = ckpt.model
-    prefix = reading_prefix(ckpt.tokenizer, text, ckpt.config.max_len)
-    batch = encode_batch(ckpt.tokenizer, [prefix], ckpt.config.max_len)
-    names = ["structural"] if is_budgeted(ckpt) else []
-    if dense is None or not names:
-        names.append("dense")
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    with torch.no_grad(), single_thread():
-        for r in range(repeats):
-            for mode in names if r % 2 == 0 else names[::-1]:
-                t0 = time.perf_counter()
-                model(batch.ids, batch.mask, mode=mode, control=control)
-                samples[mode].append((time.perf_counter() - t0) * 1e3)
-    structural = statistics.median(samples["structural"]) if "structural" in samples else None
-    if "dense" in samples:
-        return Timing(statistics.median(samples["dense"]), structural, repeats, 1, samples)
-    samples["dense"] = dense.samples_ms.get("dense", [])
-    return Timing(dense.dense_ms, structural, repeats, 1, samples, dense_reused=True)
+    max_len = ckpt.config.max_len
+    batch = encode_batch(ckpt.tokenizer, [reading_prefix(ckpt.tokenizer, text, max_len)], max_len)
+
+    def forward(mode: str):
+        return lambda: ckpt.model(batch.ids, batch.mask, mode=mode, control=control)
+
+    fns = {"structural": forward("structural")} if is_budgeted(ckpt) else {}
+    if dense is None or not fns:
+        fns["dense"] = forward("dense")
+    with torch.no_grad():
+        stats = time_interleaved(
+            fns, repeats=MAX_ROUNDS, warmup=1, threads=1, min_sample_s=0, budget_s=budget_s
+        )
+    if "dense" in stats:
+        return Timing(stats["dense"], stats.get("structural"))
+    return Timing(dense.dense, stats["structural"], dense_reused=True)
 
 
 def speed_note(timing: Timing) -> str:
@@ -313,7 +314,8 @@ def metric_cards(
             f"{timing.structural_ms:.1f} ms",
             speed_note(timing),
             f"Median of {timing.repeats} single-thread forward passes of this input through "
-            "the budgeted (structural) path and the dense path"
+            f"the budgeted (structural) path (inter-quartile range {timing.structural.iqr_ms:.2f} ms) "
+            "and the dense path, each warmed up first"
             + (
                 "; the dense time was measured when this text was first analysed."
                 if timing.dense_reused
@@ -372,20 +374,6 @@ def probability_rows(label_names: list[str], probs: list[float]) -> list[dict[st
 # --------------------------------------------------------------------------- export
 
 
-def machine_info() -> dict[str, object]:
-    """Where the latency was measured."""
-    import torch
-
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "timing_threads": 1,
-    }
-
-
 def analysis_record(a: Analysis) -> dict:
     """An :class:`Analysis` as JSON-ready data, without the (separately stored) text."""
     d = a.to_dict()
@@ -407,12 +395,14 @@ def export_record(
     timing: Timing | None,
 ) -> dict:
     """Everything needed to reproduce and judge one analysis, as JSON-ready data."""
+    from budgetformer_core.timing import machine_info
+
     return {
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "input": {
             "text": prepared.text,
             "n_chars": prepared.n_chars,
-            "cut_to_chars": MAX_INPUT_CHARS if prepared.cut else None,
+            "cut_to_chars": prepared.limit if prepared.cut else None,
             "n_tokens_read": current.n_tokens,
             "truncated": current.truncated or prepared.cut,
         },
@@ -427,18 +417,8 @@ def export_record(
         "truncated": current.truncated or prepared.cut,
         "analysis": analysis_record(current),
         "full_model": analysis_record(full),
-        "timing": None
-        if timing is None
-        else {
-            "dense_ms": timing.dense_ms,
-            "structural_ms": timing.structural_ms,
-            "speedup": timing.speedup,
-            "repeats": timing.repeats,
-            "threads": timing.threads,
-            "samples_ms": timing.samples_ms,
-            "dense_reused": timing.dense_reused,
-        },
-        "machine": machine_info(),
+        "timing": None if timing is None else timing.to_dict(),
+        "machine": machine_info(1).to_dict(),
     }
 
 

@@ -14,7 +14,6 @@ import streamlit as st
 
 from app import charts
 from app.analysis import (
-    MAX_INPUT_CHARS,
     Settings,
     comparison_rows,
     export_record,
@@ -22,7 +21,7 @@ from app.analysis import (
     metric_cards,
     prepare_text,
     probability_rows,
-    reading_prefix,
+    tokens_read,
 )
 from app.components import TEXT_KEY, loaded_sample, md_escape, sample_picker
 from app.state import (
@@ -204,7 +203,7 @@ if not prepared.text.strip():
     st.stop()
 if prepared.cut:
     st.warning(
-        f"This text has {prepared.n_chars:,} characters: only the first {MAX_INPUT_CHARS:,} "
+        f"This text has {prepared.n_chars:,} characters: only the first {prepared.limit:,} "
         f"were kept (the model reads only its first {max_len} tokens anyway)."
     )
 try:
@@ -342,10 +341,7 @@ e2.download_button(
 )
 
 with st.expander(f"What the model read ({a.n_tokens} tokens)"):
-    tokens = ckpt.tokenizer.encode(
-        reading_prefix(ckpt.tokenizer, prepared.text, cfg.max_len)
-    ).tokens
-    st.text(" ".join(tokens[: cfg.max_len]))  # plain text: markup in the input stays text
+    st.text(" ".join(tokens_read(ckpt, prepared.text)))  # plain text: markup stays text
 with st.expander("What am I looking at?"):
     st.markdown(
         f"""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 
 import numpy as np
 import pytest
@@ -15,8 +14,9 @@ from app import analysis as an
 from app import charts, examples, history, results
 from app.state import CHECKPOINTS as PRECOMPUTED
 from budgetformer_core.checkpoint import file_sha256, load_checkpoint
-from budgetformer_core.infer import Evaluation, spearman
-from budgetformer_core.tokenizer import encode
+from budgetformer_core.infer import MAX_CHARS, Evaluation, spearman
+from budgetformer_core.timing import MIN_ROUNDS
+from budgetformer_core.tokenizer import encode, reading_prefix
 
 SPORT = "The striker scored twice as the champions won the cup final after extra time."
 
@@ -33,16 +33,14 @@ def test_prepare_text_cuts_huge_inputs():
     assert an.prepare_text(None).text == ""
     small = an.prepare_text("abc")
     assert small.text == "abc" and not small.cut
-    huge = an.prepare_text("x" * (an.MAX_INPUT_CHARS + 5))
-    assert (
-        len(huge.text) == an.MAX_INPUT_CHARS and huge.cut and huge.n_chars == an.MAX_INPUT_CHARS + 5
-    )
+    huge = an.prepare_text("x" * (MAX_CHARS + 5))  # the engine's limit, which the CLI refuses
+    assert len(huge.text) == MAX_CHARS == huge.limit and huge.cut and huge.n_chars == MAX_CHARS + 5
 
 
 def test_reading_prefix_reads_the_same_tokens(bbc_budgetformer):
     tok, max_len = bbc_budgetformer.tokenizer, bbc_budgetformer.config.max_len
     text = "Gordon Brown's budget: taxes, pensions and the élection — " * 400  # ~24,000 chars
-    prefix = an.reading_prefix(tok, text, max_len)
+    prefix = reading_prefix(tok, text, max_len)
     assert len(prefix) < len(text)
     [full_ids], _ = encode(tok, [text], max_len)
     [prefix_ids], _ = encode(tok, [prefix], max_len)
@@ -50,7 +48,8 @@ def test_reading_prefix_reads_the_same_tokens(bbc_budgetformer):
     a = an.run_analysis(bbc_budgetformer, text)
     assert a.truncated and a.text == text and a.n_tokens == max_len
     short = "no need to cut this"
-    assert an.reading_prefix(tok, short, max_len) == short
+    assert reading_prefix(tok, short, max_len) == short
+    assert an.tokens_read(bbc_budgetformer, text) == [tok.id_to_token(i) for i in full_ids]
 
 
 def test_settings_map_to_controls(bbc_budgetformer):
@@ -90,40 +89,15 @@ def test_overrides_change_the_analysis(bbc_budgetformer):
     assert {"heads run per layer (k)", "FLOPs vs dense"} <= changed
 
 
-def test_single_thread_restores_the_thread_count():
-    before = torch.get_num_threads()
-    with pytest.raises(RuntimeError), an.single_thread():
-        assert torch.get_num_threads() == 1
-        with an.single_thread():  # re-entrant
-            assert torch.get_num_threads() == 1
-        raise RuntimeError("boom")
-    assert torch.get_num_threads() == before
-
-    def work():
-        for _ in range(20):
-            with an.single_thread():
-                assert torch.get_num_threads() == 1
-
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert torch.get_num_threads() == before
-
-
 def test_time_input(bbc_budgetformer, dense):
-    t = an.time_input(bbc_budgetformer, SPORT, repeats=3)
+    t = an.time_input(bbc_budgetformer, SPORT)
     assert t.structural_ms > 0 and t.dense_ms > 0 and t.speedup > 0
-    assert [len(v) for v in t.samples_ms.values()] == [3, 3]
+    assert MIN_ROUNDS <= t.repeats <= an.MAX_ROUNDS
+    assert len(t.dense.samples_ms) == len(t.structural.samples_ms) == t.repeats  # paired rounds
     assert "dense" in an.speed_note(t)
-    again = an.time_input(bbc_budgetformer, SPORT, repeats=2, dense=t)  # the slider moved
-    assert (
-        again.dense_reused
-        and again.dense_ms == t.dense_ms
-        and len(again.samples_ms["structural"]) == 2
-    )
-    d = an.time_input(dense, SPORT, repeats=2)
+    again = an.time_input(bbc_budgetformer, SPORT, dense=t, budget_s=0)  # the slider moved
+    assert again.dense_reused and again.dense_ms == t.dense_ms and again.repeats == MIN_ROUNDS
+    d = an.time_input(dense, SPORT, budget_s=0)
     assert d.structural_ms is None and d.speedup is None and an.speed_note(d) == "dense model"
 
 
@@ -150,7 +124,8 @@ def test_export_record_is_complete_json(bbc_budgetformer):
     assert len(back["checkpoint"]["model_sha256"]) == 64
     assert back["settings"]["budget"] == 0.5 and back["control"]["budget"] == 0.5
     assert back["analysis"]["k"] == current.k and "text" not in back["analysis"]
-    assert back["timing"]["repeats"] == 3 and back["machine"]["torch"] == torch.__version__
+    assert back["timing"]["repeats"] >= MIN_ROUNDS and back["timing"]["structural_iqr_ms"] >= 0
+    assert back["machine"]["torch_version"] == torch.__version__ and back["machine"]["threads"] == 1
     rows = an.probability_rows(bbc_budgetformer.label_names, current.probs)
     assert [r["class"] for r in rows] == bbc_budgetformer.label_names
 
