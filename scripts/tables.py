@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from budgetformer_core.infer import spearman
+
 RESULTS = Path(__file__).resolve().parents[1] / "precomputed" / "results"
 BUDGETS = ("0.25", "0.5", "0.75", "1")
 
@@ -61,8 +63,8 @@ def claims(dataset: str, sweeps: pd.DataFrame) -> str:
     examples = RESULTS / "per_example" / f"{dataset}-budgetformer.parquet"
     if examples.is_file():
         t = pd.read_parquet(examples)
-        rho = {c: f"{t['mean_s'].corr(t[c], method='spearman'):+.2f}" if t[c].nunique() > 1
-               else "n/a (constant)" for c in ("entropy", "loss", "tokens")}
+        rhos = {c: spearman(t["mean_s"], t[c]) for c in ("entropy", "loss", "tokens")}
+        rho = {c: "n/a (constant)" if r is None else f"{r:+.2f}" for c, r in rhos.items()}
         lines.append(f"* easy vs hard: Spearman ρ(s, prediction entropy) = {rho['entropy']}, "
                      f"ρ(s, loss) = {rho['loss']}, ρ(s, length) = {rho['tokens']}")
     return "\n".join(lines)
