@@ -156,6 +156,9 @@ def from_arrays(
         if needed.shape != (n,):
             raise ValueError(f"{len(needed)} needed-head counts for {n} inputs")
         rho_k = spearman(heads, needed)
+        if rho_k is None and n > 2:
+            notes.append("rho_k_needed is null: " + (f"every input needs {needed[0]} heads" if np.ptp(needed) == 0
+                                                     else "every input runs the same number of heads"))
         frac = float((k >= needed[:, None]).all(-1).mean()) if n else None
     return Adaptivity(
         n=n,

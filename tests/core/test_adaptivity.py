@@ -188,5 +188,8 @@ def test_from_arrays_without_reference_or_needs_and_with_constant_s():
     assert result.rho_s_reference_loss is None and any("same for every input" in n for n in result.notes)
     assert result.rho_k_needed is None and result.frac_k_at_least_needed is None
     assert from_arrays(selected, np.ones((3, 1)), [0, 1, 1], [0, 1, 0]).heads_ratio_hard_easy is None
+    same_need = from_arrays(selected, np.ones((3, 1)), [0, 1, 1], [0, 1, 0], needed_heads=[2, 2, 2])
+    assert same_need.rho_k_needed is None and same_need.frac_k_at_least_needed == pytest.approx(1 / 3)
+    assert same_need.notes == ["rho_k_needed is null: every input needs 2 heads"]
     with pytest.raises(ValueError, match="needed-head counts"):
         from_arrays(selected, np.ones((3, 1)), [0, 1, 1], [0, 1, 0], needed_heads=[1, 2])
