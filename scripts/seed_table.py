@@ -3,7 +3,8 @@
     python scripts/seed_table.py --dataset bbc --seeds 0 1 2 [--out runs/seeds]
 
 Each run is an ordinary ``budgetformer train`` (same recipe, only ``seed`` differs); the table
-reports test accuracy, mean budget s, heads used and FLOPs, averaged over the seeds.
+reports test accuracy, mean budget s, heads used and FLOPs, averaged over the seeds, and the
+wall-clock time of each training subprocess as timed by this script.
 """
 
 from __future__ import annotations
@@ -13,15 +14,27 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
 def train(dataset: str, variant: str, seed: int, out: Path) -> dict:
+    """Train one run unless its checkpoint exists; its test metrics and wall-clock training time.
+
+    The time is measured here, around the subprocess, and kept in ``train_seconds.json`` beside
+    the run folders (checkpoints hold no time-dependent values); a run trained before it was
+    recorded reports NaN.
+    """
+    times_file = out.parent / "train_seconds.json"
+    times = json.loads(times_file.read_text()) if times_file.is_file() else {}
     if not (out / "config.json").is_file() or "test" not in json.loads((out / "config.json").read_text()):
+        start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "budgetformer_core.cli", "train", "--dataset", dataset,
                         "--variant", variant, "--out", str(out), "--set", f"seed={seed}", "--quiet"], check=True)
+        times[out.name] = time.perf_counter() - start
+        times_file.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
     meta = json.loads((out / "config.json").read_text())
-    return {**meta["test"], "seconds": meta.get("train_seconds", float("nan"))}
+    return {**meta["test"], "seconds": times.get(out.name, float("nan"))}
 
 
 def fmt(values: list[float], pct: bool = True) -> str:
