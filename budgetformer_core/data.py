@@ -263,36 +263,24 @@ def make_synthetic_var(
     return Split(texts, labels, needs)
 
 
-def _cue_label_names(n_cues: int) -> list[str]:
-    return [format(i, f"0{n_cues}b")[::-1] for i in range(2**n_cues)]  # cue 0's bit first
+def _cue_dataset(name: str, make, n_cues: int, seed: int, sizes: dict[str, int]) -> TextDataset:
+    """A generated cue task, split k made with seed ``seed * 3 + k + 1``; labels named by their bits."""
+    names = [format(i, f"0{n_cues}b")[::-1] for i in range(2**n_cues)]  # cue 0's bit first
+    return TextDataset(name, names, {split: make(n, seed * 3 + k + 1) for k, (split, n) in enumerate(sizes.items())})
 
 
 def load_synthetic(seed: int = 0, n_train: int = 32000, n_val: int = 1000, n_test: int = 2000) -> TextDataset:
     """The synthetic cue task with fixed seeds per split."""
-    return TextDataset(
-        "synthetic",
-        _cue_label_names(SYNTH_CUES),
-        {
-            "train": make_synthetic(n_train, seed * 3 + 1),
-            "validation": make_synthetic(n_val, seed * 3 + 2),
-            "test": make_synthetic(n_test, seed * 3 + 3),
-        },
-    )
+    sizes = {"train": n_train, "validation": n_val, "test": n_test}
+    return _cue_dataset("synthetic", make_synthetic, SYNTH_CUES, seed, sizes)
 
 
 def load_synthetic_var(
     seed: int = 0, n_train: int = 32000, n_val: int = 1000, n_test: int = 2000
 ) -> TextDataset:
     """The variable-need cue task (:func:`make_synthetic_var`) with fixed seeds per split."""
-    return TextDataset(
-        "synthetic_var",
-        _cue_label_names(SYNTH_VAR_CUES),
-        {
-            "train": make_synthetic_var(n_train, seed * 3 + 1),
-            "validation": make_synthetic_var(n_val, seed * 3 + 2),
-            "test": make_synthetic_var(n_test, seed * 3 + 3),
-        },
-    )
+    sizes = {"train": n_train, "validation": n_val, "test": n_test}
+    return _cue_dataset("synthetic_var", make_synthetic_var, SYNTH_VAR_CUES, seed, sizes)
 
 
 # --------------------------------------------------------------------------- files and the hub
