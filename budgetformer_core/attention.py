@@ -1,4 +1,7 @@
-"""Multi-head self-attention executed three ways.
+"""Multi-head self-attention: executing a layer's allocation, three ways, and pruning heads once.
+
+:meth:`HeadAttention.forward` runs a :class:`~budgetformer_core.budget.LayerTrace` in one of the
+execution modes — the one place a mode is dispatched:
 
 * :meth:`HeadAttention.dense` — plain multi-head attention, every head weight 1 (the baseline).
 * :meth:`HeadAttention.weighted` — every head computed, head i's output scaled by w_i before
@@ -15,6 +18,10 @@ gathering k heads is one ``index_select`` per weight, with no index arithmetic p
 
 A ``key_mask`` of ``None`` means every position is a real token: attention then runs without a
 mask, which the fused CPU kernel does faster (the model passes ``None`` for unpadded batches).
+
+A fixed head set (a post-hoc pruned model, a fixed-budget specialist) is not gathered on every
+call: :meth:`HeadAttention.prune_heads` slices the weights once, as Hugging Face BERT's
+``prune_heads`` does, and the layer is then a plain attention layer with fewer heads.
 """
 
 from __future__ import annotations
@@ -23,15 +30,70 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .budget import LayerTrace
+
+MODES = ("dense", "soft", "masked", "structural")
+
 
 class HeadAttention(nn.Module):
     """Self-attention whose heads can be weighted, masked or structurally skipped."""
 
-    def __init__(self, d_model: int, n_heads: int):
+    def __init__(self, d_model: int, n_heads: int, kept: list[int] | None = None):
+        """``kept``: build the layer already pruned to these of its ``n_heads`` heads (to load a
+        pruned checkpoint); :meth:`prune_heads` prunes a built one."""
         super().__init__()
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
+        if kept is not None:
+            self.prune_heads(kept)
+
+    def prune_heads(self, keep: list[int]) -> None:
+        """Keep only heads ``keep`` (indices among the current heads), slicing the weights once:
+        Q/K/V rows and output-projection columns of the other heads are dropped for good."""
+        keep = sorted(set(keep))
+        if not keep or keep[0] < 0 or keep[-1] >= self.n_heads:
+            raise ValueError(f"heads to keep must be among 0..{self.n_heads - 1}, got {keep}")
+        w_qkv, b_qkv, w_out = (t.detach().clone() for t in self.head_slices(torch.tensor(keep)))
+        b_out = self.out.bias.detach().clone()
+        n = len(keep) * self.d_head
+        self.qkv = nn.Linear(self.d_model, 3 * n)
+        self.out = nn.Linear(n, self.d_model)
+        with torch.no_grad():
+            self.qkv.weight.copy_(w_qkv)  # (3·k·Dh, D)
+            self.qkv.bias.copy_(b_qkv)
+            self.out.weight.copy_(w_out)  # (D, k·Dh)
+            self.out.bias.copy_(b_out)
+        self.n_heads = len(keep)
+
+    def forward(self, x: Tensor, key_mask: Tensor | None, trace: LayerTrace, mode: str) -> Tensor:
+        """Run the trace's heads on x (B, T, D) in ``mode`` (one of :data:`MODES`)."""
+        if trace.every_head or mode == "dense":
+            return self.dense(x, key_mask)
+        if mode == "soft":
+            return self.weighted(x, key_mask, trace.head_weights)
+        if mode == "masked":
+            return self.weighted(x, key_mask, trace.head_weights * trace.selected)
+        return self.run_selected(x, key_mask, trace.order, trace.k, trace.head_weights)
+
+    def run_selected(self, x: Tensor, key_mask: Tensor | None, order: Tensor, k: Tensor, w: Tensor) -> Tensor:
+        """The structural path for a batch whose inputs may run different numbers of heads.
+
+        One call when the batch shares k (always at batch size 1); otherwise one call per
+        distinct k — at most H groups, never a loop over heads. order, w: (B, H); k: (B,).
+        """
+        if k.shape[0] == 1 or bool((k == k[0]).all()):
+            return self._run_group(x, key_mask, order, w, int(k[0]))
+        out = torch.empty_like(x)
+        for kg in k.unique().tolist():
+            rows = (k == kg).nonzero().squeeze(1)
+            group_mask = None if key_mask is None else key_mask[rows]
+            out[rows] = self._run_group(x[rows], group_mask, order[rows], w[rows], kg)
+        return out
+
+    def _run_group(self, x: Tensor, key_mask: Tensor | None, order: Tensor, w: Tensor, k: int) -> Tensor:
+        idx = order[:, :k]  # (Bg, k) the k most relevant heads of each input
+        return self.structural(x, key_mask, idx, w.gather(1, idx))
 
     def _attend(self, qkv: Tensor, key_mask: Tensor | None, n: int) -> Tensor:
         """Scaled dot-product attention of ``n`` heads packed in ``qkv``.

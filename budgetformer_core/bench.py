@@ -4,8 +4,8 @@ For each budget b the model runs structurally with the budget requested, ``Contr
 (the explorer's budget slider): s = b in every layer, so k = max(1, ⌊b·H⌋) heads, chosen by
 g_φ. One table row per budget gives
 
-* the analytic FLOPs (:mod:`budgetformer_core.flops`; they count f_θ and g_φ, although a
-  requested budget skips f_θ — a difference below 0.01 %) and their ratio to the dense model's;
+* the analytic FLOPs (:mod:`budgetformer_core.flops`, counting the networks each row runs: a
+  requested budget skips f_θ) and their ratio to the dense model's;
 * the **ideal** speed-up dense FLOPs / budgeted FLOPs — what perfect structural pruning gives;
 * the **measured** speed-up over the dense model (``mode="dense"``: plain multi-head attention,
   no budget networks), timed in the same run with every variant interleaved round by round
@@ -19,9 +19,9 @@ With a batch of more than one input a ``per-input`` row gives each input its own
 budgets' k values dealt out over the batch in a seeded random order, ``Control(k=[...])``; f_θ
 runs there), so the structural path groups inputs by k and each input has its own heads.
 
-The budgeting itself is timed alone on each layer's real input: the networks (mean-pooling,
-f_θ, g_φ) and the whole allocation (networks plus top-k selection and head weights), each as a
-fraction of the dense latency.
+The budgeting itself is timed alone on each layer's real input: the networks (mean-pooling and
+f_θ, g_φ for BudgetFormer; pooling and the gate network for bba) and the whole allocation
+(networks plus top-k selection and head weights), each as a fraction of the dense latency.
 
 Inputs are random token ids filling all ``seq_len`` positions (no padding): the cost of a
 forward pass does not depend on which tokens they are.
@@ -35,9 +35,17 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .budget import Control, heads_for_budget_value, run_budget_nets
+from .budget import (
+    BudgetAllocator,
+    Control,
+    ForwardContext,
+    GateAllocator,
+    heads_for_budget_value,
+    masked_mean,
+    run_budget_nets,
+)
 from .flops import attention_share, dense_flops, forward_flops
-from .model import BudgetFormer, masked_mean
+from .model import BudgetFormer
 from .timing import (
     MachineInfo,
     TimingStats,
@@ -217,14 +225,17 @@ def bench(
 
     fns = {"dense": run("dense")}
     heads: dict[str, list[int]] = {}  # structural variant → k of each input
+    controls: dict[str, Control] = {}
     for b in budgets:
         k = heads_for_budget_value(b, cfg.n_heads)
         heads[f"{b:g}"] = [k] * batch_size
+        controls[f"{b:g}"] = Control(budget=b)
         fns[f"{b:g}"] = run("structural", Control(budget=b))
         fns[f"masked {b:g}"] = run("masked", Control(budget=b))
     if batch_size > 1:
         heads[PER_INPUT] = per_input_ks(budgets, cfg.n_heads, batch_size, seed)
-        fns[PER_INPUT] = run("structural", Control(k=heads[PER_INPUT]))
+        controls[PER_INPUT] = Control(k=heads[PER_INPUT])
+        fns[PER_INPUT] = run("structural", controls[PER_INPUT])
     fns.update(_budgeting(model, ids, mask))
     stats = time_interleaved(fns, repeats, warmup, threads, min_sample_s)
 
@@ -232,7 +243,7 @@ def bench(
     dense_total = dense_flops(cfg, seq_len) * batch_size
     rows = []
     for name, ks in heads.items():
-        flops = sum(forward_flops(cfg, seq_len, [k] * cfg.n_layers) for k in ks)
+        flops = sum(forward_flops(cfg, seq_len, [k] * cfg.n_layers, controls[name]) for k in ks)
         speedup = paired_speedup(dense, stats[name])
         masked = stats.get(f"masked {name}")
         rows.append(
@@ -272,8 +283,8 @@ def _budgeting(
 ) -> dict[str, Callable[[], object]]:
     """Callables running only the budgeting of every layer, on each layer's real input.
 
-    ``nets``: mean-pooling, f_θ and g_φ; ``allocation``: :meth:`BudgetFormer.allocate`, i.e. the
-    networks plus top-k selection and head weights.
+    ``nets``: mean-pooling and the allocator's networks (f_θ and g_φ, or bba's gates);
+    ``allocation``: each layer's allocator, i.e. the networks plus top-k selection and head weights.
     """
     inputs: list[torch.Tensor] = []  # each layer's normalised input, from one dense pass
     hooks = [
@@ -285,13 +296,26 @@ def _budgeting(
     finally:
         for hook in hooks:
             hook.remove()
-    cfg, control = model.cfg, Control()
-    pairs = [0 if cfg.shared_budget else i for i in range(cfg.n_layers)]
-    f = [model.budget_nets[p] if model.budget_nets else None for p in pairs]
-    g = [model.scorers[p] if model.scorers else None for p in pairs]
-    nets = list(zip(f, g, strict=True))
-    layers = list(zip(nets, inputs, strict=True))
-    return {
-        "nets": lambda: [run_budget_nets(f, g, masked_mean(xn, None)) for (f, g), xn in layers],
-        "allocation": lambda: [model.allocate(i, xn, None, control) for i, xn in enumerate(inputs)],
-    }
+    embeddings = model.tok_emb(ids) + model.pos_emb.weight[: ids.shape[1]]  # (B, T, D)
+
+    def context() -> ForwardContext:  # a fresh one per call: nothing computed is reused
+        return ForwardContext(None, Control(), "structural", embeddings)
+
+    def networks(alloc, xn: torch.Tensor, ctx: ForwardContext) -> object:
+        if isinstance(alloc, BudgetAllocator):
+            return run_budget_nets(alloc.budget_net, alloc.scorer, masked_mean(xn, None))
+        if isinstance(alloc, GateAllocator):
+            return alloc.scores(xn, ctx)
+        return None
+
+    layers = list(zip(model.allocators, inputs, strict=True))
+
+    def all_networks() -> list[object]:
+        ctx = context()
+        return [networks(alloc, xn, ctx) for alloc, xn in layers]
+
+    def all_allocations() -> list[object]:
+        ctx = context()
+        return [alloc(xn, ctx) for alloc, xn in layers]
+
+    return {"nets": all_networks, "allocation": all_allocations}

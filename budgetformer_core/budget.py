@@ -1,11 +1,23 @@
-"""The budget network f_θ, the head-scoring network g_φ, and top-k head selection.
+"""Allocation: how each attention layer decides which heads run for each input.
 
-From a global summary h of a layer's input (mean over non-padding tokens):
+Every layer owns an :class:`Allocator` that turns the layer's normalised input into a
+:class:`LayerTrace` — the budget s, the head relevance p, the head weights w and the heads that
+run. The attention layer then executes that trace (:mod:`budgetformer_core.attention`). One
+allocator per method, chosen once when the model is built:
 
-* f_θ(h) → s ∈ (0, 1): the fraction of the layer's H heads this input gets;
-* g_φ(h) → z ∈ R^H, p = softmax(z / τ): how relevant each head is;
-* w = s · H · p: the weight each head's output is scaled by;
-* at inference the k = max(1, ⌊s · H⌋) heads with the largest p are the only ones computed.
+* :class:`AllHeads` — dense: every head, weight 1;
+* :class:`FixedHeads` — a layer whose heads were pruned once (:meth:`HeadAttention.prune_heads`):
+  the heads kept, weight 1, nothing decided per input;
+* :class:`BudgetAllocator` — BudgetFormer. From a global summary h of the layer input (its mean
+  over real tokens), f_θ(h) → s ∈ (0, 1) is the fraction of the H heads this input gets and
+  g_φ(h) → z ∈ R^H, p = softmax(z / τ) how relevant each head is; the k = max(1, ⌊s·H⌋) heads
+  with the largest p run. Two weightings (``ModelConfig.head_weighting``): ``scaled``, the
+  paper's w = s·H·p; ``gated``, w = 1 on the heads that run, trained through soft gates
+  (:func:`gated_weights`) so that s decides which heads contribute rather than how loud they are;
+* :class:`GateAllocator` — budgeted attention allocation (bba): the caller requests a budget b,
+  which buys k = max(1, ⌊b·H⌋) heads, the k with the highest gate scores z. z is computed from a
+  summary that does not depend on b (the pooled embedding output), so for b₁ < b₂ the heads at
+  b₁ are a subset of those at b₂ in every layer; static gates are one learned score per head.
 
 At batch size 1 these networks are a few dozen tiny operations, so their cost is per-call
 overhead rather than arithmetic; the code here keeps the number of tensor operations small.
@@ -15,11 +27,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from .config import ModelConfig
 
 
 def mlp(net: nn.Sequential, h: Tensor) -> Tensor:
@@ -30,6 +44,14 @@ def mlp(net: nn.Sequential, h: Tensor) -> Tensor:
     """
     first, _, last = net
     return F.linear(F.gelu(F.linear(h, first.weight, first.bias)), last.weight, last.bias)
+
+
+def masked_mean(x: Tensor, mask: Tensor | None) -> Tensor:
+    """Mean over real tokens: x (B, T, D), mask (B, T) or None (all real) -> (B, D)."""
+    if mask is None:
+        return x.mean(1)
+    m = mask.unsqueeze(-1).to(x.dtype)  # (B, T, 1)
+    return (x * m).sum(1) / m.sum(1).clamp_min(1.0)
 
 
 class BudgetNet(nn.Module):
@@ -44,7 +66,7 @@ class BudgetNet(nn.Module):
 
 
 class HeadScorer(nn.Module):
-    """g_φ: a two-layer MLP mapping the pooled layer input to head logits z ∈ R^H."""
+    """g_φ (and bba's per-input gate): a two-layer MLP mapping a pooled input to head logits z ∈ R^H."""
 
     def __init__(self, d_model: int, hidden: int, n_heads: int):
         super().__init__()
@@ -52,6 +74,19 @@ class HeadScorer(nn.Module):
 
     def forward(self, h: Tensor) -> Tensor:
         return mlp(self.net, h)  # (B, D) -> (B, H)
+
+
+class StaticGate(nn.Module):
+    """One learned score per head, the same for every input (static gates; post-hoc ranking)."""
+
+    def __init__(self, n_heads: int):
+        super().__init__()
+        self.scores = nn.Parameter(torch.zeros(n_heads))
+
+    def forward(self, h: Tensor) -> Tensor:
+        # (H,) -> (B, H); a view of a parameter would claim requires_grad even under no_grad
+        scores = self.scores if torch.is_grad_enabled() else self.scores.detach()
+        return scores.expand(h.shape[0], -1)
 
 
 def run_budget_nets(
@@ -93,18 +128,22 @@ class Control:
     """Inference-time overrides of what f_θ and g_φ decide (the app's slider and ablations).
 
     Attributes:
-        budget: force s to this value for every input and layer (overrides f_θ).
+        budget: force s (BudgetFormer) or request the budget b (bba) for every input and layer.
         k: force exactly k heads per layer (overrides the k implied by s; s stays f_θ's);
             one int for every input, or a sequence with one k per input of the batch.
         head_choice: ``learned`` (g_φ), ``uniform`` (p = 1/H, the first k heads) or
-            ``random`` (p = 1/H, k random heads per input, from ``seed``).
-        seed: seed of the random head choice.
+            ``random`` (p = 1/H, k random heads per input).
+        seed: seed of the random head choice. One Control draws from one generator, so the
+            batches of one evaluation (or the steps of one training run) get fresh draws.
+        generator: the generator random heads are drawn from (default: one seeded by ``seed``,
+            made on first use and kept by this Control).
     """
 
     budget: float | None = None
     k: int | Sequence[int] | None = None
     head_choice: str | None = None
     seed: int = 0
+    generator: torch.Generator | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.budget is not None and not 0.0 < self.budget <= 1.0:
@@ -129,6 +168,37 @@ class Control:
         if len(ks) != batch:
             raise ValueError(f"k has {len(ks)} entries for a batch of {batch} inputs")
         return torch.tensor(ks, device=device).clamp_(max=n_heads)
+
+    def random_scores(self, batch: int, n_heads: int) -> Tensor:
+        """(batch, n_heads) uniform scores from this Control's generator, to rank heads at random."""
+        if self.generator is None:
+            self.generator = torch.Generator().manual_seed(self.seed)
+        return torch.rand(batch, n_heads, generator=self.generator)
+
+
+ABLATIONS = {
+    "no-budget-net": "no f_θ: s is a constant for every input, the model's mean s on its validation split",
+    "no-head-scorer": "no g_φ: the first k heads run (p = 1/H)",
+    "random-heads": "k heads drawn at random for each input (p = 1/H)",
+}
+"""The eval-time ablations, one meaning per name on every surface (CLI, app, tables). The models
+*trained* as ``<dataset>-no-budget-net`` and ``<dataset>-no-head-scorer`` are the same two
+ablations built in from the start."""
+
+
+def ablation_control(name: str, validation_budget: float, seed: int = 0) -> Control:
+    """The :class:`Control` of ablation ``name`` (a key of :data:`ABLATIONS`).
+
+    Args:
+        validation_budget: the model's mean s on its validation split (``no-budget-net``'s s).
+    """
+    if name == "no-budget-net":
+        return Control(budget=validation_budget)
+    if name == "no-head-scorer":
+        return Control(head_choice="uniform")
+    if name == "random-heads":
+        return Control(head_choice="random", seed=seed)
+    raise ValueError(f"unknown ablation {name!r}; choose one of {', '.join(ABLATIONS)}")
 
 
 def heads_for_budget(s: Tensor, n_heads: int) -> Tensor:
@@ -167,26 +237,6 @@ def select_top_k(relevance: Tensor, k: Tensor | int, order: Tensor | None = None
     return torch.zeros_like(rank_ok).scatter(-1, order, rank_ok)
 
 
-def random_relevance(batch: int, n_heads: int, seed: int) -> Tensor:
-    """Random scores used only to *rank* heads for the random-choice ablation."""
-    g = torch.Generator().manual_seed(seed)
-    return torch.rand(batch, n_heads, generator=g)
-
-
-# --------------------------------------------------------------------------- budgeted allocation (bba)
-
-
-class StaticGate(nn.Module):
-    """One learned score per head, the same for every input (static gates; post-hoc ranking)."""
-
-    def __init__(self, n_heads: int):
-        super().__init__()
-        self.scores = nn.Parameter(torch.zeros(n_heads))
-
-    def forward(self, h: Tensor) -> Tensor:
-        return self.scores.expand(h.shape[0], -1)  # (H,) -> (B, H)
-
-
 def soft_gates(z: Tensor, order: Tensor, k: Tensor, temperature: float) -> Tensor:
     """Differentiable gates ≈ 1 on the k[b] highest-scoring heads and ≈ 0 on the others.
 
@@ -203,3 +253,258 @@ def soft_gates(z: Tensor, order: Tensor, k: Tensor, temperature: float) -> Tenso
     after = ranked.gather(1, k.clamp(max=H - 1)[:, None])  # (B, 1) the first head out
     gates = torch.sigmoid((z - (kth + after) / 2) / temperature)
     return torch.where((k == H)[:, None], torch.ones_like(gates), gates)  # a full budget: all on
+
+
+def rank_gates(s: Tensor, order: Tensor, temperature: float) -> Tensor:
+    """Differentiable gates of the heads by rank: head at rank r (0 = most relevant) gets
+    ``sigmoid((s·H − r − 1/2) / T)``, ≈ 1 while r < s·H. Their gradient tells s whether one
+    head more (or less) would lower the loss. s: (B,), order: (B, H) -> (B, H) by head."""
+    H = order.shape[1]
+    by_rank = torch.sigmoid((s[:, None] * H - torch.arange(H, device=s.device) - 0.5) / temperature)  # (B, H)
+    return torch.empty_like(by_rank).scatter_(1, order, by_rank)  # rank -> head
+
+
+def gated_weights(selected: Tensor, z: Tensor | None, s: Tensor | None, order: Tensor, k: Tensor,
+                  temperature: float, dtype: torch.dtype) -> Tensor:
+    """Head weights equal to the exact top-k mask in the forward pass, with the gradients of soft
+    gates (straight-through): of z through :func:`soft_gates` (which heads) and of s through
+    :func:`rank_gates` (how many). Either may be None (a constant s, or no g_φ)."""
+    w = selected.to(dtype)
+    if z is not None:
+        g = soft_gates(z, order, k, temperature)
+        w = w + g - g.detach()
+    if s is not None:
+        g = rank_gates(s, order, temperature)
+        w = w + g - g.detach()
+    return w
+
+
+# --------------------------------------------------------------------------- traces and allocators
+
+
+@dataclass
+class LayerTrace:
+    """What one attention layer decided for each input of the batch."""
+
+    budget: Tensor
+    """(B,) the budget s (BudgetFormer) or the requested budget b (bba)."""
+    relevance: Tensor
+    """(B, H) head relevance p (sums to 1)."""
+    head_weights: Tensor
+    """(B, H) w: s·H·p (``scaled``), or 1 on the heads that run (``gated``, bba, dense, pruned)."""
+    k: Tensor
+    """(B,) number of heads run."""
+    selected: Tensor
+    """(B, H) bool, True for the heads that ran."""
+    order: Tensor
+    """(B, H) head indices by decreasing relevance: the heads that ran are ``order[b, :k[b]]``."""
+    gate_scores: Tensor | None = None
+    """(B, H) bba gate scores z (None for the other variants)."""
+    gate_temperature: float = 1.0
+    every_head: bool = False
+    """True when the layer runs all the heads its attention has at weight 1 (dense, or heads
+    pruned once): executed as plain attention, nothing gathered."""
+
+    @property
+    def est_cost(self) -> Tensor:
+        """(B,) estimated attention cost, the fraction of head work the soft path pays for: the
+        mean soft gate (bba), the budget s (budgetformer) or 1 (dense). Computed on demand, so
+        inference does not pay for it."""
+        if self.gate_scores is None:
+            return self.budget
+        return soft_gates(self.gate_scores, self.order, self.k, self.gate_temperature).mean(-1)
+
+
+@dataclass
+class ForwardContext:
+    """What every layer of one forward pass shares."""
+
+    mask: Tensor | None
+    """(B, T) True for real tokens, or None when every token is real."""
+    control: Control
+    mode: str
+    """``dense``, ``soft``, ``masked`` or ``structural`` (see :mod:`budgetformer_core.model`)."""
+    embeddings: Tensor
+    """(B, T, D) the embedding output (the input of the first layer)."""
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    def embedded(self) -> Tensor:
+        """(B, D) mean of the embedding output over real tokens: a summary of the input that no
+        layer's head choice changes (bba's gates read it). Computed once per forward pass."""
+        if "embedded" not in self._memo:
+            self._memo["embedded"] = masked_mean(self.embeddings, self.mask)
+        return self._memo["embedded"]
+
+    def every_head(self, n_heads: int, heads: Sequence[int] | None = None) -> LayerTrace:
+        """:func:`every_head_trace` for this batch, made once per forward pass and head set."""
+        key = ("every", None if heads is None else tuple(heads))
+        if key not in self._memo:
+            self._memo[key] = every_head_trace(self.embeddings, n_heads, heads)
+        return self._memo[key]
+
+
+def every_head_trace(x: Tensor, n_heads: int, heads: Sequence[int] | None = None) -> LayerTrace:
+    """All of a layer's heads at weight 1: the dense trace, or (``heads``: the original indices
+    of the heads kept) the trace of a layer pruned to those heads. x: (B, ...) for B and device."""
+    B = x.shape[0]
+    keep = list(range(n_heads)) if heads is None else list(heads)
+    selected = torch.zeros(B, n_heads, dtype=torch.bool, device=x.device)
+    selected[:, keep] = True
+    rest = [h for h in range(n_heads) if h not in keep]
+    order = torch.tensor(keep + rest, device=x.device).expand(B, n_heads)
+    relevance = selected.to(x.dtype) / len(keep)
+    k = torch.full((B,), len(keep), device=x.device)
+    return LayerTrace(x.new_ones(B), relevance, selected.to(x.dtype), k, selected, order, every_head=True)
+
+
+class Allocator(nn.Module):
+    """Decides, per input, which of a layer's heads run; ``forward`` returns the layer's trace."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+
+    def forward(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        """The trace for normalised layer input xn (B, T, D); every head in ``dense`` mode."""
+        if ctx.mode == "dense":
+            return ctx.every_head(self.cfg.n_heads)
+        return self.allocate(xn, ctx)
+
+    def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        raise NotImplementedError
+
+
+class AllHeads(Allocator):
+    """Dense: every head, weight 1."""
+
+    def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        return ctx.every_head(self.cfg.n_heads)
+
+
+class FixedHeads(Allocator):
+    """A layer whose attention was pruned to ``heads`` (original indices): they all run, weight 1."""
+
+    def __init__(self, cfg: ModelConfig, heads: Sequence[int]):
+        super().__init__(cfg)
+        self.heads = list(heads)
+
+    def forward(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        return ctx.every_head(self.cfg.n_heads, self.heads)
+
+
+class BudgetAllocator(Allocator):
+    """BudgetFormer: s = f_θ(h), p = softmax(g_φ(h) / τ), the k = max(1, ⌊s·H⌋) heads of largest p.
+
+    ``budget_net`` is None for the "no f_θ" model (s = ``fixed_budget``), ``scorer`` None for the
+    "no g_φ" model (p = 1/H: the first k heads, or random ones).
+    """
+
+    def __init__(self, cfg: ModelConfig, budget_net: BudgetNet | None, scorer: HeadScorer | None):
+        super().__init__(cfg)
+        self.budget_net, self.scorer = budget_net, scorer
+
+    def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        cfg, control = self.cfg, ctx.control
+        B, H = xn.shape[0], cfg.n_heads
+        h = masked_mean(xn, ctx.mask)  # (B, D) global summary of the layer input
+        choice = control.head_choice or cfg.head_choice
+        if choice == "learned" and self.scorer is None:
+            raise ValueError("this model has no head-scoring network g_φ; choose uniform or random")
+        budget_net = self.budget_net if control.budget is None else None
+        s, z = run_budget_nets(budget_net, self.scorer if choice == "learned" else None, h)
+        constant = None  # a budget shared by every input (requested, or the no-f_θ model's)
+        if s is None:
+            constant = cfg.fixed_budget if control.budget is None else control.budget
+            s = h.new_full((B,), constant)
+        if z is not None:
+            p = torch.softmax(z if cfg.tau == 1.0 else z / cfg.tau, dim=-1)  # (B, H)
+            rank = p
+        else:
+            p = h.new_full((B, H), 1.0 / H)
+            rank = p if choice == "uniform" else control.random_scores(B, H).to(h.device)
+        # k per input, and as an int where the whole batch shares it (a one-scatter selection)
+        if control.k is not None:
+            k = control.k_tensor(B, H, h.device)
+            shared_k = min(control.k, H) if isinstance(control.k, int) else None
+        elif constant is not None:
+            shared_k = heads_for_budget_value(constant, H)
+            k = torch.full((B,), shared_k, device=h.device)
+        else:
+            k = heads_for_budget(s, H)
+            shared_k = int(k) if B == 1 else None
+        order = rank_heads(rank)
+        selected = select_top_k(rank, k if shared_k is None else shared_k, order)
+        if cfg.head_weighting == "scaled":
+            weights = p * (s * H)[:, None]
+        elif self.training and ctx.mode == "soft":
+            learnt_s = s if constant is None and control.k is None else None
+            weights = gated_weights(selected, z, learnt_s, order, k, cfg.gate_temperature, h.dtype)
+        else:
+            weights = selected.to(h.dtype)
+        return LayerTrace(s, p, weights, k, selected, order)
+
+
+class GateAllocator(Allocator):
+    """Budgeted attention allocation: the requested budget b buys k = max(1, ⌊b·H⌋) heads, the k
+    with the highest gate scores z.
+
+    With ``gate_source="embedding"`` z is computed from the pooled embedding output, which does
+    not depend on b, so the head sets are nested in every layer: for b₁ < b₂ the heads at b₁ are
+    among those at b₂. (``"layer"``, the gates of earlier checkpoints, read the layer's own input,
+    which depends on the heads earlier layers ran at this b: nested in the first layer only.)
+
+    Head weights are soft gates in the ``soft`` mode (training); otherwise exactly 1 on the
+    selected heads — with the soft gates' gradient passed straight through in training
+    (hard-gate adaptation).
+    """
+
+    def __init__(self, cfg: ModelConfig, gate: nn.Module):
+        super().__init__(cfg)
+        self.gate = gate
+
+    def scores(self, xn: Tensor, ctx: ForwardContext) -> Tensor:
+        """(B, H) gate scores z of the layer input xn (B, T, D)."""
+        if self.cfg.gate_source == "embedding":
+            summary = ctx.embedded()  # (B, D), the same at every budget
+            return self.gate(F.layer_norm(summary, summary.shape[-1:]))
+        return self.gate(masked_mean(xn, ctx.mask))
+
+    def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        cfg, control = self.cfg, ctx.control
+        B, H = xn.shape[0], cfg.n_heads
+        b = cfg.default_budget if control.budget is None else control.budget
+        z = self.scores(xn, ctx)
+        order = rank_heads(z)
+        if control.k is not None:
+            k = control.k_tensor(B, H, xn.device)
+        else:
+            k = torch.full((B,), heads_for_budget_value(b, H), device=xn.device)
+        selected = select_top_k(z, k, order)
+        if ctx.mode == "soft" or self.training:
+            gates = soft_gates(z, order, k, cfg.gate_temperature)
+            weights = gates if ctx.mode == "soft" else selected + gates - gates.detach()
+        else:
+            weights = selected.to(xn.dtype)
+        return LayerTrace(xn.new_full((B,), b), torch.softmax(z, -1), weights, k, selected, order, z,
+                          cfg.gate_temperature)
+
+
+def make_allocators(cfg: ModelConfig) -> list[Allocator]:
+    """One allocator per layer for ``cfg``; with ``shared_budget`` every layer shares one f_θ, g_φ."""
+    kept = cfg.kept_heads or [None] * cfg.n_layers
+    if cfg.variant == "dense":
+        return [AllHeads(cfg) if heads is None else FixedHeads(cfg, heads) for heads in kept]
+
+    if cfg.variant == "bba":
+        def make(_: int) -> Allocator:
+            if cfg.gate_input:
+                return GateAllocator(cfg, HeadScorer(cfg.d_model, cfg.budget_hidden, cfg.n_heads))
+            return GateAllocator(cfg, StaticGate(cfg.n_heads))
+    else:
+        def make(_: int) -> Allocator:
+            f = BudgetNet(cfg.d_model, cfg.budget_hidden) if cfg.use_budget_net else None
+            g = HeadScorer(cfg.d_model, cfg.budget_hidden, cfg.n_heads) if cfg.head_choice == "learned" else None
+            return BudgetAllocator(cfg, f, g)
+
+    shared = make(0) if cfg.shared_budget and cfg.variant == "budgetformer" else None
+    return [FixedHeads(cfg, heads) if heads is not None else (shared or make(i)) for i, heads in enumerate(kept)]

@@ -121,6 +121,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{path / 'model.safetensors'} is corrupt or truncated: {e}") from None
     model = BudgetFormer(cfg)
+    tensors = model.rename_legacy_keys(tensors)
     expected = model.state_dict()
     if set(tensors) != set(expected):
         extra, lacking = sorted(set(tensors) - set(expected)), sorted(set(expected) - set(tensors))

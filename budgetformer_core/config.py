@@ -14,6 +14,9 @@ from typing import Any, Literal
 
 Variant = Literal["dense", "budgetformer", "bba"]
 HeadChoice = Literal["learned", "uniform", "random"]
+HeadWeighting = Literal["scaled", "gated"]
+GateSource = Literal["embedding", "layer"]
+Recipe = Literal["adaptive", "paper"]
 BetaSchedule = Literal["linear", "cosine", "step"]
 
 
@@ -55,14 +58,28 @@ class ModelConfig:
     """The constant s used when ``use_budget_net`` is False."""
     head_choice: HeadChoice = "learned"
     """Ablation "no g_φ": ``uniform`` (p = 1/H, the first k heads) or ``random`` heads."""
+    head_weighting: HeadWeighting = "gated"
+    """BudgetFormer's head weights w. ``scaled``: the paper's w = s·H·p (s scales the output of
+    the heads that run). ``gated``: w = 1 on the k heads that run, trained through soft gates
+    with straight-through gradients (s decides how many heads contribute, p which). Set by the
+    training recipe (``TrainConfig.recipe``): ``paper`` → scaled, ``adaptive`` → gated."""
 
     gate_input: bool = True
     """bba: rank heads per input with a gate network on the pooled layer input (True), or with
     one learned score per head shared by all inputs (False: static gates, as in the baselines)."""
+    gate_source: GateSource = "embedding"
+    """bba: what the gates read. ``embedding``: the pooled embedding output, the same at every
+    budget, so head sets are nested in every layer. ``layer``: the pooled layer input, as in
+    earlier checkpoints (nested in the first layer only, since later layers' inputs depend on the
+    heads run before them)."""
     gate_temperature: float = 0.5
-    """bba: softness of the training gates sigmoid((z − threshold) / T)."""
+    """Softness of the training gates: bba's sigmoid((z − threshold) / T), and the soft gates
+    behind BudgetFormer's ``gated`` weights (of z, and of s by head rank)."""
     default_budget: float = 0.5
     """bba: the budget b used when the caller requests none."""
+    kept_heads: list[list[int]] | None = None
+    """Heads pruned once (``BudgetFormer.prune_heads``): per layer, the heads kept (the others'
+    weights are gone); None = no pruning."""
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_classes", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
@@ -88,6 +105,16 @@ class ModelConfig:
             raise ValueError(f"tau must be > 0, got {self.tau}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.head_weighting not in ("scaled", "gated"):
+            raise ValueError(f"head_weighting must be 'scaled' or 'gated', got {self.head_weighting!r}")
+        if self.gate_source not in ("embedding", "layer"):
+            raise ValueError(f"gate_source must be 'embedding' or 'layer', got {self.gate_source!r}")
+        if self.kept_heads is not None:
+            if len(self.kept_heads) != self.n_layers:
+                raise ValueError(f"kept_heads needs one head list per layer ({self.n_layers})")
+            for heads in self.kept_heads:
+                if not heads or len(set(heads)) != len(heads) or not all(0 <= h < self.n_heads for h in heads):
+                    raise ValueError(f"kept_heads: {heads} is not a set of heads among 0..{self.n_heads - 1}")
 
     @property
     def d_head(self) -> int:
@@ -119,6 +146,16 @@ class TrainConfig:
     """λ_b, weight of the quadratic-hinge budget loss."""
     lambda_entropy: float = 0.01
     """λ_e, weight of β(t)·H(p)."""
+    recipe: Recipe = "adaptive"
+    """BudgetFormer's training recipe. ``paper``: the paper's loss L_task + λ_b·L_budget +
+    λ_e·β(t)·H(p) with w = s·H·p; nothing prices heads inside the band, and the task loss sees s
+    only as a scale of the head outputs. ``adaptive``: w = 1 on the heads that run with
+    straight-through soft gates (``ModelConfig.head_weighting="gated"``), so the task loss sees
+    how many heads run, plus a per-input price λ_c·s on heads: an input gets more heads only
+    where they lower its loss. The soft path runs all training (``structural_from`` unused)."""
+    lambda_cost: float = 0.05
+    """λ_c, the price of heads in the ``adaptive`` recipe: λ_c · mean s (the expected fraction of
+    heads run) is added to the loss. Unused by the ``paper`` recipe."""
     beta_start: float = -1.0
     """β at the start of training (< 0 rewards high head entropy: explore)."""
     beta_end: float = 1.0
@@ -172,9 +209,15 @@ class TrainConfig:
             raise ValueError(f"token_dropout must be in [0, 1), got {self.token_dropout}")
         if not 0.0 <= self.warmup_frac < 1.0:
             raise ValueError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
+        if self.recipe not in ("adaptive", "paper"):
+            raise ValueError(f"recipe must be 'adaptive' or 'paper', got {self.recipe!r}")
+        if self.lambda_cost < 0:
+            raise ValueError(f"lambda_cost must be >= 0, got {self.lambda_cost}")
 
 
 def _convert(value: str, current: Any, key: str) -> Any:
+    if current is None or isinstance(current, list):
+        raise ValueError(f"--set {key}: this field is set by the engine (e.g. by pruning), not on the command line")
     if isinstance(current, bool):
         if value.lower() in ("1", "true", "yes", "on"):
             return True
@@ -220,7 +263,12 @@ def model_config_from_dict(d: dict[str, Any]) -> ModelConfig:
     unknown = set(d) - known
     if unknown:
         raise ValueError(f"config has unknown keys {sorted(unknown)}")
-    return ModelConfig(**d)
+    # checkpoints written before these fields existed mean what the code did then
+    return ModelConfig(**{**LEGACY_MODEL_FIELDS, **d})
+
+
+LEGACY_MODEL_FIELDS = {"head_weighting": "scaled", "gate_source": "layer"}
+"""What a saved config without these keys means (earlier checkpoints): w = s·H·p, layer-input gates."""
 
 
 def dumps(cfg: Any) -> str:

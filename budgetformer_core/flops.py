@@ -10,11 +10,13 @@ feed-forward width F, k heads run in a layer, C classes, budget-network hidden s
     mixing  A V           2 · k · T · T · Dh
     output projection     2 · T · kDh · D
     feed-forward          2 · T · D · F · 2
-    f_θ + g_φ (budgeted)  2 · (D·M + M·1) + 2 · (D·M + M·H)
+    budgeting networks    what the layer's allocator runs (:func:`budgeting_flops`):
+                          f_θ 2 · (D·M + M·1), g_φ 2 · (D·M + M·H), a bba gate network
+                          2 · (D·M + M·H); nothing for static gates, pruned heads or dense
     classifier (once)     2 · D · C   (2 · 2D · C with ``pooling="mean_max"``)
 
-The dense baseline is the same model with k = H in every layer and no f_θ / g_φ. With one k
-per input (a batch whose inputs got different budgets) the batch's FLOPs are the sum of the
+The dense baseline is the same model with k = H in every layer and no budgeting networks. With
+one k per input (a batch whose inputs got different budgets) the batch's FLOPs are the sum of the
 inputs' FLOPs. ``tests/core/test_flops.py`` checks these numbers against
 ``torch.utils.flop_counter.FlopCounterMode`` on real forward passes.
 """
@@ -23,37 +25,62 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .budget import Control
 from .config import ModelConfig
 
 
-def layer_flops(cfg: ModelConfig, n_tokens: int, k: int, budgeted: bool = True) -> dict[str, int]:
-    """FLOPs of one encoder layer for one input, by component."""
+def budgeting_flops(cfg: ModelConfig, control: Control | None = None) -> list[int]:
+    """Per layer, the FLOPs of the networks its allocator runs for one input under ``control``:
+    f_θ unless the budget is given (``control.budget``) or the model has none, g_φ when heads are
+    chosen by it, a bba gate network when the gates read the input; 0 for a dense layer, static
+    gates and heads pruned once."""
+    D, M, H = cfg.d_model, cfg.budget_hidden, cfg.n_heads
+    f, g = 2 * (D * M + M), 2 * (D * M + M * H)  # Linear D→M, then M→1 (f_θ) or M→H (g_φ, gates)
+    if cfg.variant == "dense":
+        per_layer = 0
+    elif cfg.variant == "bba":
+        per_layer = g if cfg.gate_input else 0
+    else:
+        control = control or Control()
+        runs_f = cfg.use_budget_net and control.budget is None
+        runs_g = cfg.head_choice == "learned" and (control.head_choice or "learned") == "learned"
+        per_layer = f * runs_f + g * runs_g
+    kept = cfg.kept_heads or [None] * cfg.n_layers
+    return [0 if heads is not None else per_layer for heads in kept]
+
+
+def layer_flops(cfg: ModelConfig, n_tokens: int, k: int, budget: int = 0) -> dict[str, int]:
+    """FLOPs of one encoder layer for one input running k heads, by component; ``budget`` is
+    what its allocator's networks cost (:func:`budgeting_flops`)."""
     T, D, Dh = n_tokens, cfg.d_model, cfg.d_head
-    M, H = cfg.budget_hidden, cfg.n_heads
-    parts = {
+    return {
         "qkv": 2 * T * D * 3 * k * Dh,
         "attention": 2 * 2 * k * T * T * Dh,
         "out": 2 * T * k * Dh * D,
         "ffn": 2 * 2 * T * D * cfg.d_ff,
-        "budget": 2 * (D * M + M) + 2 * (D * M + M * H) if budgeted else 0,
+        "budget": budget,
     }
-    return parts
 
 
-def forward_flops(cfg: ModelConfig, n_tokens: int, ks: Sequence[int] | None = None) -> int:
-    """FLOPs of one forward pass for one input; ``ks`` = heads per layer (None: dense model)."""
-    budgeted = ks is not None
-    ks = list(ks) if budgeted else [cfg.n_heads] * cfg.n_layers
+def forward_flops(
+    cfg: ModelConfig, n_tokens: int, ks: Sequence[int] | None = None, control: Control | None = None
+) -> int:
+    """FLOPs of one forward pass for one input; ``ks`` = heads per layer (None: a dense pass,
+    every head the model has and no budgeting networks), ``control`` the overrides it ran under."""
+    nets = budgeting_flops(cfg, control) if ks is not None else [0] * cfg.n_layers
+    if ks is None:
+        ks = [cfg.n_heads if heads is None else len(heads) for heads in cfg.kept_heads or [None] * cfg.n_layers]
     if len(ks) != cfg.n_layers:
         raise ValueError(f"need one k per layer ({cfg.n_layers}), got {len(ks)}")
-    body = sum(sum(layer_flops(cfg, n_tokens, k, budgeted).values()) for k in ks)
+    body = sum(sum(layer_flops(cfg, n_tokens, k, net).values()) for k, net in zip(ks, nets))
     pooled = cfg.d_model * (2 if cfg.pooling == "mean_max" else 1)  # the classifier's input width
     return body + 2 * pooled * cfg.n_classes
 
 
 def dense_flops(cfg: ModelConfig, n_tokens: int) -> int:
-    """FLOPs of the dense model of the same shape on the same input."""
-    return forward_flops(cfg, n_tokens, None)
+    """FLOPs of the dense model of the same shape (every one of the H heads, no pruning) on the input."""
+    body = cfg.n_layers * sum(layer_flops(cfg, n_tokens, cfg.n_heads).values())
+    return body + 2 * cfg.d_model * (2 if cfg.pooling == "mean_max" else 1) * cfg.n_classes
 
 
 def attention_share(cfg: ModelConfig, n_tokens: int) -> float:
@@ -62,5 +89,5 @@ def attention_share(cfg: ModelConfig, n_tokens: int) -> float:
     It grows with the sequence length (T² against T): the longer the input, the more of the
     layer's work head budgeting can remove.
     """
-    parts = layer_flops(cfg, n_tokens, cfg.n_heads, budgeted=False)
+    parts = layer_flops(cfg, n_tokens, cfg.n_heads)
     return parts["attention"] / sum(parts.values())

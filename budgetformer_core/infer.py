@@ -86,8 +86,8 @@ def heads_run(model: BudgetFormer, out: ModelOutput, mode: str) -> torch.Tensor:
     return torch.full((out.logits.shape[0], model.cfg.n_layers), model.cfg.n_heads)
 
 
-def input_flops(model: BudgetFormer, n_tokens: int, ks: list[int], mode: str) -> int:
-    return forward_flops(model.cfg, n_tokens, None if mode == "dense" else ks)
+def input_flops(model: BudgetFormer, n_tokens: int, ks: list[int], mode: str, control: Control | None = None) -> int:
+    return forward_flops(model.cfg, n_tokens, None if mode == "dense" else ks, control)
 
 
 @torch.no_grad()
@@ -138,7 +138,7 @@ def analyze(
                     k=ks[b].tolist(),
                     n_tokens=n,
                     truncated=batch.truncated[b] or len(prefixes[b]) < len(text),
-                    flops=input_flops(model, n, ks[b].tolist(), mode),
+                    flops=input_flops(model, n, ks[b].tolist(), mode, control),
                     dense_flops=dense_flops(model.cfg, n),
                 )
             )
@@ -288,7 +288,7 @@ def evaluate(
         est_cost += float(torch.stack([t.est_cost for t in out.layers]).mean(0).sum())
         entropy += float(head_entropy(torch.stack([t.relevance for t in out.layers]))) * len(rows)
         for b, i in enumerate(rows):
-            flops += input_flops(model, len(ids[i]), ks[b].tolist(), mode)
+            flops += input_flops(model, len(ids[i]), ks[b].tolist(), mode, control)
             dense += dense_flops(model.cfg, len(ids[i]))
     y = np.asarray(labels)
     heads_fraction = float(heads.mean() / model.cfg.n_heads)

@@ -91,6 +91,6 @@ def posthoc_checkpoint(dense: Checkpoint, importance: Tensor, out_dir: str | Pat
     model = BudgetFormer(cfg)
     warm_start(model, dense.model)
     with torch.no_grad():
-        for gate, scores in zip(model.gates, importance, strict=True):
+        for gate, scores in zip((a.gate for a in model.allocators), importance, strict=True):
             gate.scores.copy_(scores)
     return save_checkpoint(out_dir, model.eval(), dense.tokenizer, dense.label_names, meta, dense.history)

@@ -171,7 +171,8 @@ def train(
             model.pos_emb.weight.copy_(sinusoids(model_cfg.max_len, model_cfg.d_model))
 
     if train_cfg.freeze_gates:
-        model.gates.requires_grad_(False)
+        for alloc in model.allocators:
+            alloc.gate.requires_grad_(False)
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     decay = [p for n, p in params if p.dim() >= 2 and "emb" not in n]
     no_decay = [p for n, p in params if not (p.dim() >= 2 and "emb" not in n)]

@@ -18,7 +18,8 @@ PRECOMPUTED = ROOT / "precomputed" / "checkpoints"
 
 
 def small_config(**kw) -> ModelConfig:
-    base = dict(vocab_size=50, n_classes=3, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=40, dropout=0.0)
+    base = dict(vocab_size=50, n_classes=3, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=40, dropout=0.0,
+                head_weighting="scaled")
     return ModelConfig(**{**base, **kw})
 
 
@@ -28,8 +29,9 @@ def small_model() -> BudgetFormer:
     torch.manual_seed(0)
     model = BudgetFormer(small_config())
     with torch.no_grad():  # spread s and p so inputs pick different k and heads
-        for net in list(model.budget_nets) + list(model.scorers):
-            net.net[-1].weight.normal_(0, 3.0)
+        for alloc in model.allocators:
+            alloc.budget_net.net[-1].weight.normal_(0, 3.0)
+            alloc.scorer.net[-1].weight.normal_(0, 3.0)
     return model.eval()
 
 

@@ -57,8 +57,8 @@ def test_structural_equals_masked_and_weights_are_one():
     torch.manual_seed(0)
     model = BudgetFormer(small_config(variant="bba")).eval()
     with torch.no_grad():
-        for g in model.gates:
-            g.net[-1].weight.normal_(0, 3.0)
+        for alloc in model.allocators:
+            alloc.gate.net[-1].weight.normal_(0, 3.0)
     ids = torch.randint(3, 50, (3, 9))
     mask = torch.ones_like(ids, dtype=torch.bool)
     for b in (0.25, 0.5, 1.0):
@@ -75,7 +75,7 @@ def test_structural_equals_masked_and_weights_are_one():
 def test_static_gates_pick_the_same_heads_for_every_input():
     model = BudgetFormer(small_config(variant="bba", gate_input=False)).eval()
     with torch.no_grad():
-        model.gates[0].scores.copy_(torch.tensor([0.1, 3.0, -1.0, 2.0]))
+        model.allocators[0].gate.scores.copy_(torch.tensor([0.1, 3.0, -1.0, 2.0]))
     out = model(torch.randint(3, 50, (4, 6)), torch.ones(4, 6, dtype=torch.bool), control=Control(budget=0.5))
     assert out.layers[0].selected.tolist() == [[False, True, False, True]] * 4
 
@@ -94,7 +94,7 @@ def test_warm_start_copies_the_shared_weights():
     dense = BudgetFormer(small_config(variant="dense"))
     bba = BudgetFormer(small_config(variant="bba"))
     fresh = warm_start(bba, dense)
-    assert fresh and all(name.startswith("gates.") for name in fresh)
+    assert fresh and all(".alloc.gate." in name for name in fresh)
     assert torch.equal(bba.layers[0].attn.qkv.weight, dense.layers[0].attn.qkv.weight)
     with pytest.raises(ValueError, match="has shape"):
         warm_start(BudgetFormer(small_config(variant="bba", d_model=64)), dense)

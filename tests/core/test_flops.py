@@ -8,7 +8,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from budgetformer_core.budget import Control
-from budgetformer_core.flops import attention_share, dense_flops, forward_flops, layer_flops
+from budgetformer_core.flops import attention_share, budgeting_flops, dense_flops, forward_flops
 from budgetformer_core.model import BudgetFormer
 
 from ..conftest import small_config
@@ -62,13 +62,53 @@ def test_flops_with_a_different_k_per_layer(small_model):
     pytest.fail("no input gave the two layers different k")
 
 
-def test_budget_networks_are_counted():
+MODELS = {
+    "budgetformer": dict(),
+    "budgetformer gated": dict(head_weighting="gated"),
+    "no f_θ": dict(use_budget_net=False, fixed_budget=0.5),
+    "no g_φ": dict(head_choice="uniform"),
+    "random heads": dict(head_choice="random"),
+    "bba": dict(variant="bba"),
+    "bba, layer-input gates": dict(variant="bba", gate_source="layer"),
+    "static gates": dict(variant="bba", gate_input=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("control", [None, Control(budget=0.5), Control(k=3), Control(head_choice="uniform")],
+                         ids=["own", "budget", "k", "uniform"])
+def test_every_variant_counts_exactly_the_networks_it_runs(name, control):
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config(**MODELS[name])).eval()
+    if control is not None and control.head_choice and model.cfg.variant == "bba":
+        pytest.skip("bba takes no head choice")
+    for n_tokens in (1, 9):
+        counted, ks = counted_flops(model, n_tokens, "structural", control)
+        assert counted == forward_flops(model.cfg, n_tokens, ks, control), (name, n_tokens)
+
+
+def test_budget_networks_cost_what_their_layers_do():
     cfg = small_config()
-    nets = layer_flops(cfg, 10, cfg.n_heads)["budget"]
     M, D, H = cfg.budget_hidden, cfg.d_model, cfg.n_heads
-    assert nets == 2 * (D * M + M) + 2 * (D * M + M * H)
+    assert budgeting_flops(cfg) == [2 * (D * M + M) + 2 * (D * M + M * H)] * cfg.n_layers
+    assert budgeting_flops(cfg, Control(budget=0.5)) == [2 * (D * M + M * H)] * cfg.n_layers  # f_θ skipped
+    assert budgeting_flops(small_config(variant="bba", gate_input=False)) == [0, 0]
+    assert budgeting_flops(small_config(variant="dense")) == [0, 0]
     # all heads plus f_θ and g_φ costs a little more than the dense model
-    assert forward_flops(cfg, 10, [H] * cfg.n_layers) == dense_flops(cfg, 10) + cfg.n_layers * nets
+    assert forward_flops(cfg, 10, [H] * cfg.n_layers) == dense_flops(cfg, 10) + sum(budgeting_flops(cfg))
+
+
+def test_pruned_model_flops_match_torch_counter():
+    torch.manual_seed(0)
+    for variant in ("dense", "budgetformer", "bba"):
+        model = BudgetFormer(small_config(variant=variant)).eval()
+        model.prune_heads([[1, 3], [2]])
+        assert budgeting_flops(model.cfg) == [0, 0]
+        mode = "dense" if variant == "dense" else "structural"
+        counted, ks = counted_flops(model, 9, mode)
+        assert ks == [2, 1]
+        assert counted == forward_flops(model.cfg, 9, ks) == forward_flops(model.cfg, 9)
+        assert counted < dense_flops(model.cfg, 9)  # the unpruned dense model of the same shape
 
 
 def test_flops_fall_with_k_and_grow_with_length():

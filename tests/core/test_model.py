@@ -96,7 +96,7 @@ def test_forced_k_and_head_choice_ablations(small_model):
 
 def test_fixed_budget_ablation_model_has_no_budget_net():
     model = BudgetFormer(small_config(use_budget_net=False, fixed_budget=0.5)).eval()
-    assert len(model.budget_nets) == 0
+    assert all(alloc.budget_net is None for alloc in model.allocators)
     ids, mask = batch()
     out = model(ids, mask)
     assert all(bool((t.k == 2).all()) for t in out.layers)
@@ -137,7 +137,7 @@ def test_per_input_k(small_model):
 
 
 def test_budget_nets_fast_path_equals_the_modules(small_model):
-    f, g = small_model.budget_nets[0], small_model.scorers[0]
+    f, g = small_model.allocators[0].budget_net, small_model.allocators[0].scorer
     h = torch.randn(5, 32)
     s_slow, z_slow = run_budget_nets(f, g, h)  # autograd on: each network as itself
     with torch.no_grad():
