@@ -1,10 +1,13 @@
-"""The BudgetFormer objective: L = L_task + λ_b·L_budget + λ_e·β(t)·H(p).
+"""The BudgetFormer objective: L = L_task + λ_b·L_budget + λ_e·β(t)·H(p) (+ λ_c·s).
 
 * L_budget = mean( max(0, s_min − s)² + max(0, s − s_max)² ) — a quadratic hinge that is zero
   while s stays in [s_min, s_max];
 * H(p) = −Σ_i p_i log p_i, the entropy of the head relevance, averaged over inputs and layers;
 * β(t) moves from β_start < 0 (rewarding high entropy: explore all heads) to β_end > 0
-  (rewarding low entropy: specialise) as training progresses (t ∈ [0, 1]).
+  (rewarding low entropy: specialise) as training progresses (t ∈ [0, 1]);
+* the ``adaptive`` recipe adds λ_c·s, the mean budget over inputs and layers — the expected
+  fraction of heads run — so that heads have a price and an input buys more of them only where
+  they lower its task loss (its head weights are gated: the task loss sees how many heads run).
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ class LossTerms:
     budget: float
     entropy: float
     beta: float
+    cost: float = 0.0
+    """λ_c·s before weighting: the mean s (adaptive recipe; 0 otherwise)."""
 
 
 def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: float, task_only: bool) -> LossTerms:
@@ -65,4 +70,6 @@ def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: flo
     p = torch.stack([t.relevance for t in out.layers])  # (L, B, H)
     lb, ent = budget_loss(s, cfg.s_min, cfg.s_max), head_entropy(p)
     total = task + cfg.lambda_budget * lb + cfg.lambda_entropy * beta * ent
-    return LossTerms(total, task.item(), lb.item(), ent.item(), beta)
+    cost = s.mean() if cfg.recipe == "adaptive" else s.new_zeros(())
+    total = total + cfg.lambda_cost * cost
+    return LossTerms(total, task.item(), lb.item(), ent.item(), beta, cost.item())

@@ -88,6 +88,9 @@ def lsa_embeddings(ids: list[list[int]], vocab_size: int, dim: int, seed: int, s
     return torch.from_numpy(vectors)
 
 
+RECIPE_WEIGHTING = {"paper": "scaled", "adaptive": "gated"}
+"""BudgetFormer's head weighting under each training recipe (see ``TrainConfig.recipe``)."""
+
 SHAPE_FIELDS = ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len", "pooling")
 
 
@@ -152,6 +155,8 @@ def train(
     model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size(), n_classes=dataset.n_classes)
     if model_cfg.variant == "bba" and train_cfg.train_budget:  # a fixed-budget model runs at its budget
         model_cfg = dataclasses.replace(model_cfg, default_budget=train_cfg.train_budget)
+    if model_cfg.variant == "budgetformer":  # the recipe decides how the head weights work
+        model_cfg = dataclasses.replace(model_cfg, head_weighting=RECIPE_WEIGHTING[train_cfg.recipe])
     model = BudgetFormer(model_cfg).to(device)
     if start is not None:
         warm_start(model, start.model)
@@ -184,6 +189,11 @@ def train(
     total_steps = steps_per_epoch * train_cfg.epochs
     gen = torch.Generator().manual_seed(train_cfg.seed)
     rng = random.Random(train_cfg.seed)
+    # random heads (head_choice="random") are drawn from the trainer's own stream: fresh every step
+    heads = Control(seed=train_cfg.seed + 1)
+    # the gated weights learn from every head's gradient: the soft path (all heads) throughout
+    structural_from = 1.0 if model_cfg.head_weighting == "gated" and model_cfg.variant == "budgetformer" \
+        else train_cfg.structural_from
     history: list[dict[str, Any]] = []
     step = 0
     averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(train_cfg.ema)) if train_cfg.ema else None
@@ -194,7 +204,7 @@ def train(
 
     for epoch in range(train_cfg.epochs):
         model.train()
-        sums = {"loss": 0.0, "task": 0.0, "budget": 0.0, "entropy": 0.0, "correct": 0}
+        sums = {"loss": 0.0, "task": 0.0, "budget": 0.0, "entropy": 0.0, "cost": 0.0, "correct": 0}
         s_sum = torch.zeros(model_cfg.n_layers)
         perm = torch.randperm(len(train_ids), generator=gen).tolist()
         desc = f"epoch {epoch + 1}/{train_cfg.epochs}"
@@ -206,8 +216,8 @@ def train(
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, total_steps, train_cfg)
             t = step / max(1, total_steps - 1)  # training progress in [0, 1]
-            mode = "dense" if dense else ("structural" if t >= train_cfg.structural_from else "soft")
-            control = None
+            mode = "dense" if dense else ("structural" if t >= structural_from else "soft")
+            control = heads
             if model_cfg.variant == "bba":  # one requested budget per batch
                 control = Control(budget=train_cfg.train_budget or rng.uniform(train_cfg.budget_min, 1.0))
             out = model(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
@@ -224,6 +234,7 @@ def train(
             sums["task"] += terms.task * n
             sums["budget"] += terms.budget * n
             sums["entropy"] += terms.entropy * n
+            sums["cost"] += terms.cost * n
             sums["correct"] += int((out.logits.argmax(-1) == y).sum())
             s_sum += torch.stack([t.budget.detach().sum() for t in out.layers]).cpu()
             bar.set_postfix(loss=f"{terms.total.item():.3f}")
@@ -235,6 +246,7 @@ def train(
             "task_loss": sums["task"] / n_train,
             "budget_loss": sums["budget"] / n_train,
             "entropy": sums["entropy"] / n_train,
+            "cost": sums["cost"] / n_train,
             "beta": terms.beta,
             "lr": opt.param_groups[0]["lr"],
             "train_accuracy": sums["correct"] / n_train,

@@ -72,6 +72,23 @@ def test_structural_equals_masked_and_weights_are_one():
     assert len({tuple(r.tolist()) for r in heads}) > 1
 
 
+@pytest.mark.parametrize("source", ["embedding", "layer"])
+def test_gates_on_the_embedding_are_nested_in_every_layer(source):
+    """Gates that read the pooled embeddings rank heads the same way at every budget, so the head
+    sets nest in every layer; gates on each layer's input (earlier checkpoints) need not."""
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config(variant="bba", gate_source=source, n_layers=3)).eval()
+    with torch.no_grad():
+        for alloc in model.allocators:
+            alloc.gate.net[-1].weight.normal_(0, 0.3)
+    ids = torch.randint(3, 50, (64, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    runs = [model(ids, mask, control=Control(budget=b)).layers for b in (0.25, 0.5, 0.75, 1.0)]
+    nested = all(bool((small.selected <= large.selected).all())
+                 for lo, hi in zip(runs, runs[1:]) for small, large in zip(lo, hi))
+    assert nested == (source == "embedding")
+
+
 def test_static_gates_pick_the_same_heads_for_every_input():
     model = BudgetFormer(small_config(variant="bba", gate_input=False)).eval()
     with torch.no_grad():

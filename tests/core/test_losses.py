@@ -40,3 +40,25 @@ def test_beta_goes_from_explore_to_exploit(schedule):
 def test_unknown_schedule():
     with pytest.raises(ValueError, match="schedule"):
         beta_at(0.5, -1, 1, "zigzag")
+
+
+@pytest.mark.parametrize("recipe", ["adaptive", "paper"])
+def test_the_adaptive_recipe_prices_heads(recipe):
+    from budgetformer_core.config import TrainConfig
+    from budgetformer_core.losses import total_loss
+    from budgetformer_core.model import BudgetFormer
+
+    from ..conftest import small_config
+
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config()).train()
+    ids = torch.randint(3, 50, (4, 7))
+    out = model(ids, torch.ones_like(ids, dtype=torch.bool))
+    y = torch.tensor([0, 1, 2, 0])
+    cfg = TrainConfig(recipe=recipe, lambda_cost=0.5)
+    terms = total_loss(out, y, cfg, 0.5, task_only=False)
+    base = total_loss(out, y, TrainConfig(recipe="paper"), 0.5, task_only=False)
+    mean_s = torch.stack([t.budget for t in out.layers]).mean().item()
+    expected = base.total.item() + (0.5 * mean_s if recipe == "adaptive" else 0.0)
+    assert terms.total.item() == pytest.approx(expected, rel=1e-6)
+    assert terms.cost == (pytest.approx(mean_s) if recipe == "adaptive" else 0.0)

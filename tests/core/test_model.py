@@ -158,3 +158,75 @@ def test_requested_budget_gives_k_of_the_budget(small_model, budget):
     for t in small_model(ids, mask, mode="structural", control=Control(budget=budget)).layers:
         assert torch.equal(t.k, k.expand(4)) and torch.equal(t.selected.sum(1), t.k)
         assert torch.equal(t.k, heads_for_budget(t.budget, 4))
+
+
+def test_pruned_heads_equal_the_structural_path_with_those_heads_and_survive_saving(tmp_path):
+    from budgetformer_core.checkpoint import load_checkpoint, save_checkpoint
+    from budgetformer_core.tokenizer import train_tokenizer
+
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config(variant="bba", gate_input=False)).eval()
+    ids, mask = batch()
+    keep = [[1, 3], [0, 2, 3]]
+    with torch.no_grad():  # static scores that rank the kept heads first, so k = 2 / 3 runs them
+        for alloc, heads in zip(model.allocators, keep):
+            alloc.gate.scores.copy_(torch.tensor([1.0 if h in heads else 0.0 for h in range(4)]))
+    model.prune_heads(keep)
+    assert model.cfg.kept_heads == keep
+    assert [layer.attn.n_heads for layer in model.layers] == [2, 3]
+    assert model.layers[0].attn.qkv.weight.shape == (3 * 2 * 8, 32)  # 2 heads of 8 dims kept
+    out = model(ids, mask)
+    assert [t.selected[0].nonzero().flatten().tolist() for t in out.layers] == keep
+    assert [int(t.k[0]) for t in out.layers] == [2, 3]
+    path = save_checkpoint(tmp_path / "pruned", model, train_tokenizer(["a b c"], 50), ["x", "y", "z"], {})
+    loaded = load_checkpoint(path)
+    assert loaded.config.kept_heads == keep
+    torch.testing.assert_close(loaded.model(ids, mask).logits, out.logits, atol=2e-3, rtol=0)  # float16 storage
+
+
+def test_pruning_equals_running_the_same_heads_structurally():
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config(variant="bba", gate_input=False)).eval()
+    keep = [[1, 3], [0, 2]]
+    with torch.no_grad():
+        for alloc, heads in zip(model.allocators, keep):
+            alloc.gate.scores.copy_(torch.tensor([1.0 if h in heads else 0.0 for h in range(4)]))
+    ids, mask = batch()
+    gathered = model(ids, mask, control=Control(k=2))
+    assert [t.selected[0].nonzero().flatten().tolist() for t in gathered.layers] == keep
+    model.prune_heads(keep)
+    torch.testing.assert_close(model(ids, mask).logits, gathered.logits, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="pruned already"):
+        model.prune_heads(keep)
+
+
+def test_random_heads_differ_across_training_steps():
+    """The trainer's Control draws fresh random heads at every step, for the same batch."""
+    model = BudgetFormer(small_config(head_choice="random")).train()
+    ids, mask = batch()
+    heads = Control(seed=1)
+    steps = [model(ids, mask, control=heads).layers[0].selected for _ in range(4)]
+    assert len({tuple(s.flatten().tolist()) for s in steps}) > 1
+    again = Control(seed=1)  # the same seed replays the same stream
+    assert all(torch.equal(model(ids, mask, control=again).layers[0].selected, s) for s in steps)
+
+
+def test_gated_weights_are_the_top_k_forward_and_pass_gradients_to_s_and_z():
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config(head_weighting="gated")).train()
+    with torch.no_grad():
+        for alloc in model.allocators:
+            alloc.budget_net.net[-1].weight.normal_(0, 3.0)
+            alloc.scorer.net[-1].weight.normal_(0, 3.0)
+    ids, mask = batch()
+    out = model(ids, mask, mode="soft")
+    for t in out.layers:
+        # forward: the top k (up to rounding of w + g − g)
+        torch.testing.assert_close(t.head_weights.detach(), t.selected.float(), atol=1e-6, rtol=0)
+    out.logits.square().sum().backward()
+    f, g = model.allocators[0].budget_net, model.allocators[0].scorer
+    assert f.net[0].weight.grad.abs().sum() > 0 and g.net[0].weight.grad.abs().sum() > 0
+    model.eval()
+    with torch.no_grad():
+        structural, masked = model(ids, mask, mode="structural"), model(ids, mask, mode="masked")
+    torch.testing.assert_close(structural.logits, masked.logits, atol=1e-5, rtol=0)
