@@ -77,9 +77,11 @@ class Settings:
     k: int = 2
     """Heads per layer in ``force_k`` mode."""
     no_budget_net: bool = False
-    """Ablation "no f_θ": a fixed budget, the full model's mean s on this input, in every layer."""
+    """Ablation "no f_θ" (``budget.ABLATIONS``): a constant s in every layer and for every input,
+    the model's mean s on its validation split."""
     head_ablation: str | None = None
-    """Ablation "no g_φ": ``random`` or ``uniform`` head choice instead of g_φ's relevance."""
+    """Heads chosen without g_φ: ``uniform`` (ablation "no g_φ": the first k heads) or
+    ``random`` (ablation "random heads": k heads drawn at random)."""
     seed: int = 0
     """Seed of the random head choice."""
 
@@ -116,26 +118,21 @@ class Settings:
         """A short human-readable name of this setting."""
         parts = []
         if self.no_budget_net:
-            parts.append("no f_θ (fixed mean s)")
+            parts.append("no f_θ (s = validation mean)")
         elif self.budget_mode == "slider":
             parts.append(f"s = {self.budget:.2f}")
         elif self.budget_mode == "force_k":
             parts.append(f"k = {self.k}")
         if self.head_ablation:
-            parts.append(f"no g_φ ({self.head_ablation} heads)")
+            parts.append("no g_φ (first k heads)" if self.head_ablation == "uniform" else "random heads")
         return ", ".join(parts) or "full model"
 
 
-def mean_budget(full: Analysis) -> float:
-    """The full model's mean s over layers on this input (the "no f_θ" fixed budget)."""
-    return float(sum(full.budget) / len(full.budget))
-
-
-def control_for(settings: Settings, full: Analysis | None) -> Control | None:
+def control_for(settings: Settings, validation_budget: float) -> Control | None:
     """The :class:`Control` implementing ``settings`` (``None`` for the full model).
 
-    ``full`` is the full model's analysis of the same input; the "no f_θ" ablation needs its
-    mean s.
+    ``validation_budget`` is the model's mean s on its validation split, the "no f_θ" constant
+    (``Checkpoint.validation_budget``), as in ``budgetformer eval --ablation no-budget-net``.
     """
     from budgetformer_core.budget import Control
 
@@ -143,9 +140,7 @@ def control_for(settings: Settings, full: Analysis | None) -> Control | None:
         return None
     budget = k = None
     if settings.no_budget_net:
-        if full is None:
-            raise ValueError("the no-f_θ ablation needs the full model's analysis of the input")
-        budget = min(1.0, max(mean_budget(full), 1e-3))
+        budget = min(1.0, max(validation_budget, 1e-3))
     elif settings.budget_mode == "slider":
         budget = settings.budget
     elif settings.budget_mode == "force_k":

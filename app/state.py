@@ -257,12 +257,12 @@ def _full(name: str, version: tuple, text: str, measure: bool) -> Result:
 def _result(name: str, version: tuple, text: str, settings: an.Settings, measure: bool) -> Result:
     base = _full(name, version, text, measure)
     ckpt = get_checkpoint(name)
-    control = an.control_for(settings, base.full) if an.is_budgeted(ckpt) else None
+    control = an.control_for(settings, ckpt.validation_budget) if an.is_budgeted(ckpt) else None
     if control is None:
         return base
     current = an.run_analysis(ckpt, text, control)
     timing = an.time_input(ckpt, text, control, dense=base.timing) if measure else None
-    return Result(base.full, current, timing, vars(control).copy())
+    return Result(base.full, current, timing, {k: v for k, v in vars(control).items() if k != "generator"})
 
 
 def explore(name: str, text: str, settings: an.Settings, measure: bool = True) -> Result:

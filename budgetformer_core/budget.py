@@ -186,7 +186,7 @@ ABLATIONS = {
 ablations built in from the start."""
 
 
-def ablation_control(name: str, validation_budget: float, seed: int = 0) -> Control:
+def ablation(name: str, validation_budget: float, seed: int = 0) -> Control:
     """The :class:`Control` of ablation ``name`` (a key of :data:`ABLATIONS`).
 
     Args:

@@ -55,6 +55,13 @@ class Checkpoint:
     def config(self) -> ModelConfig:
         return self.model.cfg
 
+    @property
+    def validation_budget(self) -> float:
+        """The model's mean s on its validation split after its last epoch: the constant s of
+        the "no f_θ" ablation (``budget.ABLATIONS``). 0.5 when the history does not record it."""
+        last = self.history[-1] if self.history else {}
+        return float(last.get("val_mean_budget", 0.5))
+
 
 def round_weights(model: BudgetFormer, dtype: torch.dtype = torch.float16) -> None:
     """Round every parameter to ``dtype``-representable values in place (storage precision)."""

@@ -14,6 +14,7 @@ exit with status 2; no traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -23,14 +24,12 @@ from pathlib import Path
 import torch
 
 from .bench import BUDGETS, bench
-from .budget import Control
+from .budget import ABLATIONS, Control, ablation
 from .checkpoint import load_checkpoint
 from .config import ModelConfig, TrainConfig, apply_overrides
 from .data import Split, load_dataset
 from .infer import analyze, check_texts, evaluate_split
 from .model import BudgetFormer
-
-ABLATIONS = ("no-budget-net", "no-head-scorer")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -45,21 +44,20 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def ablation_control(ckpt, args: argparse.Namespace, split) -> Control:
-    """The Control for --budget / --ablation.
+    """The Control for --budget / --ablation (one meaning per name: ``budget.ABLATIONS``).
 
-    ``no-budget-net`` replaces f_θ by a constant s: ``--budget`` if given, else the full model's
-    mean s on the same split (same average cost, no per-input adaptivity). ``no-head-scorer``
-    replaces g_φ by a random choice of the k heads (uniform weights).
+    ``no-budget-net`` replaces f_θ by a constant s: ``--budget`` if given, else the model's mean
+    s on its validation split (the s the trained ablation is given). ``no-head-scorer`` runs the
+    first k heads; ``random-heads`` k random heads per input (``--seed``).
     """
     if ckpt.config.variant == "dense" and (args.budget is not None or args.ablation):
         raise ValueError("a dense checkpoint has no budget: --budget and --ablation need a budgetformer model")
     if ckpt.config.variant == "bba" and args.ablation:
         raise ValueError("--ablation applies to budgetformer models; a bba model takes --budget")
-    budget = args.budget
-    if args.ablation == "no-budget-net" and budget is None:
-        budget = evaluate_split(ckpt, split).mean_budget
-    choice = "random" if args.ablation == "no-head-scorer" else None
-    return Control(budget=budget, head_choice=choice, seed=args.seed)
+    if not args.ablation:
+        return Control(budget=args.budget)
+    control = ablation(args.ablation, ckpt.validation_budget, args.seed)
+    return dataclasses.replace(control, budget=args.budget if args.budget is not None else control.budget)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -232,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True)
     add_split_arguments(p)
     p.add_argument("--budget", type=_budget, help="force s for every input and layer")
-    p.add_argument("--ablation", choices=ABLATIONS)
+    p.add_argument("--ablation", choices=list(ABLATIONS), help="; ".join(f"{k}: {v}" for k, v in ABLATIONS.items()))
     p.add_argument("--mode", choices=("structural", "masked", "soft", "dense"), help="execution mode")
     p.add_argument("--seed", type=int, default=0, help="seed of the random head choice")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -243,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: <dataset>-dense beside the checkpoint)")
     add_split_arguments(p)
     p.add_argument("--budget", type=_budget, help="force s (budgetformer) or request b (bba) for every input")
-    p.add_argument("--ablation", choices=ABLATIONS)
+    p.add_argument("--ablation", choices=list(ABLATIONS), help="; ".join(f"{k}: {v}" for k, v in ABLATIONS.items()))
     p.add_argument("--seed", type=int, default=0, help="seed of the random head choice")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 

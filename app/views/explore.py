@@ -17,7 +17,6 @@ from app.analysis import (
     Settings,
     comparison_rows,
     export_record,
-    mean_budget,
     metric_cards,
     prepare_text,
     probability_rows,
@@ -103,8 +102,8 @@ with c_ablate:
         key="no_f",
         disabled=not has_f,
         persist_state="session",
-        help="Replace the budget network by a fixed s: this input's mean predicted s, the same in "
-        "every layer.",
+        help="Replace the budget network by a constant s, the same for every input and layer: the "
+        "model's mean s on its validation split (as `budgetformer eval --ablation no-budget-net`).",
     )
     no_g = st.toggle(
         "Ablation: no g_φ (no learned head choice)",
@@ -115,12 +114,14 @@ with c_ablate:
     )
     head_ablation = st.radio(
         "Heads chosen without g_φ",
-        ["random", "uniform"],
+        ["uniform", "random"],
+        format_func=lambda c: "first k heads (no g_φ)" if c == "uniform" else "random heads",
         horizontal=True,
         key="head_ablation",
         disabled=not (has_g and no_g),
         persist_state="session",
-        help="random: k heads drawn at random; uniform: always heads 0…k−1.",
+        help="no g_φ: always heads 0…k−1 (the `no-head-scorer` ablation); random heads: k heads "
+        "drawn at random for this input (`random-heads`).",
     )
 with c_mode:
     budget_mode = st.radio(
@@ -297,7 +298,7 @@ if changed:
         )
     if settings.no_budget_net:
         st.caption(
-            f"No f_θ: s is fixed at {mean_budget(full):.3f}, the full model's mean s on this input."
+            f"No f_θ: s is fixed at {a.budget[0]:.3f}, the model's mean s on its validation split."
         )
     d1, d2 = st.columns([3, 2], gap="large")
     d1.table(pd.DataFrame(comparison_rows(full, a, "this setting")).set_index(""))

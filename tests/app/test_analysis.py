@@ -53,13 +53,14 @@ def test_reading_prefix_reads_the_same_tokens(bbc_budgetformer):
 
 
 def test_settings_map_to_controls(bbc_budgetformer):
-    full = an.run_analysis(bbc_budgetformer, SPORT)
-    assert an.control_for(an.Settings(), full) is None
-    assert an.control_for(an.Settings("slider", budget=0.3), full).budget == 0.3
-    assert an.control_for(an.Settings("force_k", k=3), full).k == 3
-    no_f = an.control_for(an.Settings("slider", budget=0.9, no_budget_net=True), full)
-    assert no_f.budget == pytest.approx(sum(full.budget) / len(full.budget)) and no_f.k is None
-    no_g = an.control_for(an.Settings(head_ablation="random"), full)
+    s_val = bbc_budgetformer.validation_budget
+    assert s_val == bbc_budgetformer.history[-1]["val_mean_budget"]
+    assert an.control_for(an.Settings(), s_val) is None
+    assert an.control_for(an.Settings("slider", budget=0.3), s_val).budget == 0.3
+    assert an.control_for(an.Settings("force_k", k=3), s_val).k == 3
+    no_f = an.control_for(an.Settings("slider", budget=0.9, no_budget_net=True), s_val)
+    assert no_f.budget == pytest.approx(s_val) and no_f.k is None  # as eval --ablation no-budget-net
+    no_g = an.control_for(an.Settings(head_ablation="random"), s_val)
     assert no_g.head_choice == "random" and no_g.budget is None
     with pytest.raises(ValueError):
         an.Settings("nonsense")
@@ -73,7 +74,8 @@ def test_canonical_settings_drop_unused_fields():
     assert an.Settings("force_k", budget=0.8, k=5, no_budget_net=True).canonical() == an.Settings(
         no_budget_net=True
     )
-    assert an.Settings(head_ablation="random", seed=3).describe() == "no g_φ (random heads)"
+    assert an.Settings(head_ablation="random", seed=3).describe() == "random heads"
+    assert an.Settings(head_ablation="uniform").describe() == "no g_φ (first k heads)"
 
 
 def test_overrides_change_the_analysis(bbc_budgetformer):

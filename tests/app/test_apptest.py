@@ -150,13 +150,12 @@ def test_force_k(at):
     assert metric(at, "Heads run per layer") == "3 / 3"
 
 
-def test_ablation_no_budget_net_uses_the_mean_budget(at):
+def test_ablation_no_budget_net_uses_the_validation_mean_budget(at, bbc_budgetformer):
     type_text(at, SPORT)
-    full_s = [float(x) for x in metric(at, "Budget s per layer").split(" / ")]
     at.toggle(key="no_f").set_value(True)
     run(at)
     fixed = [float(x) for x in metric(at, "Budget s per layer").split(" / ")]
-    assert len(set(fixed)) == 1 and fixed[0] == pytest.approx(sum(full_s) / len(full_s), abs=0.006)
+    assert len(set(fixed)) == 1 and fixed[0] == pytest.approx(bbc_budgetformer.validation_budget, abs=0.006)
     assert at.radio(key="budget_mode").disabled and at.slider(key="budget_s").disabled
     table = at.table[0].value
     assert list(table.columns) == ["full model", "this setting", "changed"]

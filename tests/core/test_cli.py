@@ -57,7 +57,8 @@ def test_user_errors_exit_2_with_a_message(capsys, tiny_checkpoint, tmp_path, ar
 def test_eval_json_and_ablations(capsys, tiny_checkpoint):
     base = ["eval", "--checkpoint", str(tiny_checkpoint), "--limit", "100", "--json"]
     results = {}
-    for extra in ([], ["--budget", "1.0"], ["--ablation", "no-budget-net"], ["--ablation", "no-head-scorer"]):
+    ablations = [["--ablation", name] for name in ("no-budget-net", "no-head-scorer", "random-heads")]
+    for extra in ([], ["--budget", "1.0"], *ablations):
         code, out, _ = run(capsys, *base, *extra)
         assert code == 0
         results[" ".join(extra)] = r = json.loads(out)
@@ -65,8 +66,16 @@ def test_eval_json_and_ablations(capsys, tiny_checkpoint):
         assert r["n"] == 100
     assert results["--budget 1.0"]["mean_heads_fraction"] == 1.0
     assert results["--budget 1.0"]["flops_ratio"] > results[""]["flops_ratio"]
-    # no f_θ: a constant s equal to the full model's mean s
-    assert results["--ablation no-budget-net"]["mean_budget"] == pytest.approx(results[""]["mean_budget"], abs=1e-5)
+    # no f_θ: a constant s, the model's mean s on its validation split (as the trained ablation)
+    from budgetformer_core.checkpoint import load_checkpoint
+
+    validation_s = load_checkpoint(tiny_checkpoint).validation_budget
+    assert validation_s == load_checkpoint(tiny_checkpoint).history[-1]["val_mean_budget"]
+    assert results["--ablation no-budget-net"]["mean_budget"] == pytest.approx(validation_s, abs=1e-6)
+    # no g_φ runs the first k heads; random heads spread over all of them
+    first_k = results["--ablation no-head-scorer"]["head_usage"]
+    assert all(layer[-1] == 0.0 or layer[0] == 1.0 for layer in first_k)
+    assert sum(u > 0 for u in results["--ablation random-heads"]["head_usage"][0]) > sum(u > 0 for u in first_k[0])
 
 
 def test_console_script_is_installed(tiny_checkpoint):
