@@ -23,6 +23,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import fnmatch
 import json
 import os
 import shlex
@@ -43,7 +45,7 @@ OUT = Path("precomputed")
 SCRATCH = Path("runs") / "precompute"
 SWEEP_BUDGETS = tuple(round(0.05 * i, 2) for i in range(1, 21))
 TABLE_BUDGETS = (0.25, 0.5, 0.75)
-SHIPPED = ("dense", "budgetformer", "no-budget-net", "no-head-scorer", "bba")
+SHIPPED = ("dense", "budgetformer", "budgetformer-paper", "no-budget-net", "no-head-scorer", "bba")
 SLICE = 200
 """Test rows each shipped checkpoint is re-evaluated on by the manifest test."""
 TIMED_INPUTS = 8
@@ -65,7 +67,9 @@ class Recipe:
     dense_sets: tuple[str, ...] = ()
     """Only for the models trained from scratch (dense, budgetformer, ablations)."""
     budget_sets: tuple[str, ...] = ()
-    """Only for budgetformer and its two ablations (e.g. the budget band)."""
+    """Only for budgetformer (the adaptive recipe) and its two ablations (e.g. the budget band)."""
+    paper_sets: tuple[str, ...] = ()
+    """Only for budgetformer-paper, the paper's recipe (``recipe=paper``)."""
     warm_sets: tuple[str, ...] = ("epochs=5",)
     """Only for the models warm-started from dense (bba and the static-gate baselines)."""
     bba_sets: tuple[str, ...] = ()
@@ -144,6 +148,7 @@ def dataset_jobs(ds: str) -> list[Job]:
 
     scratch = (r.dense_sets,)
     train("dense", "dense", scratch)
+    train("budgetformer-paper", "budgetformer", (r.dense_sets, ("recipe=paper",), r.paper_sets))
     scratch = (r.dense_sets, r.budget_sets)
     train("budgetformer", "budgetformer", scratch)
     # the ablations as trained models: f_θ replaced by the full model's mean s (filled in when
@@ -162,6 +167,24 @@ def dataset_jobs(ds: str) -> list[Job]:
         train(f"recovery-{b:g}", "bba", (("epochs=1", "gate_input=false", f"train_budget={b:g}", "freeze_gates=true"),),
               init="posthoc", after=(f"{ds}-posthoc",), budget=b)
     return jobs
+
+
+def select(jobs: list[Job], patterns: list[str] | None) -> list[Job]:
+    """The jobs whose model name matches one of ``patterns`` (shell-style, e.g. ``static-*``);
+    all of them for None. A selected job starting from one that is not selected starts from its
+    checkpoint as it is (which must be there)."""
+    if not patterns:
+        return jobs
+    chosen = [j for j in jobs if any(fnmatch.fnmatchcase(j.name, p) for p in patterns)]
+    if not chosen:
+        raise SystemExit(f"no model matches {patterns}")
+    keys = {j.key for j in chosen}
+    by_key = {j.key: j for j in jobs}
+    for j in chosen:
+        for a in j.after:
+            if a not in keys and not (ROOT / by_key[a].out / "config.json").is_file():
+                raise SystemExit(f"{j.key} starts from {a}, which is neither selected nor built")
+    return [dataclasses.replace(j, after=tuple(a for a in j.after if a in keys)) for j in chosen]
 
 
 def resolve(job: Job) -> Job:
@@ -304,8 +327,18 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
                 "latency_iqr_ms": stats["b1"].iqr_ms / TIMED_INPUTS,
                 "speedup_b1": paired_speedup(stats["dense b1"], stats["b1"]),
                 "speedup_b32": paired_speedup(stats["dense b32"], stats["b32"]) if "b32" in stats else float("nan"),
+                **accuracy_by_need(ev, split.needed_heads),
             })
     return out
+
+
+def accuracy_by_need(ev, needed_heads: list[int] | None) -> dict[str, float]:
+    """``acc_need{n}``: accuracy on the inputs built to need n heads (synthetic tasks only)."""
+    if needed_heads is None:
+        return {}
+    need = np.asarray(needed_heads)
+    correct = ev.predictions == ev.labels
+    return {f"acc_need{n}": float(correct[need == n].mean()) for n in sorted(set(need.tolist()))}
 
 
 def evaluate_all(jobs: list[Job], workers: int) -> pd.DataFrame:
@@ -400,11 +433,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2, help="parallel one-thread jobs")
     p.add_argument("--skip-train", action="store_true", help="only evaluate and write the manifest")
     p.add_argument("--force", action="store_true", help="retrain every model, even unchanged ones")
+    p.add_argument("--models", nargs="+", help="only these models (names or patterns, e.g. budgetformer* bba); "
+                   "the other rows of sweeps.csv are kept")
     args = p.parse_args(argv)
     datasets = [d for d in args.datasets if RECIPES[d].data_dir is None or (ROOT / RECIPES[d].data_dir).is_dir()]
     for d in set(args.datasets) - set(datasets):
         print(f"skipping {d}: {RECIPES[d].data_dir} is not there", file=sys.stderr)
-    jobs = plan(datasets)
+    jobs = select(plan(datasets), args.models)
     t0 = time.perf_counter()
     if not args.skip_train:
         jobs = run_all(jobs, args.workers, args.force)
@@ -417,15 +452,18 @@ def main(argv: list[str] | None = None) -> int:
     sweeps = evaluate_all(jobs, args.workers)
     results = ROOT / OUT / "results"
     path = results / "sweeps.csv"
-    if path.is_file():  # keep the rows of datasets not rebuilt now
+    if path.is_file():  # keep the rows of the models not rebuilt now
         old = pd.read_csv(path, dtype={"budget": str})
         changes = accuracy_changes(old, sweeps)
         print("test accuracy (%) against the results this run replaces; largest_change: over all budgets")
         print(changes.round(2).replace(-0.0, 0.0).to_string(index=False))  # no "-0.0"
         print(f"largest change: {changes['largest_change'].max():.2f} points", flush=True)
-        sweeps = pd.concat([old[~old["dataset"].isin(datasets)], sweeps], ignore_index=True)
+        rebuilt = old["dataset"].isin(datasets)
+        if args.models:
+            rebuilt &= (old["dataset"] + "-" + old["model"]).isin({j.key for j in jobs})
+        sweeps = pd.concat([old[~rebuilt], sweeps], ignore_index=True)
     sweeps.round(6).to_csv(path, index=False)
-    write_manifest(plan(list(RECIPES)) if len(datasets) < len(RECIPES) else jobs)
+    write_manifest(plan(list(RECIPES)))
     print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
     return 0
 

@@ -41,6 +41,25 @@ def test_shipped_models_and_baselines():
     assert {"epochs=1", "freeze_gates=true", "train_budget=0.5"} <= set(recovery.argv)
 
 
+def test_paper_recipe_beside_the_adaptive_one():
+    jobs = {j.name: j for j in plan(["bbc"])}
+    assert "recipe=paper" in jobs["budgetformer-paper"].argv
+    assert not any("recipe=paper" in j.argv for n, j in jobs.items() if n != "budgetformer-paper")
+
+
+def test_select_keeps_the_chosen_models_and_starts_from_built_sources(tmp_path, monkeypatch):
+    jobs = plan(["bbc"])
+    chosen = precompute.select(jobs, ["budgetformer*", "bba"])
+    assert {j.name for j in chosen} == {"budgetformer", "budgetformer-paper", "bba"}
+    assert all(j.after == () for j in chosen)  # bbc-dense is not selected: bba starts from it as built
+    assert precompute.select(jobs, None) == jobs
+    with pytest.raises(SystemExit, match="no model matches"):
+        precompute.select(jobs, ["nothing*"])
+    monkeypatch.setattr(precompute, "ROOT", tmp_path)  # nothing built there
+    with pytest.raises(SystemExit, match="neither selected nor built"):
+        precompute.select(jobs, ["bba"])
+
+
 def test_run_all_runs_in_parallel_after_sources_and_rebuilds_what_starts_from_a_rebuild(monkeypatch):
     # a → b → d, a → c, e alone; only "a" is out of date, so b, c and d are rebuilt because a was
     jobs = [Job("t", "a", ["train"]), Job("t", "b", ["train"], ("t-a",)), Job("t", "c", ["train"], ("t-a",)),
