@@ -177,12 +177,14 @@ SYNTH_VAR_CUES = 4  # cue types of synthetic_var; each sequence plants 1 … 4 o
 
 
 def _plant(
-    rng: random.Random, cues: list[int], bits: list[int], n_values: int, length: int, noise_vocab: int
+    rng: random.Random, cues: list[int], bits: list[int], n_values: int, length: int, noise_vocab: int,
+    own_values: bool = False,
 ) -> list[str]:
     """``length`` words: noise with the spans of ``cues`` planted in this order at random gaps.
 
-    Cue i's span is the marker ``m{i}`` and ``n_values`` value words ``a`` / ``b``: the one at
-    offset ``i + 1`` after the marker spells ``bits[i]``, the others are random distractors.
+    Cue i's span is the marker ``m{i}`` and ``n_values`` value words ``a`` / ``b`` (``a{i}`` /
+    ``b{i}`` with ``own_values``): the one at offset ``i + 1`` after the marker spells
+    ``bits[i]``, the others are random distractors.
     """
     free = length - len(cues) * (n_values + 1)  # noise words around the cues
     # random gaps between the spans (stars and bars)
@@ -193,7 +195,7 @@ def _plant(
         words += [f"w{rng.randrange(noise_vocab)}" for _ in range(gap)]
         values = [rng.choice("ab") for _ in range(n_values)]
         values[cue] = "b" if bits[cue] else "a"
-        words += [f"m{cue}", *values]
+        words += [f"m{cue}", *(f"{v}{cue}" if own_values else v for v in values)]
     words += [f"w{rng.randrange(noise_vocab)}" for _ in range(gaps[-1])]
     return words
 
@@ -238,9 +240,12 @@ def make_synthetic_var(
     """The cue task of :func:`make_synthetic` with a different, known need per sequence.
 
     Each sequence draws its need k uniformly from 1 … ``n_cues`` and plants a random k of the
-    ``n_cues`` cue types (a random subset, in random order), each exactly as
-    :func:`make_synthetic` plants it: marker ``m{i}`` and ``n_cues`` value words, the one at
-    offset ``i + 1`` being the value. The label is the ``n_cues``-bit number of the values with
+    ``n_cues`` cue types (a random subset, in random order), each as :func:`make_synthetic`
+    plants it — marker ``m{i}`` and ``n_cues`` value words, the one at offset ``i + 1`` being
+    the value — except that cue i's value words are its own, ``a{i}`` / ``b{i}``: which cue a
+    value word belongs to is then in the word, and only *where* it sits (the offset a head reads)
+    is left to attention, which a one-layer model learns several times faster than with shared
+    ``a`` / ``b`` (a dense model: 71 % vs 36 % on validation after two epochs). The label is the ``n_cues``-bit number of the values with
     an absent cue counting as 0, so there are ``2 ** n_cues`` classes, and the label alone does
     not tell which cues are present (a 0 bit may be a cue valued ``a`` or no cue).
 
@@ -257,7 +262,7 @@ def make_synthetic_var(
         k = rng.randint(1, n_cues)
         present = rng.sample(range(n_cues), k)  # which cues, and their order in the sequence
         bits = [rng.randrange(2) if i in present else 0 for i in range(n_cues)]
-        texts.append(" ".join(_plant(rng, present, bits, n_cues, length, noise_vocab)))
+        texts.append(" ".join(_plant(rng, present, bits, n_cues, length, noise_vocab, own_values=True)))
         labels.append(_bits_label(bits))
         needs.append(k)
     return Split(texts, labels, needs)

@@ -99,15 +99,16 @@ def test_synthetic_label_is_the_value_at_each_cue_offset():
 
 
 def read_cues(text: str, n_cues: int = 4) -> dict[int, int]:
-    """{cue: value bit} of the cues planted in a text (value at offset cue + 1 after m{cue})."""
+    """{cue: value bit} of the cues planted in a text (value at offset cue + 1 after m{cue}; cue
+    i's value words are its own, a{i} / b{i})."""
     words = text.split()
     found = {}
     for i in range(n_cues):
         assert words.count(f"m{i}") <= 1
         if f"m{i}" in words:
             at = words.index(f"m{i}")
-            assert set(words[at + 1 : at + 1 + n_cues]) <= {"a", "b"}
-            found[i] = int(words[at + 1 + i] == "b")
+            assert set(words[at + 1 : at + 1 + n_cues]) <= {f"a{i}", f"b{i}"}
+            found[i] = int(words[at + 1 + i] == f"b{i}")
     return found
 
 
