@@ -389,7 +389,12 @@ class FixedHeads(Allocator):
         self.heads = list(heads)
 
     def forward(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
-        return ctx.every_head(self.cfg.n_heads, self.heads)
+        control, H = ctx.control, self.cfg.n_heads
+        asked = control.k if control.k is not None else (
+            None if control.budget is None else heads_for_budget_value(control.budget, H))
+        if asked is not None and set(control._ks() if control.k is not None else [asked]) != {len(self.heads)}:
+            raise ValueError(f"this layer's heads are pruned to {len(self.heads)} of {H}; it cannot run {asked}")
+        return ctx.every_head(H, self.heads)
 
 
 class BudgetAllocator(Allocator):

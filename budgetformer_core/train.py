@@ -20,7 +20,7 @@ import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
-from .budget import Control
+from .budget import Control, heads_for_budget_value, rank_heads
 from .checkpoint import load_checkpoint, round_weights, save_checkpoint
 from .config import ModelConfig, TrainConfig, to_dict
 from .data import TextDataset
@@ -266,6 +266,10 @@ def train(
             )
 
     model = final().cpu()
+    if model_cfg.variant == "bba" and not model_cfg.gate_input and train_cfg.train_budget:
+        # a fixed budget with static gates is a fixed head set: slice it once, for good
+        k = heads_for_budget_value(model_cfg.default_budget, model_cfg.n_heads)
+        model.prune_heads([rank_heads(alloc.gate.scores.detach()[None])[0, :k].tolist() for alloc in model.allocators])
     meta = {"dataset": dataset.name, "split_seed": dataset.split_seed, "train": to_dict(train_cfg),
             "init": None if init is None else str(init), **(meta or {})}
     round_weights(model)  # test the weights exactly as they will be stored
