@@ -245,9 +245,10 @@ def make_synthetic_var(
     the value — except that cue i's value words are its own, ``a{i}`` / ``b{i}``: which cue a
     value word belongs to is then in the word, and only *where* it sits (the offset a head reads)
     is left to attention, which a one-layer model learns several times faster than with shared
-    ``a`` / ``b`` (a dense model: 71 % vs 36 % on validation after two epochs). The label is the ``n_cues``-bit number of the values with
-    an absent cue counting as 0, so there are ``2 ** n_cues`` classes, and the label alone does
-    not tell which cues are present (a 0 bit may be a cue valued ``a`` or no cue).
+    ``a`` / ``b`` (a dense model: 71 % vs 36 % on validation after two epochs). The label is the
+    ``n_cues``-bit number of the values with an absent cue counting as 0, so there are
+    ``2 ** n_cues`` classes, and the label alone does not tell which cues are present (a 0 bit
+    may be a cue valued ``a`` or no cue).
 
     Which cues are present is visible in the words (the markers), but each present cue's value
     needs a head reading its offset: a one-layer model with ``h < k`` heads is at best
