@@ -156,6 +156,11 @@ class TrainConfig:
     lambda_cost: float = 0.05
     """λ_c, the price of heads in the ``adaptive`` recipe: λ_c · mean s (the expected fraction of
     heads run) is added to the loss. Unused by the ``paper`` recipe."""
+    lambda_difficulty: float = 0.0
+    """λ_d (``adaptive`` recipe; 0 = off): pulls each input's s towards a target set by how hard
+    the input is for the model right now — the rank of its task loss within the batch, mapped
+    linearly onto [s_min, s_max] — with λ_d · mean (s − target)². The budget network then learns
+    to predict difficulty from the pooled layer input, and the inputs it finds hard get more heads."""
     beta_start: float = -1.0
     """β at the start of training (< 0 rewards high head entropy: explore)."""
     beta_end: float = 1.0
@@ -211,8 +216,9 @@ class TrainConfig:
             raise ValueError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
         if self.recipe not in ("adaptive", "paper"):
             raise ValueError(f"recipe must be 'adaptive' or 'paper', got {self.recipe!r}")
-        if self.lambda_cost < 0:
-            raise ValueError(f"lambda_cost must be >= 0, got {self.lambda_cost}")
+        if self.lambda_cost < 0 or self.lambda_difficulty < 0:
+            raise ValueError(f"lambda_cost and lambda_difficulty must be >= 0, got {self.lambda_cost}, "
+                             f"{self.lambda_difficulty}")
 
 
 def _convert(value: str, current: Any, key: str) -> Any:

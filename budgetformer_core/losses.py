@@ -7,7 +7,9 @@
   (rewarding low entropy: specialise) as training progresses (t ∈ [0, 1]);
 * the ``adaptive`` recipe adds λ_c·s, the mean budget over inputs and layers — the expected
   fraction of heads run — so that heads have a price and an input buys more of them only where
-  they lower its task loss (its head weights are gated: the task loss sees how many heads run).
+  they lower its task loss (its head weights are gated: the task loss sees how many heads run);
+  with λ_d > 0 it also pulls s towards a per-input target from the rank of the input's task loss
+  in the batch (:func:`difficulty_targets`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ from .model import ModelOutput
 def budget_loss(s: Tensor, s_min: float, s_max: float) -> Tensor:
     """Quadratic hinge keeping s in [s_min, s_max]; zero inside the band."""
     return (F.relu(s_min - s) ** 2 + F.relu(s - s_max) ** 2).mean()
+
+
+def difficulty_targets(losses: Tensor, s_min: float, s_max: float) -> Tensor:
+    """(B,) budgets from per-input task losses (B,): the rank of each loss in the batch (0 for
+    the easiest, 1 for the hardest; ties by position) mapped linearly onto [s_min, s_max]."""
+    B = losses.shape[0]
+    ranks = torch.empty_like(losses).scatter_(0, losses.argsort(stable=True), torch.arange(B, dtype=losses.dtype))
+    return s_min + (s_max - s_min) * ranks / max(B - 1, 1)
 
 
 def head_entropy(p: Tensor) -> Tensor:
@@ -72,4 +82,8 @@ def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: flo
     total = task + cfg.lambda_budget * lb + cfg.lambda_entropy * beta * ent
     cost = s.mean() if cfg.recipe == "adaptive" else s.new_zeros(())
     total = total + cfg.lambda_cost * cost
+    if cfg.recipe == "adaptive" and cfg.lambda_difficulty:
+        per_input = F.cross_entropy(out.logits.detach(), labels, reduction="none")  # (B,)
+        target = difficulty_targets(per_input, cfg.s_min, cfg.s_max)
+        total = total + cfg.lambda_difficulty * ((s - target[None, :]) ** 2).mean()
     return LossTerms(total, task.item(), lb.item(), ent.item(), beta, cost.item())

@@ -62,3 +62,11 @@ def test_the_adaptive_recipe_prices_heads(recipe):
     expected = base.total.item() + (0.5 * mean_s if recipe == "adaptive" else 0.0)
     assert terms.total.item() == pytest.approx(expected, rel=1e-6)
     assert terms.cost == (pytest.approx(mean_s) if recipe == "adaptive" else 0.0)
+
+
+def test_difficulty_targets_map_loss_ranks_onto_the_band():
+    from budgetformer_core.losses import difficulty_targets
+
+    targets = difficulty_targets(torch.tensor([0.3, 0.01, 2.0, 0.3]), 0.1, 0.7)
+    assert targets.tolist() == pytest.approx([0.3, 0.1, 0.7, 0.5])  # ranks 1, 0, 3, 2 of 3
+    assert difficulty_targets(torch.tensor([1.0]), 0.1, 0.7).tolist() == pytest.approx([0.1])
