@@ -446,6 +446,63 @@ def budget_by_class(
     return go.Figure(data=data, layout=layout)
 
 
+def k_histogram(ks: Sequence[str], inputs: Sequence[int], title: str) -> go.Figure:
+    """How many inputs ran k heads, k on a categorical axis (every k given, also those with 0)."""
+    bar = dict(
+        type="bar",
+        x=[str(k) for k in ks],
+        y=[int(v) for v in inputs],
+        marker=dict(color=BLUE),
+        text=[str(int(v)) for v in inputs],
+        textposition="outside",
+        cliponaxis=False,
+        hovertemplate="k = %{x}: %{y} inputs<extra></extra>",
+    )
+    layout = _layout(
+        title,
+        300,
+        xaxis=dict(title="heads run k", type="category"),
+        yaxis=dict(title="inputs", rangemode="tozero"),
+    )
+    return go.Figure(data=[bar], layout=layout)
+
+
+def k_by_need(
+    needed: Sequence[int], mean_k: dict[str, Sequence[float]], title: str = "Mean heads run k per needed n"
+) -> go.Figure:
+    """Mean k (y) per needed n (categorical x), one bar per layer, with the dotted line k = n."""
+    xs = [str(int(n)) for n in needed]
+    data = [
+        dict(
+            type="bar",
+            x=xs,
+            y=[_value(v) for v in values],
+            name=name,
+            marker=dict(color=LAYER_COLORS[i % len(LAYER_COLORS)]),
+            hovertemplate=f"{name}, n = %{{x}}: mean k %{{y:.2f}}<extra></extra>",
+        )
+        for i, (name, values) in enumerate(mean_k.items())
+    ]
+    data.append(
+        dict(
+            type="scatter",
+            x=xs,
+            y=[float(n) for n in needed],
+            mode="lines+markers",
+            line=REFERENCE,
+            name="k = n",
+            hovertemplate="needed %{x}<extra></extra>",
+        )
+    )
+    layout = _layout(
+        title,
+        360,
+        xaxis=dict(title="heads the input needs n", type="category"),
+        yaxis=dict(title="mean heads run k", rangemode="tozero"),
+    )
+    return go.Figure(data=data, layout={**_with_legend(layout), "barmode": "group"})
+
+
 # --------------------------------------------------------------------------- budget sweep, ablations
 
 POINT_SYMBOLS = ["star", "diamond", "square", "triangle-up", "cross"]

@@ -4,11 +4,13 @@ The pages work on one table: a row per text of a split, built from
 :meth:`budgetformer_core.infer.Evaluation.to_frame` (predictions, probabilities, s per layer),
 computed live or read from the precomputed per-example tables; :func:`per_example_table` adds the
 class names and texts. The filters, confusion matrix, extremes and the models' disagreements are
-computed from those tables.
+computed from those tables, and so is the reading of the adaptivity figures (SPEC §6:
+:func:`budgetformer_core.adaptivity.from_frames` on a model's table and its dense reference's).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -156,3 +158,132 @@ def disagreements(
         if known and all(labels[i] == y for i, y in zip(idx, joined["label"], strict=True)):
             out["text"] = [texts[i] for i in out["index"]]
     return out.reset_index(drop=True), len(joined)
+
+
+# --------------------------------------------------------------------------- adaptivity (SPEC §6)
+
+FOLLOWS_RHO = 0.2
+"""|ρ(s, reference loss)| from which the reading says the budget follows difficulty."""
+FOLLOWS_RATIO = 1.1
+"""Hardest / easiest third heads ratio from which the reading says harder inputs get more heads."""
+
+
+def figure_text(value: float | None, fmt: str) -> str:
+    """An adaptivity figure for display: "n/a" for a null (or non-finite) figure, never "nan"."""
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    return format(float(value), fmt).replace("-", "−")
+
+
+_NULL_NAMES = re.compile(r"^[\w ]+ (?:is|are) null: |: [\w ]+ (?:is|are) null$")
+"""The "<figure> is null" part of a note (the figure's field name), left out of the reason."""
+
+
+def null_reason(notes: list[str], figure: str, default: str) -> str:
+    """Why ``figure`` (e.g. ``"rho_s_reference_loss"``) is null, in plain words: the first note
+    naming it without the field names ("s is the same for every input, so it cannot correlate
+    with difficulty"), else ``default``."""
+    note = next((note for note in notes if figure in note), None)
+    return default if note is None else _NULL_NAMES.sub("", note)
+
+
+def k_histogram_frame(k_hists: list[dict[str, int]]) -> pd.DataFrame:
+    """Per layer, how many inputs ran each number of heads k (``LayerAdaptivity.k_hist``).
+
+    Columns ``layer``, ``k`` (a string, for a categorical axis), ``inputs`` and ``share``; every
+    layer lists every k from the fewest to the most heads any layer ran, 0 where none did, so the
+    layers' charts share one axis.
+    """
+    ks = [int(k) for hist in k_hists for k in hist]
+    rows = []
+    if ks:
+        for layer, hist in enumerate(k_hists):
+            total = sum(hist.values())
+            for k in range(min(ks), max(ks) + 1):
+                count = int(hist.get(str(k), 0))
+                rows.append({"layer": layer, "k": str(k), "inputs": count, "share": count / total if total else 0.0})
+    return pd.DataFrame(rows, columns=["layer", "k", "inputs", "share"])
+
+
+def k_by_need(table: pd.DataFrame, needed: list[int]) -> pd.DataFrame:
+    """Mean heads run per layer, by the heads an input needs (a synthetic task with known needs).
+
+    ``table`` has the per-layer ``k{l}`` columns; ``needed`` is in its row order. Columns
+    ``needed``, ``layer``, ``mean_k`` and ``inputs``, in increasing need then layer.
+    """
+    if len(needed) != len(table):
+        raise ValueError(f"{len(needed)} needed-head counts for {len(table)} rows")
+    k_columns = sorted((c for c in table.columns if c[:1] == "k" and c[1:].isdigit()), key=lambda c: int(c[1:]))
+    need = np.asarray(needed, dtype=np.int64)
+    rows = []
+    for n in np.unique(need):
+        rows += [
+            {"needed": int(n), "layer": int(c[1:]), "mean_k": float(table[c].to_numpy()[need == n].mean()),
+             "inputs": int((need == n).sum())}
+            for c in k_columns
+        ]
+    return pd.DataFrame(rows, columns=["needed", "layer", "mean_k", "inputs"])
+
+
+def adaptivity_reading(figures) -> str:
+    """One line in plain words of what an :class:`~budgetformer_core.adaptivity.Adaptivity` says.
+
+    Difficulty is the reference model's loss: "harder inputs get more heads: 1.4× on the hardest
+    third (ρ = +0.41)" or "the budget does not follow difficulty here: ρ = +0.06"; with known
+    needs, whether k follows them.
+    """
+    rho, ratio = figures.rho_s_reference_loss, figures.heads_ratio_hard_easy
+    ratio_text = "n/a" if ratio is None else f"{ratio:.2f}×"
+    if rho is None:
+        reason = null_reason(figures.notes, "rho_s_reference_loss", "there is no reference model")
+        parts = [f"the budget cannot follow difficulty here: {reason}"]
+    elif rho >= FOLLOWS_RHO and ratio is not None and ratio >= FOLLOWS_RATIO:
+        parts = [f"harder inputs get more heads: {ratio:.1f}× on the hardest third (ρ = {figure_text(rho, '+.2f')})"]
+    elif rho >= FOLLOWS_RHO:
+        parts = [f"s rises with difficulty (ρ = {figure_text(rho, '+.2f')}) but the heads run barely do: "
+                 f"{ratio_text} on the hardest third"]
+    elif rho <= -FOLLOWS_RHO:
+        parts = [f"harder inputs get fewer heads: {ratio_text} on the hardest third (ρ = {figure_text(rho, '+.2f')})"]
+    else:
+        parts = [f"the budget does not follow difficulty here: ρ = {figure_text(rho, '+.2f')}"]
+    rho_k, frac = figures.rho_k_needed, figures.frac_k_at_least_needed
+    enough = "" if frac is None else f", k ≥ needed in every layer on {frac:.0%} of inputs"
+    if rho_k is not None:
+        follows = "follows" if rho_k >= 0.5 else "does not follow"
+        parts.append(f"k {follows} the heads an input needs: ρ = {figure_text(rho_k, '+.2f')}{enough}")
+    elif frac is not None:
+        parts.append(null_reason(figures.notes, "rho_k_needed", "rho_k_needed is null") + enough)
+    sentence = "; ".join(parts)
+    return sentence[:1].upper() + sentence[1:] + "."
+
+
+def adaptivity_figures(
+    table: pd.DataFrame,
+    n_heads: int,
+    reference: pd.DataFrame | None = None,
+    needed: list[int] | None = None,
+    reference_name: str = "the dense model",
+):
+    """:func:`budgetformer_core.adaptivity.from_frames` of a model's table, with a note for every
+    figure left null because the reference or the needed heads are missing or do not fit.
+
+    Imports the engine (and torch) on the first call only, so the pages can draw before that.
+    """
+    from budgetformer_core.adaptivity import from_frames
+
+    notes = []
+    if reference is None:
+        notes.append(f"no reference model ({reference_name}) to judge difficulty by: "
+                     "rho_s_reference_loss and heads_ratio_hard_easy are null")
+    elif len(reference) != len(table) or not np.array_equal(reference["label"], table["label"]):
+        notes.append(f"{reference_name} was evaluated on other inputs than this model: "
+                     "rho_s_reference_loss and heads_ratio_hard_easy are null")
+        reference = None
+    if needed is not None and len(needed) != len(table):
+        notes.append(f"the split lists {len(needed)} needed-head counts for {len(table)} inputs: "
+                     "rho_k_needed and frac_k_at_least_needed are null")
+        needed = None
+    elif needed is None:
+        notes.append("the task does not say how many heads each input needs: "
+                     "rho_k_needed and frac_k_at_least_needed are null")
+    return from_frames(table, n_heads, reference, None if needed is None else np.asarray(needed), notes)

@@ -373,3 +373,36 @@ def precomputed_table(name: str) -> pd.DataFrame | None:
         return _precomputed_example(str(path), _file_stamp(path))
     except ValueError:  # vouched for, yet unreadable: computed live instead
         return None
+
+
+# --------------------------------------------------------------------------- adaptivity (SPEC §6)
+
+NEEDS_DATASETS = ("synthetic", "synthetic_var")
+"""Datasets built in code whose splits say how many heads each input needs (``Split.needed_heads``)."""
+
+
+def reference_model(name: str) -> str | None:
+    """The dense model of the same dataset, ``<dataset>-dense``, whose per-example loss is the
+    difficulty the adaptivity figures judge ``name`` by; None when it is not shipped."""
+    reference = f"{dataset_of(name)}-dense"
+    return reference if reference in available_models() else None
+
+
+@st.cache_data(max_entries=4, show_spinner="Loading the dataset…")
+def _needed_heads(dataset: str, split: str, seed: int) -> list[int] | None:
+    from budgetformer_core.data import load_dataset
+
+    try:
+        needed = load_dataset(dataset, seed=seed).split(split).needed_heads
+    except (RuntimeError, ValueError, OSError, ImportError):
+        return None
+    return None if needed is None else [int(n) for n in needed]
+
+
+def needed_heads(name: str, split: str = "test") -> list[int] | None:
+    """Heads each input of the split of ``name``'s dataset needs, in the split's order (the rows
+    of :func:`per_example`); None for a dataset that does not say (all but :data:`NEEDS_DATASETS`)."""
+    dataset = dataset_of(name)
+    if dataset not in NEEDS_DATASETS:
+        return None
+    return _needed_heads(dataset, split, int(checkpoint_config(name).get("split_seed", 0)))

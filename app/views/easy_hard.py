@@ -1,9 +1,12 @@
 """Easy vs hard: which test texts get a small budget s and which a large one, and why.
 
 The paper's claim is that easy inputs get small budgets and hard or noisy ones larger. This page
-checks it on the held-out test split: the distribution of s, s against the model's uncertainty
-(prediction entropy), its error (loss) and the text's length, s by class, and two texts side by
-side with their head relevance.
+checks it on the held-out test split. First the adaptivity figures of SPEC §6, with difficulty
+judged by another model (the dense model's per-example loss) or, on a synthetic task, by the
+heads an input is built to need: k per layer, distinct head sets, ρ(s, dense loss), the heads run
+on the hardest third against the easiest. Then the distribution of s, s against the model's
+uncertainty (prediction entropy), its error (loss) and the text's length, s by class, and two
+texts side by side with their head relevance.
 """
 
 from __future__ import annotations
@@ -13,11 +16,25 @@ import streamlit as st
 from app import charts
 from app.analysis import Settings
 from app.components import md_escape, per_example_or_stop
-from app.examples import example_label, extremes, preview
+from app.examples import (
+    adaptivity_figures,
+    adaptivity_reading,
+    example_label,
+    extremes,
+    figure_text,
+    k_by_need,
+    k_histogram_frame,
+    null_reason,
+    preview,
+)
 from app.state import (
     dataset_of,
     explore,
     is_dense,
+    model_config,
+    needed_heads,
+    per_example,
+    reference_model,
     selected_model,
     train_config,
 )
@@ -46,6 +63,110 @@ table, samples = per_example_or_stop(
 if table is None or len(table) < 2:
     st.info("The test split has too few texts to compare.")
     st.stop()
+
+# ----------------------------------------------------------------------------- adaptivity (SPEC §6)
+reference = reference_model(name)
+reference_table = None
+if reference is not None:
+    try:
+        with st.spinner(f"Running {reference} over the test texts (once)…"):
+            reference_table = per_example(reference, "test")
+    except ValueError:  # the reference cannot be evaluated: its figures are n/a, with the reason
+        reference_table = None
+needed = needed_heads(name)
+figures = adaptivity_figures(
+    table, int(model_config(name).get("n_heads", 1)), reference_table, needed, reference or f"{dataset}-dense"
+)
+
+st.subheader("Do harder inputs get more heads?")
+st.caption(
+    f"Difficulty judged by another model: the loss of **{md_escape(reference or dataset + '-dense')}** on "
+    f"each of the {figures.n} test inputs (hardest third = its highest losses)"
+    + (", and the number of heads each input is built to need." if needed is not None else ".")
+)
+st.markdown(f"**Reading:** {md_escape(adaptivity_reading(figures))}")
+rho_s, ratio = figures.rho_s_reference_loss, figures.heads_ratio_hard_easy
+shown = [
+    ("Accuracy", f"{figures.accuracy:.1%}", None, "Test accuracy of this model."),
+    (
+        "Mean heads fraction",
+        f"{figures.mean_heads_fraction:.1%}",
+        None,
+        "Heads run / heads available, over the test inputs and layers.",
+    ),
+    (
+        "ρ(s, dense loss)",
+        figure_text(rho_s, "+.2f"),
+        "rho_s_reference_loss",
+        "Spearman ρ of each input's mean s with the dense model's loss on it: > 0 means inputs "
+        "another model finds hard get larger budgets.",
+    ),
+    (
+        "Heads run: hardest / easiest third",
+        figure_text(ratio, ".2f") + ("×" if ratio is not None else ""),
+        "heads_ratio_hard_easy",
+        "Mean heads run per input (over layers) on the third of inputs with the highest dense "
+        "loss / on the third with the lowest.",
+    ),
+]
+if needed is not None:
+    shown += [
+        (
+            "ρ(k, needed heads)",
+            figure_text(figures.rho_k_needed, "+.2f"),
+            "rho_k_needed",
+            "Spearman ρ of the heads each input runs (mean over layers) with the heads it needs.",
+        ),
+        (
+            "k ≥ needed in every layer",
+            figure_text(figures.frac_k_at_least_needed, ".1%"),
+            "frac_k_at_least_needed",
+            "Share of inputs that run at least the heads they need in every layer.",
+        ),
+    ]
+reasons = []
+for col, (label, value, key, help_text) in zip(st.columns(len(shown)), shown, strict=True):
+    if value == "n/a":
+        reason = null_reason(figures.notes, key, "the figure cannot be computed for this model")
+        reasons.append(f"{label} is n/a: {reason}")
+        help_text = f"{help_text} n/a: {reason}"
+    col.metric(label, value, help=help_text)
+for line in reasons:
+    st.caption(md_escape(line))
+
+hists = k_histogram_frame([layer.k_hist for layer in figures.layers])
+per_row = min(len(figures.layers), 4) or 1
+for start in range(0, len(figures.layers), per_row):
+    for col, layer in zip(st.columns(per_row), range(start, min(start + per_row, len(figures.layers)))):
+        rows, stats = hists[hists["layer"] == layer], figures.layers[layer]
+        col.plotly_chart(
+            charts.k_histogram(rows["k"], rows["inputs"], f"Layer {layer}: heads run k per input"),
+            key=f"chart_eh_k_{layer}",
+        )
+        col.metric(
+            f"Layer {layer}: distinct head sets",
+            str(stats.distinct_head_sets),
+            help="How many different sets of heads ran over the test inputs.",
+        )
+        col.metric(
+            f"Layer {layer}: head-set entropy",
+            f"{stats.head_set_entropy_bits:.2f} bits",
+            help="Entropy of the distribution of head sets over the inputs: 0 when every input "
+            "runs the same heads.",
+        )
+if needed is not None:
+    by_need = k_by_need(table, needed)
+    st.plotly_chart(
+        charts.k_by_need(
+            sorted(by_need["needed"].unique()),
+            {
+                f"layer {layer}": part.sort_values("needed")["mean_k"].tolist()
+                for layer, part in by_need.groupby("layer")
+            },
+        ),
+        key="chart_eh_k_by_need",
+    )
+st.divider()
 
 tcfg = train_config(name)
 band = (tcfg.get("s_min"), tcfg.get("s_max"))

@@ -331,3 +331,84 @@ def test_disagreements_joins_on_index_and_checks_the_texts():
     rows, _ = examples.disagreements({"a": a, "b": b}, ["neg", "pos"], ["t0", "t1", "t2"], [1, 1, 1])
     assert "text" not in rows  # the labels say these are not the same texts
     assert examples.disagreements({}, [])[1] == 0
+
+
+def adaptivity_of(rho_s, ratio, rho_k=None, frac=None, notes=()):
+    from budgetformer_core.adaptivity import Adaptivity
+
+    return Adaptivity(n=9, accuracy=0.9, mean_heads_fraction=0.3, layers=[], rho_s_reference_loss=rho_s,
+                      heads_ratio_hard_easy=ratio, rho_k_needed=rho_k, frac_k_at_least_needed=frac,
+                      notes=list(notes))  # fmt: skip
+
+
+def test_adaptivity_reading_in_plain_words():
+    assert examples.adaptivity_reading(adaptivity_of(0.41, 1.43)) == (
+        "Harder inputs get more heads: 1.4× on the hardest third (ρ = +0.41)."
+    )
+    assert examples.adaptivity_reading(adaptivity_of(0.06, 1.0)) == (
+        "The budget does not follow difficulty here: ρ = +0.06."
+    )
+    assert examples.adaptivity_reading(adaptivity_of(-0.29, 0.93)) == (
+        "Harder inputs get fewer heads: 0.93× on the hardest third (ρ = −0.29)."
+    )
+    assert "barely do: 1.02×" in examples.adaptivity_reading(adaptivity_of(0.3, 1.02))
+    constant = adaptivity_of(None, 1.0, notes=["s is the same for every input, so it cannot correlate with "
+                                               "difficulty: rho_s_reference_loss is null"])  # fmt: skip
+    assert examples.adaptivity_reading(constant) == (
+        "The budget cannot follow difficulty here: s is the same for every input, so it cannot "
+        "correlate with difficulty."
+    )
+    needs = examples.adaptivity_reading(adaptivity_of(0.5, 2.0, rho_k=0.95, frac=0.99))
+    assert needs.endswith(
+        "; k follows the heads an input needs: ρ = +0.95, k ≥ needed in every layer on 99% of inputs."
+    )
+    same_need = adaptivity_of(0.0, 1.0, frac=1.0, notes=["rho_k_needed is null: every input needs 2 heads"])
+    assert examples.adaptivity_reading(same_need).endswith(
+        "; every input needs 2 heads, k ≥ needed in every layer on 100% of inputs."
+    )
+    assert "nan" not in examples.adaptivity_reading(adaptivity_of(float("nan"), None)).lower()
+    assert examples.figure_text(None, "+.2f") == examples.figure_text(float("nan"), ".2f") == "n/a"
+    assert examples.figure_text(-0.123, "+.2f") == "−0.12"
+
+
+def test_k_histogram_frame_and_chart():
+    frame = examples.k_histogram_frame([{"2": 3, "4": 1}, {"3": 4}])
+    assert frame["k"].tolist() == ["2", "3", "4"] * 2
+    assert frame["layer"].tolist() == [0, 0, 0, 1, 1, 1]
+    assert frame["inputs"].tolist() == [3, 0, 1, 0, 4, 0]
+    assert frame["share"].tolist() == [0.75, 0.0, 0.25, 0.0, 1.0, 0.0]
+    assert examples.k_histogram_frame([]).empty
+    rows = frame[frame["layer"] == 0]
+    spec = charts.k_histogram(rows["k"], rows["inputs"], "Layer 0").to_plotly_json()
+    assert spec["layout"]["xaxis"]["type"] == "category"
+    assert list(spec["data"][0]["x"]) == ["2", "3", "4"]
+    assert list(spec["data"][0]["y"]) == [3, 0, 1]
+
+
+def test_k_by_need_and_the_adaptivity_notes():
+    import pandas as pd
+
+    table = pd.DataFrame({"label": [0, 1, 0, 1], "prediction": [0, 1, 1, 1],
+                          "s0": [0.1, 0.2, 0.3, 0.4], "k0": [1, 2, 3, 4], "heads0": ["0", "0 1", "0 1 2", "0 1 2 3"],
+                          "s1": [0.1, 0.2, 0.3, 0.4], "k1": [2, 2, 4, 4],
+                          "heads1": ["0 1", "1 2", "0 1 2 3", "0 1 2 3"]})  # fmt: skip
+    by_need = examples.k_by_need(table, [1, 1, 2, 2])
+    assert by_need.to_dict("list") == {"needed": [1, 1, 2, 2], "layer": [0, 1, 0, 1],
+                                       "mean_k": [1.5, 2.0, 3.5, 4.0], "inputs": [2, 2, 2, 2]}  # fmt: skip
+    with pytest.raises(ValueError):
+        examples.k_by_need(table, [1, 2])
+    spec = charts.k_by_need([1, 2], {"layer 0": [1.5, 3.5], "layer 1": [2.0, 4.0]}).to_plotly_json()
+    assert spec["layout"]["xaxis"]["type"] == "category" and [t["name"] for t in spec["data"]][-1] == "k = n"
+
+    figures = examples.adaptivity_figures(table, 4, table.assign(loss=[0.1, 0.2, 0.3, 0.4]), [1, 2, 4, 4])
+    assert figures.rho_s_reference_loss == pytest.approx(1.0) and figures.rho_k_needed > 0.9
+    assert figures.frac_k_at_least_needed == 0.75 and not figures.notes
+    alone = examples.adaptivity_figures(table, 4, None, None, "bbc-dense")
+    assert alone.rho_s_reference_loss is None and alone.rho_k_needed is None
+    assert examples.null_reason(alone.notes, "heads_ratio_hard_easy", "?") == (
+        "no reference model (bbc-dense) to judge difficulty by"
+    )
+    other = examples.adaptivity_figures(table, 4, table.head(3).assign(loss=0.1), [1, 2], "bbc-dense")
+    assert other.heads_ratio_hard_easy is None and other.frac_k_at_least_needed is None
+    assert "other inputs" in examples.null_reason(other.notes, "rho_s_reference_loss", "?")
+    assert "2 needed-head counts" in examples.null_reason(other.notes, "rho_k_needed", "?")

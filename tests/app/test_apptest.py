@@ -700,3 +700,82 @@ def test_sweep_and_ablation_pages_without_results(tmp_path, monkeypatch, case):
         open_page(at, "ablations")
         assert any(expected in m.value for m in [*at.info, *at.error])
         assert not at.get("plotly_chart") and not at.dataframe
+
+
+# ----------------------------------------------------------------------------- adaptivity (SPEC §6)
+PER_EXAMPLE = ROOT / "precomputed" / "results" / "per_example"
+
+
+def expected_adaptivity(model: str, needed: list[int] | None = None):
+    """The figures the page should show, from the shipped per-example tables."""
+    from budgetformer_core.adaptivity import from_frames
+
+    frame = pd.read_parquet(PER_EXAMPLE / f"{model}.parquet")
+    reference = pd.read_parquet(PER_EXAMPLE / f"{model.split('-', 1)[0]}-dense.parquet")
+    return from_frames(frame, config(model)["model"]["n_heads"], reference, needed)
+
+
+def shipped(*models: str) -> bool:
+    return all(m in available_models() and (PER_EXAMPLE / f"{m}.parquet").is_file() for m in models)
+
+
+@pytest.mark.skipif(not shipped(DEFAULT_MODEL, "bbc-dense"), reason="no shipped bbc tables")
+def test_easy_vs_hard_adaptivity_figures(at):
+    from app.examples import adaptivity_reading
+
+    expected = expected_adaptivity(DEFAULT_MODEL)
+    open_page(at, "easy_hard")
+    assert metric(at, "Accuracy") == f"{expected.accuracy:.1%}"
+    assert metric(at, "Mean heads fraction") == f"{expected.mean_heads_fraction:.1%}"
+    assert number(metric(at, "ρ(s, dense loss)")) == pytest.approx(expected.rho_s_reference_loss, abs=0.005)
+    ratio = metric(at, "Heads run: hardest / easiest third")
+    assert ratio.endswith("×") and float(ratio[:-1]) == pytest.approx(expected.heads_ratio_hard_easy, abs=0.005)
+    reading = adaptivity_reading(expected)
+    assert any(reading.split(":")[0] in m for m in all_markdown(at))
+    assert not [m for m in at.metric if m.label.startswith("ρ(k")]  # bbc does not say what it needs
+    for layer, figures in enumerate(expected.layers):
+        bars = chart(at, f"Layer {layer}: heads run k")
+        assert bars["layout"]["xaxis"]["type"] == "category"
+        shown = dict(zip(bars["data"][0]["x"], bars["data"][0]["y"], strict=True))
+        assert {k: v for k, v in shown.items() if v} == figures.k_hist and sum(shown.values()) == expected.n
+        assert metric(at, f"Layer {layer}: distinct head sets") == str(figures.distinct_head_sets)
+        assert metric(at, f"Layer {layer}: head-set entropy") == f"{figures.head_set_entropy_bits:.2f} bits"
+    assert chart(at, "Mean budget s over")  # the page's earlier content follows
+
+
+@pytest.mark.skipif(not shipped("bbc-bba", "bbc-dense"), reason="no shipped bba model")
+def test_easy_vs_hard_bba_shows_na_with_the_reason(at):
+    from app.examples import null_reason
+
+    expected = expected_adaptivity("bbc-bba")
+    assert expected.rho_s_reference_loss is None
+    reason = null_reason(expected.notes, "rho_s_reference_loss", "?")
+    at.sidebar.selectbox(key="model_for_bbc").set_value("bbc-bba")
+    run(at)
+    open_page(at, "easy_hard")
+    [rho] = [m for m in at.metric if m.label == "ρ(s, dense loss)"]
+    assert rho.value == "n/a" and reason in rho.help
+    assert any("n/a" in c.value and "same for every input" in c.value for c in at.caption)
+    assert any("cannot follow difficulty" in m for m in all_markdown(at))
+    assert not [m.value for m in at.metric if "nan" in m.value.lower()]
+
+
+@pytest.mark.skipif(not shipped("synthetic-budgetformer", "synthetic-dense"), reason="no shipped synthetic model")
+def test_easy_vs_hard_needed_heads_on_a_synthetic_task(at):
+    from budgetformer_core.data import load_dataset
+
+    needed = load_dataset("synthetic").split("test").needed_heads
+    expected = expected_adaptivity("synthetic-budgetformer", needed)
+    at.sidebar.selectbox(key="dataset").set_value("synthetic")
+    run(at)
+    at.sidebar.selectbox(key="model_for_synthetic").set_value("synthetic-budgetformer")
+    run(at)
+    open_page(at, "easy_hard")
+    assert metric(at, "k ≥ needed in every layer") == f"{expected.frac_k_at_least_needed:.1%}"
+    rho_k = metric(at, "ρ(k, needed heads)")
+    if expected.rho_k_needed is None:
+        assert rho_k == "n/a" and any("ρ(k, needed heads) is n/a" in c.value.replace("\\", "") for c in at.caption)
+    else:
+        assert number(rho_k) == pytest.approx(expected.rho_k_needed, abs=0.005)
+    bars = chart(at, "Mean heads run k per needed n")
+    assert [int(n) for n in bars["data"][0]["x"]] == sorted(set(needed))
