@@ -77,6 +77,9 @@ class Recipe:
     data_dir: str | None = None
     extra: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     """More (name, variant, overrides) models trained from scratch, e.g. a one-head model."""
+    budget_init: bool = False
+    """Start budgetformer, budgetformer-paper and the ablations from the dense model (its weights;
+    f_θ and g_φ fresh), as bba does, instead of from scratch."""
 
 
 RECIPES: dict[str, Recipe] = {
@@ -89,6 +92,17 @@ RECIPES: dict[str, Recipe] = {
         warm_sets=("epochs=16",),
         bba_sets=("gate_input=false", "structural_from=0", "budget_min=0.25"),
         extra=(("dense-1head", "dense", ("epochs=8", "n_heads=1")),),
+    ),
+    "synthetic_var": Recipe(
+        sets=SYNTHETIC,
+        dense_sets=("epochs=8",),
+        # inputs need 1 … 4 of 8 heads: a band that allows k = 1 … 4 (s < 0.625), held firmly
+        budget_sets=("epochs=8", "s_max=0.6", "lambda_budget=10"),
+        paper_sets=("epochs=8", "s_max=0.6", "lambda_budget=10"),
+        warm_sets=("epochs=8",),
+        bba_sets=("structural_from=0", "budget_min=0.125"),
+        extra=tuple((f"dense-{h}head", "dense", ("epochs=8", f"n_heads={h}")) for h in (1, 2, 3)),
+        budget_init=True,
     ),
     "ag_news": Recipe(
         sets=("max_len=128", "dropout=0.3", "d_ff=128"),
@@ -148,16 +162,18 @@ def dataset_jobs(ds: str) -> list[Job]:
 
     scratch = (r.dense_sets,)
     train("dense", "dense", scratch)
-    train("budgetformer-paper", "budgetformer", (r.dense_sets, ("recipe=paper",), r.paper_sets))
+    dense = (f"{ds}-dense",)
+    init, after = ("dense", dense) if r.budget_init else (None, ())
+    train("budgetformer-paper", "budgetformer", (r.dense_sets, ("recipe=paper",), r.paper_sets), init, after)
     scratch = (r.dense_sets, r.budget_sets)
-    train("budgetformer", "budgetformer", scratch)
+    train("budgetformer", "budgetformer", scratch, init, after)
     # the ablations as trained models: f_θ replaced by the full model's mean s (filled in when
     # budgetformer is done), g_φ replaced by the first k heads
-    train("no-budget-net", "budgetformer", (*scratch, ("use_budget_net=false",)), after=(f"{ds}-budgetformer",))
-    train("no-head-scorer", "budgetformer", (*scratch, ("head_choice=uniform",)))
+    train("no-budget-net", "budgetformer", (*scratch, ("use_budget_net=false",)), init,
+          after=(*after, f"{ds}-budgetformer"))
+    train("no-head-scorer", "budgetformer", (*scratch, ("head_choice=uniform",)), init, after)
     for name, variant, extra in r.extra:
         train(name, variant, (extra,))
-    dense = (f"{ds}-dense",)
     train("bba", "bba", (r.warm_sets, r.bba_sets), init="dense", after=dense)
     for b in TABLE_BUDGETS:
         train(f"static-{b:g}", "bba", (r.warm_sets, ("gate_input=false", f"train_budget={b:g}")),
