@@ -31,7 +31,7 @@ CHECKPOINTS = ROOT / "precomputed" / "checkpoints"
 DEFAULT_MODEL = "bbc-budgetformer"
 MODEL_KEY = "model"
 """Session-state key of the model picked in the sidebar."""
-OFFLINE_DATASETS = ("bbc", "synthetic")
+OFFLINE_DATASETS = ("bbc", "synthetic", "synthetic_var")
 """Datasets whose texts ship with the app (others would need the network)."""
 
 

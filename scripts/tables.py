@@ -70,11 +70,65 @@ def claims(dataset: str, sweeps: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+ADAPTIVE = ("budgetformer", "budgetformer-paper", "no-budget-net", "no-head-scorer", "bba")
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def adaptivity_table(dataset: str) -> str:
+    """How much each shipped model's heads follow the input (``budgetformer adaptivity``), from the
+    per-example tables: difficulty is the dense model's per-example loss; on the synthetic tasks
+    also each input's built-in need."""
+    import json
+
+    from budgetformer_core.adaptivity import from_frames
+    from budgetformer_core.data import load_dataset
+
+    tables = RESULTS / "per_example"
+    dense = tables / f"{dataset}-dense.parquet"
+    if not dense.is_file():
+        return ""
+    reference = pd.read_parquet(dense)
+    needed = None
+    if dataset.startswith("synthetic"):
+        needed = load_dataset(dataset).split("test").needed_heads
+    lines = ["| model | accuracy | heads run | ρ(s, dense loss) | heads hard / easy | per layer: k values ≥ 5 %, "
+             "head sets | ρ(k, need) | k ≥ need |", "|---|---|---|---|---|---|---|---|"]
+    for model in ADAPTIVE:
+        path = tables / f"{dataset}-{model}.parquet"
+        if not path.is_file():
+            continue
+        config = json.loads((RESULTS.parent / "checkpoints" / f"{dataset}-{model}" / "config.json").read_text())
+        a = from_frames(pd.read_parquet(path), config["model"]["n_heads"], reference, needed)
+        per_layer = " · ".join(f"{la.k_values_over_5pct}, {la.distinct_head_sets}" for la in a.layers)
+        lines.append(f"| {model} | {a.accuracy:.1%} | {a.mean_heads_fraction:.1%} | "
+                     f"{_fmt(a.rho_s_reference_loss, '+.2f')} | {_fmt(a.heads_ratio_hard_easy, '.2f')}× | "
+                     f"{per_layer} | {_fmt(a.rho_k_needed, '+.2f')} | {_fmt(a.frac_k_at_least_needed, '.1%')} |")
+    return "\n".join(lines)
+
+
+def need_table(sweeps: pd.DataFrame) -> str:
+    """Accuracy per built-in need n (synthetic tasks): dense models of 1, 2, 3 heads and the rest."""
+    cols = sorted(c for c in sweeps.columns if c.startswith("acc_need") and sweeps[c].notna().any())
+    own = sweeps[sweeps.budget == "own"]
+    if not cols or own[cols].isna().all().all():
+        return ""
+    lines = ["| model | " + " | ".join(f"n = {c[8:]}" for c in cols) + " | all |", "|---|" + "---|" * (len(cols) + 1)]
+    for _, r in own.iterrows():
+        lines.append(f"| {r.model} | " + " | ".join(f"{r[c] * 100:.1f}" for c in cols) + f" | {r.accuracy * 100:.1f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     sweeps = pd.read_csv(RESULTS / "sweeps.csv", dtype={"budget": str})
     for dataset, rows in sweeps.groupby("dataset", sort=False):
         print(f"### {dataset}\n")
         print(claims(dataset, rows) + "\n")
+        for table in (adaptivity_table(dataset), need_table(rows)):
+            if table:
+                print(table + "\n")
         print("Accuracy % (exact attention cost, measured single-thread speed-up at batch 32):\n")
         print(bba_table(rows) + "\n")
 
