@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,6 +19,37 @@ HeadWeighting = Literal["scaled", "gated"]
 GateSource = Literal["embedding", "layer"]
 Recipe = Literal["adaptive", "paper"]
 BetaSchedule = Literal["linear", "cosine", "step"]
+
+MAX_LEN = 65_536
+"""Longest ``max_len`` a config may ask for (the position table and attention grow with it)."""
+MAX_PARAMETERS = 2**31
+"""Most weights a config may imply (8 GiB of float32): a typo should fail before allocating."""
+N_SPECIAL_TOKENS = 3
+"""[PAD], [UNK] and [SEP]: the smallest vocabulary a tokenizer can have."""
+
+
+def check_field_types(cfg: Any) -> None:
+    """Raise ``ValueError`` unless every field holds a value of its default's type.
+
+    ints are whole numbers (not bools); floats are finite numbers (an int is accepted); bools
+    are bools. Strings, NaN and infinity (from ``--set``, a config.json or the API) are refused
+    here, before any comparison or allocation.
+    """
+    for f in dataclasses.fields(cfg):
+        value, default = getattr(cfg, f.name), f.default
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ValueError(f"{f.name} must be true or false, got {value!r}")
+        elif isinstance(default, int):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{f.name} must be an integer, got {value!r}")
+        elif isinstance(default, float):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{f.name} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"{f.name} must be a finite number, got {value}")
+        elif isinstance(default, str) and not isinstance(value, str):
+            raise ValueError(f"{f.name} must be a string, got {value!r}")
 
 
 @dataclass
@@ -82,9 +114,19 @@ class ModelConfig:
     weights are gone); None = no pruning."""
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "n_classes", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+        check_field_types(self)
+        for name in ("vocab_size", "n_classes", "d_model", "n_heads", "n_layers", "d_ff", "max_len", "budget_hidden"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.vocab_size < N_SPECIAL_TOKENS:
+            raise ValueError(f"vocab_size must be >= {N_SPECIAL_TOKENS} (the special tokens), got {self.vocab_size}")
+        if self.max_len > MAX_LEN:
+            raise ValueError(f"max_len must be <= {MAX_LEN:,}, got {self.max_len:,}")
+        d, ff, n_layers = self.d_model, self.d_ff, self.n_layers
+        weights = (self.vocab_size + self.max_len) * d + n_layers * (4 * d * d + 2 * d * ff)
+        if weights > MAX_PARAMETERS:
+            raise ValueError(f"this shape implies about {weights:,} weights (vocab_size, max_len, d_model, d_ff, "
+                             f"n_layers); the limit is {MAX_PARAMETERS:,}")
         if self.n_classes < 2:
             raise ValueError(f"n_classes must be >= 2, got {self.n_classes}")
         if self.d_model % self.n_heads:
@@ -110,6 +152,10 @@ class ModelConfig:
         if self.gate_source not in ("embedding", "layer"):
             raise ValueError(f"gate_source must be 'embedding' or 'layer', got {self.gate_source!r}")
         if self.kept_heads is not None:
+            if not isinstance(self.kept_heads, list) or not all(
+                isinstance(heads, list) and all(type(h) is int for h in heads) for heads in self.kept_heads
+            ):
+                raise ValueError(f"kept_heads must be a list of head-index lists, got {self.kept_heads!r}")
             if len(self.kept_heads) != self.n_layers:
                 raise ValueError(f"kept_heads needs one head list per layer ({self.n_layers})")
             for heads in self.kept_heads:
@@ -192,10 +238,20 @@ class TrainConfig:
     """Use only the first N training rows (0 = all); for quick runs."""
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         if self.epochs < 1 or self.batch_size < 1:
             raise ValueError("epochs and batch_size must be >= 1")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.grad_clip <= 0:
+            raise ValueError(f"grad_clip must be > 0, got {self.grad_clip}")
+        if self.max_train < 0:
+            raise ValueError(f"max_train must be >= 0 (0 = all rows), got {self.max_train}")
+        for name in ("weight_decay", "lambda_budget", "lambda_entropy"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if not 0.0 <= self.s_min <= self.s_max <= 1.0:
             raise ValueError(f"need 0 <= s_min <= s_max <= 1, got [{self.s_min}, {self.s_max}]")
         if self.beta_schedule not in ("linear", "cosine", "step"):

@@ -1,0 +1,54 @@
+"""Config validation: types, finite numbers and ranges are checked where a value is read."""
+
+from __future__ import annotations
+
+import pytest
+
+from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides, model_config_from_dict
+
+
+@pytest.mark.parametrize("item, message", [
+    ("lr=inf", "lr must be a finite number"),
+    ("lr=nan", "lr must be a finite number"),
+    ("tau=nan", "tau must be a finite number"),
+    ("tau=inf", "tau must be a finite number"),
+    ("grad_clip=nan", "grad_clip must be a finite number"),
+    ("grad_clip=-1", "grad_clip must be > 0"),
+    ("weight_decay=nan", "weight_decay must be a finite number"),
+    ("weight_decay=-0.1", "weight_decay must be >= 0"),
+    ("lambda_budget=nan", "lambda_budget must be a finite number"),
+    ("lambda_entropy=-inf", "lambda_entropy must be a finite number"),
+    ("beta_end=nan", "beta_end must be a finite number"),
+    ("fixed_budget=nan", "fixed_budget must be a finite number"),
+    ("label_smoothing=1.5", "label_smoothing must be in"),
+    ("max_train=-5", "max_train must be >= 0"),
+    ("budget_hidden=0", "budget_hidden must be >= 1"),
+    ("max_len=8000000", "max_len must be <= 65,536"),
+    ("vocab_size=1", "vocab_size must be >= 3"),
+    ("d_model=65536", "weights"),
+])
+def test_bad_overrides_are_refused_with_the_field_named(item, message):
+    with pytest.raises(ValueError, match=message):
+        apply_overrides(ModelConfig(), TrainConfig(), [item])
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("n_heads", "8", "n_heads must be an integer"),
+    ("n_heads", 8.0, "n_heads must be an integer"),
+    ("tau", float("nan"), "tau must be a finite number"),
+    ("dropout", "0.1", "dropout must be a number"),
+    ("shared_budget", 1, "shared_budget must be true or false"),
+    ("max_len", 8_000_000, "max_len must be <= 65,536"),
+    ("vocab_size", 1, "vocab_size must be >= 3"),
+    ("kept_heads", [["0"], ["1"]], "kept_heads must be a list"),
+])
+def test_config_json_values_are_checked_before_use(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        model_config_from_dict({"n_layers": 2, field: value})
+
+
+def test_defaults_and_ints_for_floats_are_accepted():
+    ModelConfig(tau=1, dropout=0)
+    TrainConfig(lr=1, grad_clip=5)
+    model, train = apply_overrides(ModelConfig(), TrainConfig(), ["lr=3e-3", "max_train=0", "tau=0.5"])
+    assert (train.lr, train.max_train, model.tau) == (3e-3, 0, 0.5)
