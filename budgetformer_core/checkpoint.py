@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
+import shutil
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,8 @@ from .model import BudgetFormer
 
 FORMAT_VERSION = 1
 FILES = ("model.safetensors", "config.json", "tokenizer.json")
+WRITTEN = (*FILES, "history.json")
+"""Every file :func:`save_checkpoint` writes; a folder holding anything else is not replaced."""
 
 
 def file_sha256(path: Path | str) -> str:
@@ -70,6 +76,48 @@ def round_weights(model: BudgetFormer, dtype: torch.dtype = torch.float16) -> No
             p.copy_(p.to(dtype).to(p.dtype))
 
 
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float replaced by None, so that it is valid JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def is_checkpoint(path: Path) -> bool:
+    """True when ``path`` is a folder holding only checkpoint files (at least one of them)."""
+    names = {p.name for p in path.iterdir()} if path.is_dir() else set()
+    return bool(names) and names <= set(WRITTEN)
+
+
+def check_out_dir(path: str | Path, force: bool = False) -> Path:
+    """Raise :class:`CheckpointError` unless a checkpoint can be written to ``path``.
+
+    Called before any work (a training run) so that a bad ``--out`` fails in a second: an
+    existing file, a folder holding other files, a place that cannot be created or written, or
+    (without ``force``) an existing checkpoint are refused.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise CheckpointError(f"--out {path} is an existing file, not a checkpoint folder")
+    if path.is_dir() and any(path.iterdir()):
+        if not is_checkpoint(path):
+            raise CheckpointError(f"--out {path} is a folder holding other files; choose a new or empty folder")
+        if not force:
+            raise CheckpointError(f"--out {path} already holds a checkpoint; pass --force to replace it")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise CheckpointError(f"--out {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.is_dir() and not os.access(path, os.W_OK | os.X_OK)):
+        raise CheckpointError(f"--out {path}: {parent if not path.is_dir() else path} is not writable")
+    return path
+
+
 def save_checkpoint(
     path: str | Path,
     model: BudgetFormer,
@@ -79,22 +127,64 @@ def save_checkpoint(
     history: list[dict[str, Any]] | None = None,
     dtype: torch.dtype = torch.float16,
 ) -> Path:
-    """Write a checkpoint directory (the model is rounded to ``dtype`` first)."""
+    """Write a checkpoint directory (the model is rounded to ``dtype`` first).
+
+    The files are written to a temporary folder beside ``path`` and renamed into place, so an
+    interrupted save leaves the previous checkpoint (if any) whole. Weights that are not finite
+    (a diverged run) are refused, and so is a ``path`` holding files other than a checkpoint's.
+    """
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and any(path.iterdir()) and not is_checkpoint(path):
+        raise CheckpointError(f"{path} holds files other than a checkpoint's; not replacing it")
     round_weights(model, dtype)
     tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in model.state_dict().items()}
-    save_file(tensors, str(path / "model.safetensors"), metadata={"format_version": str(FORMAT_VERSION)})
+    bad = [k for k, v in tensors.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        raise CheckpointError(f"weight {bad[0]} holds NaN or infinity ({len(bad)} tensors); nothing was written")
     config = {
         "format_version": FORMAT_VERSION,
         "model": to_dict(model.cfg),
         "label_names": list(label_names),
         **(meta or {}),
     }
-    (path / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    (path / "tokenizer.json").write_text(tokenizer.to_str(pretty=False) + "\n")
-    (path / "history.json").write_text(json.dumps(history or [], indent=1) + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _sibling(path, "tmp")
+    tmp.mkdir()  # mode from the umask, as a plain mkdir
+    try:
+        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format_version": str(FORMAT_VERSION)})
+        (tmp / "config.json").write_text(json.dumps(json_safe(config), indent=2, sort_keys=True) + "\n")
+        (tmp / "tokenizer.json").write_text(tokenizer.to_str(pretty=False) + "\n")
+        (tmp / "history.json").write_text(json.dumps(json_safe(history or []), indent=1) + "\n")
+        _swap_in(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return path
+
+
+def _sibling(path: Path, kind: str) -> Path:
+    """A fresh hidden name beside ``path`` (same file system, so renames are atomic)."""
+    return path.parent / f".{path.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _swap_in(new: Path, path: Path) -> None:
+    """Rename the folder ``new`` to ``path``; an existing ``path`` is moved aside first and
+    removed only once the new folder is in place (restored if the rename fails)."""
+    if not path.exists():
+        os.replace(new, path)
+        return
+    old = _sibling(path, "old")
+    os.replace(path, old)
+    try:
+        os.replace(new, path)
+    except BaseException:
+        os.replace(old, path)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number a config may hold")
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -106,7 +196,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {', '.join(missing)}")
     try:
-        config = json.loads((path / "config.json").read_text())
+        config = json.loads((path / "config.json").read_text(), parse_constant=_no_constant)
         cfg = model_config_from_dict(config["model"])
         label_names = list(config["label_names"])
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:

@@ -21,7 +21,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from .budget import Control, heads_for_budget_value, rank_heads
-from .checkpoint import load_checkpoint, round_weights, save_checkpoint
+from .checkpoint import check_out_dir, load_checkpoint, round_weights, save_checkpoint
 from .config import ModelConfig, TrainConfig, to_dict
 from .data import TextDataset
 from .infer import evaluate
@@ -140,6 +140,7 @@ def train(
     same bytes.
     """
     t0 = time.perf_counter()
+    check_out_dir(out_dir, force=True)  # a bad --out fails now, not after the run; a checkpoint is replaced
     set_seed(train_cfg.seed)
     device = device or default_device()
     train_split = dataset.split("train")
@@ -222,6 +223,9 @@ def train(
                 control = Control(budget=train_cfg.train_budget or rng.uniform(train_cfg.budget_min, 1.0))
             out = model(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
             terms = total_loss(out, y, train_cfg, t, model_cfg.variant != "budgetformer")
+            if not torch.isfinite(terms.total):  # diverged: stop before the weights are overwritten
+                raise RuntimeError(f"training stopped at epoch {epoch + 1}, step {step + 1}: the loss is "
+                                   f"{terms.total.item()} (try a lower lr); no checkpoint was written")
             opt.zero_grad(set_to_none=True)
             terms.total.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
 import torch
 
-from budgetformer_core.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from budgetformer_core.checkpoint import CheckpointError, check_out_dir, load_checkpoint, save_checkpoint
 
 
 def test_round_trip_is_bit_exact(tiny_checkpoint, tmp_path):
@@ -79,3 +80,67 @@ def test_bad_json_missing_files_and_wrong_path(broken, tmp_path):
         load_checkpoint(broken)
     with pytest.raises(CheckpointError, match="not a directory"):
         load_checkpoint(tmp_path / "nowhere")
+
+
+def test_config_json_with_nan_is_refused(broken):
+    text = (broken / "config.json").read_text()
+    cfg = json.loads(text)
+    cfg["model"]["tau"] = float("nan")
+    (broken / "config.json").write_text(json.dumps(cfg))  # json writes a bare NaN
+    with pytest.raises(CheckpointError, match="NaN"):
+        load_checkpoint(broken)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("max_len", 8_000_000, "max_len must be <= 65,536"),
+    ("n_heads", "4", "n_heads must be an integer"),
+    ("vocab_size", 1, "vocab_size must be >= 3"),
+])
+def test_config_json_sizes_and_types_are_checked_at_load(broken, field, value, message):
+    cfg = json.loads((broken / "config.json").read_text())
+    cfg["model"][field] = value
+    (broken / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(broken)
+
+
+def test_save_replaces_a_checkpoint_atomically_and_refuses_nan_weights(broken):
+    c = load_checkpoint(broken)
+    before = {p.name: p.read_bytes() for p in broken.iterdir()}
+    with torch.no_grad():
+        next(c.model.parameters()).fill_(float("nan"))
+    with pytest.raises(CheckpointError, match="NaN or infinity"):
+        save_checkpoint(broken, c.model, c.tokenizer, c.label_names, c.meta, c.history)
+    assert {p.name: p.read_bytes() for p in broken.iterdir()} == before  # the good checkpoint is whole
+    good = load_checkpoint(broken)
+    save_checkpoint(broken, good.model, good.tokenizer, good.label_names, {**good.meta, "note": "again"}, good.history)
+    assert load_checkpoint(broken).meta["note"] == "again"
+    assert sorted(p.name for p in broken.parent.iterdir()) == ["broken"]  # no temporary folders left
+
+
+def test_save_never_replaces_a_folder_of_other_files(tiny_checkpoint, tmp_path):
+    c = load_checkpoint(tiny_checkpoint)
+    (tmp_path / "mine.txt").write_text("keep me")
+    with pytest.raises(CheckpointError, match="other than a checkpoint"):
+        save_checkpoint(tmp_path, c.model, c.tokenizer, c.label_names)
+    assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+def test_check_out_dir(tiny_checkpoint, tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CheckpointError, match="existing file"):
+        check_out_dir(tmp_path / "file")
+    with pytest.raises(CheckpointError, match="is a file, not a folder"):
+        check_out_dir(tmp_path / "file" / "ckpt")
+    with pytest.raises(CheckpointError, match="already holds a checkpoint"):
+        check_out_dir(tiny_checkpoint)
+    assert check_out_dir(tiny_checkpoint, force=True) == tiny_checkpoint
+    with pytest.raises(CheckpointError, match="holding other files"):
+        check_out_dir(tmp_path, force=True)
+    assert check_out_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if os.access(locked, os.W_OK):
+        pytest.skip("running as a user who may write anywhere")
+    with pytest.raises(CheckpointError, match="not writable"):
+        check_out_dir(locked / "ckpt")
