@@ -500,16 +500,31 @@ def _infer_names(parts: dict[str, pd.DataFrame]) -> list[str]:
     return [lookup.get(i, str(i)) for i in range(int(numbers.max()) + 1)]
 
 
-def _encode(labels: pd.Series, names: list[str], where: str) -> pd.Series:
-    """Integer labels; -1 where a row is unlabelled (hub ``-1``, SNLI ``-``)."""
+def _encode(labels: pd.Series, names: list[str], where: str, strict: bool = False) -> pd.Series:
+    """Integer labels; -1 where a row is unlabelled (hub ``-1``, SNLI ``-``).
+
+    ``strict`` (the classes are a checkpoint's): every label must be one of ``names`` or an
+    index into them; anything else is an error naming the labels, not a dropped row.
+    """
+    index = {name: i for i, name in enumerate(names)}
+    text = labels.astype(str).str.strip()
+    if strict and text.isin(index).all():  # names first: "10" is a class name before it is an index
+        return text.map(index).astype(int)
     numbers = pd.to_numeric(labels, errors="coerce")
     if numbers.isna().any():
-        index = {name: i for i, name in enumerate(names)}
-        return labels.astype(str).str.strip().map(index).fillna(-1).astype(int)
+        encoded = text.map(index).fillna(-1).astype(int)
+        if strict and (encoded < 0).any():
+            unknown = text[encoded < 0]
+            shown = ", ".join(repr(v) for v in unknown.unique()[:5])
+            raise ValueError(
+                f"{where}: {len(unknown)} rows have labels the model does not know ({shown}); "
+                f"its classes are {names}"
+            )
+        return encoded
     if (numbers != numbers.round()).any():
         raise ValueError(f"{where}: labels must be integers or names, found {numbers.iloc[0]!r}")
     numbers = numbers.astype(int)
-    if numbers.max() >= len(names) or numbers.min() < -1:
+    if numbers.max() >= len(names) or numbers.min() < (0 if strict else -1):
         raise ValueError(
             f"{where}: labels must lie in [0, {len(names)}) for classes {names}; "
             f"found {numbers.min()}..{numbers.max()}"
@@ -517,10 +532,29 @@ def _encode(labels: pd.Series, names: list[str], where: str) -> pd.Series:
     return numbers
 
 
+def check_classes(name: str, own: list[str], classes: list[str] | None) -> None:
+    """Raise ``ValueError`` unless a dataset whose classes are ``own`` is the task of ``classes``
+    (a checkpoint's label names; None: nothing to check)."""
+    if classes is not None and list(own) != list(classes):
+        raise ValueError(
+            f"dataset {name!r} has classes {list(own)}, the model {list(classes)}: a different task "
+            "(a file with some of the model's classes is mapped by name)"
+        )
+
+
 def _build(
-    name: str, tables: dict[str, tuple[pd.DataFrame, str]], label_names: list[str] | None, seed: int
+    name: str, tables: dict[str, tuple[pd.DataFrame, str]], label_names: list[str] | None, seed: int,
+    classes: list[str] | None = None, whole: bool = False,
 ) -> TextDataset:
-    """Tables per split (with a description of their source) -> a complete :class:`TextDataset`."""
+    """Tables per split (with a description of their source) -> a complete :class:`TextDataset`.
+
+    ``classes`` (a checkpoint's label names) replace the names found: labels are mapped to them
+    and must all be known (see :func:`load_dataset`). ``whole``: one split ``all`` of every
+    labelled row in the order read, no split made.
+    """
+    strict = classes is not None
+    if label_names is not None:
+        check_classes(name, label_names, classes)
     parts: dict[str, pd.DataFrame] = {}
     no_rows = ValueError(f"dataset {name!r}: no labelled rows in {[w for _, w in tables.values()]}")
     for split, (df, where) in tables.items():
@@ -532,19 +566,34 @@ def _build(
         part = pd.DataFrame({"text": text, "label": label})
         if names_col := next((c for c in NAME_COLUMNS if c in df.columns), None):
             part["name"] = df[names_col]
-        parts[split] = part[label.notna() & (label.astype(str).str.strip() != "") & (text != "")]
+        labelled = label.notna() & (label.astype(str).str.strip() != "")
+        if strict and not labelled.all():
+            first = int(labelled.reset_index(drop=True).idxmin()) + 1
+            raise ValueError(f"{where}: {int((~labelled).sum())} rows have an empty label (the first is data row "
+                             f"{first}); give every row one of the model's classes {classes}")
+        if strict and name in HUB_LABELS:  # the hub's own "unlabelled" marks stay dropped
+            labelled &= ~label.astype(str).str.strip().isin(["-1", "-"])
+        parts[split] = part[labelled & (text != "")]
     if not parts:
         raise no_rows
-    label_names = label_names or _infer_names(parts)
+    label_names = classes or label_names or _infer_names(parts)
     splits = {}
     for split, part in parts.items():
-        labels = _encode(part["label"], label_names, tables[split][1])
+        labels = _encode(part["label"], label_names, tables[split][1], strict)
         keep = labels >= 0
         if keep.any():
             splits[split] = Split(part["text"][keep].tolist(), labels[keep].tolist())
     if not splits:
         raise no_rows
+    if whole:
+        return TextDataset(name, list(label_names), {"all": _concat(splits.values())})
     return TextDataset(name, list(label_names), _complete(splits, seed))
+
+
+def _concat(splits) -> Split:
+    splits = list(splits)
+    needs = None if any(s.needed_heads is None for s in splits) else [n for s in splits for n in s.needed_heads]
+    return Split([t for s in splits for t in s.texts], [y for s in splits for y in s.labels], needs)
 
 
 def _find_files(folder: Path, key: str | None) -> tuple[dict[str, Path], dict[str, list[str]]]:
@@ -582,7 +631,9 @@ def _hub_layout(folder: Path) -> dict[str, list[Path]]:
     return found
 
 
-def load_folder(folder: str | Path, key: str | None = None, seed: int = 0) -> TextDataset:
+def load_folder(
+    folder: str | Path, key: str | None = None, seed: int = 0, classes: list[str] | None = None, whole: bool = False
+) -> TextDataset:
     """A folder of split files: a published layout of ``key``, a hub-style export or hub layout.
 
     Our file names (the published ones, then ``train.csv``, ``dev.tsv``, …) come first; else the
@@ -594,7 +645,7 @@ def load_folder(folder: str | Path, key: str | None = None, seed: int = 0) -> Te
     found, expected = _find_files(folder, key)
     sub = folder / FOLDERS.get(key, "?")
     if not found and key and sub.is_dir():  # the parent, e.g. ../shared/data, was given
-        return load_folder(sub, key, seed)
+        return load_folder(sub, key, seed, classes, whole)
     files = {split: [path] for split, path in found.items()} or _hub_layout(folder)
     if not files:
         wanted = "; ".join(f"{s}: {', '.join(n[:4])}, …" for s, n in expected.items())
@@ -608,17 +659,19 @@ def load_folder(folder: str | Path, key: str | None = None, seed: int = 0) -> Te
         names = [n.strip() for n in (folder / "classes.txt").read_text().splitlines() if n.strip()]
     where = lambda paths: str(paths[0]) + (f" (+{len(paths) - 1} more)" if len(paths) > 1 else "")  # noqa: E731
     tables = {split: (_read(*paths), where(paths)) for split, paths in files.items()}
-    return _build(key or folder.name, tables, names, seed)
+    return _build(key or folder.name, tables, names, seed, classes, whole)
 
 
-def load_file(path: str | Path, seed: int = 0) -> TextDataset:
-    """One CSV / TSV / JSONL / Parquet file, split 70/10/20 (stratified, deterministic)."""
+def load_file(path: str | Path, seed: int = 0, classes: list[str] | None = None, whole: bool = False) -> TextDataset:
+    """One CSV / TSV / JSONL / Parquet file, split 70/10/20 (stratified, deterministic), or
+    whole (one split ``all``)."""
     path = Path(path)
-    return _build(path.stem, {"train": (_read(path), str(path))}, None, seed)
+    return _build(path.stem, {"train": (_read(path), str(path))}, None, seed, classes, whole)
 
 
-def load_hub(key: str, seed: int = 0) -> TextDataset:
+def load_hub(key: str, seed: int = 0, classes: list[str] | None = None, whole: bool = False) -> TextDataset:
     """A named dataset from the Hugging Face hub (needs ``datasets`` and network)."""
+    check_classes(key, HUB_LABELS[key], classes)  # before any download
     hint = f"or pass a local copy, e.g. --data-dir ../shared/data/{FOLDERS[key]}"
     try:
         import datasets
@@ -642,7 +695,7 @@ def load_hub(key: str, seed: int = 0) -> TextDataset:
         for s in parts
         if s in rename
     }
-    return _build(key, tables, HUB_LABELS[key], seed)
+    return _build(key, tables, HUB_LABELS[key], seed, classes, whole)
 
 
 # --------------------------------------------------------------------------- registry
@@ -650,8 +703,18 @@ def load_hub(key: str, seed: int = 0) -> TextDataset:
 BUILTIN = {"bbc": load_bbc, "synthetic": load_synthetic, "synthetic_var": load_synthetic_var}
 
 
-def load_dataset(name: str, data_dir: str | Path | None = None, seed: int = 0) -> TextDataset:
+def load_dataset(
+    name: str, data_dir: str | Path | None = None, seed: int = 0, classes: list[str] | None = None,
+    whole: bool = False,
+) -> TextDataset:
     """Load a dataset by name or path; ``seed`` is the seed of any split made here.
+
+    ``classes`` are the label names of the model the data is for (a checkpoint's): a dataset
+    with class names of its own (built in, from the hub, a ``classes.txt``) must have exactly
+    these, and a file's labels are mapped to them by name, or by index when the file holds
+    integers; an unknown name, an index out of range, or an empty label cell is a ``ValueError``
+    naming them. ``whole``: one split ``all`` holding every labelled row, in order (a file is not
+    split 70/10/20).
 
     * ``bbc``, ``synthetic``, ``synthetic_var``: built in (``data_dir`` is ignored).
     * ``ag_news``, ``dbpedia_14`` / ``dbpedia``, ``imdb``, ``yelp_polarity``, ``sst2``, ``snli``:
@@ -660,24 +723,39 @@ def load_dataset(name: str, data_dir: str | Path | None = None, seed: int = 0) -
     * a CSV / TSV / JSONL / Parquet file, or a folder of train / validation / test files or in
       hub layout (relative paths are also looked up under ``data_dir``).
     """
-    dataset = _load(name, data_dir, seed)
+    dataset = _load(name, data_dir, seed, classes, whole)
     dataset.split_seed = seed
     return dataset
 
 
-def _load(name: str, data_dir: str | Path | None, seed: int) -> TextDataset:
-    if name in BUILTIN:
-        return BUILTIN[name](seed=seed)
-    key = ALIASES.get(name.lower(), name.lower())
-    if key in HUB_IDS:
-        return load_hub(key, seed) if data_dir is None else load_folder(data_dir, key, seed)
+def source_path(name: str, data_dir: str | Path | None = None) -> Path | None:
+    """The file or folder a dataset name stands for (relative names also under ``data_dir``);
+    None for a built-in or hub name."""
+    if name in BUILTIN or ALIASES.get(name.lower(), name.lower()) in HUB_IDS:
+        return None
     path = Path(name)
     if data_dir is not None and not path.exists() and (Path(data_dir) / path).exists():
         path = Path(data_dir) / path
+    return path
+
+
+def _load(name: str, data_dir: str | Path | None, seed: int, classes: list[str] | None, whole: bool) -> TextDataset:
+    if name in BUILTIN:
+        dataset = BUILTIN[name](seed=seed)
+        check_classes(name, dataset.label_names, classes)
+        if whole:
+            dataset.splits = {"all": _concat(dataset.splits[s] for s in SPLITS)}
+        return dataset
+    key = ALIASES.get(name.lower(), name.lower())
+    if key in HUB_IDS:
+        if data_dir is None:
+            return load_hub(key, seed, classes, whole)
+        return load_folder(data_dir, key, seed, classes, whole)
+    path = source_path(name, data_dir)
     if path.is_dir():
-        return load_folder(path, None, seed)
+        return load_folder(path, None, seed, classes, whole)
     if path.is_file() or path.suffix.lower() in EXTENSIONS:
-        return load_file(path, seed)
+        return load_file(path, seed, classes, whole)
     valid = sorted([*BUILTIN, *HUB_IDS, *ALIASES])
     raise ValueError(
         f"unknown dataset {name!r}; valid names: {valid}, or a path to a "

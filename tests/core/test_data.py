@@ -441,3 +441,43 @@ def test_hub_without_datasets_package_says_use_data_dir(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets -> ImportError
     with pytest.raises(RuntimeError, match=r"datasets.*--data-dir \.\./shared/data/dbpedia"):
         load_dataset("dbpedia")
+
+
+# --------------------------------------------------------------------------- a model's classes
+
+def test_a_models_classes_map_a_file_by_name_or_index_and_whole_keeps_every_row(tmp_path):
+    df = frame(30)  # labels cat / dog / emu, row i has i % 3
+    df = pd.concat([df, df.iloc[:3]], ignore_index=True)  # duplicates are rows given, and scored
+    classes = ["ant", "cat", "dog", "emu"]
+    ds = load_dataset(str(write(df, tmp_path / "mine.csv")), classes=classes, whole=True)
+    assert ds.label_names == classes and list(ds.splits) == ["all"]
+    assert ds.split("all").texts == df["text"].tolist()
+    assert ds.split("all").labels == [1 + i % 3 for i in range(30)] + [1, 2, 3]
+    df["label"] = [i % 4 for i in range(len(df))]
+    assert load_dataset(str(write(df, tmp_path / "ints.csv")), classes=classes, whole=True).split("all").labels \
+        == df["label"].tolist()
+
+
+@pytest.mark.parametrize("label, message", [
+    ("yak", "labels the model does not know"),
+    ("NaN", r"does not know \('NaN'\)"),
+    ("", "empty label"),
+    (9, r"labels must lie in \[0, 4\)"),
+])
+def test_a_models_classes_refuse_unknown_labels(tmp_path, label, message):
+    df = frame(30)
+    df["label"] = df["label"].astype(object)
+    df.loc[5, "label"] = label
+    if isinstance(label, int):
+        df["label"] = [i % 4 for i in range(30)]
+        df.loc[5, "label"] = label
+    with pytest.raises(ValueError, match=message):
+        load_dataset(str(write(df, tmp_path / "mine.csv")), classes=["ant", "cat", "dog", "emu"])
+
+
+def test_a_task_with_other_class_names_is_refused():
+    with pytest.raises(ValueError, match="a different task"):
+        load_dataset("synthetic", classes=["business", "entertainment", "politics", "sport", "tech"])
+    with pytest.raises(ValueError, match="a different task"):
+        load_dataset("ag_news", classes=["negative", "positive"])  # before any download
+    assert load_dataset("synthetic", classes=["00", "10", "01", "11"], whole=True).split("all").labels[:3]
