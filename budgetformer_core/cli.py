@@ -15,31 +15,37 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import shlex
 import sys
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import torch
 
 from .bench import BUDGETS, bench
 from .budget import ABLATIONS, Control, ablation
-from .checkpoint import load_checkpoint
+from .checkpoint import check_out_dir, json_safe, load_checkpoint
 from .config import ModelConfig, TrainConfig, apply_overrides
-from .data import Split, load_dataset
+from .data import Split, load_dataset, source_path
 from .infer import analyze, check_texts, evaluate_split
 from .model import BudgetFormer
+
+
+def dumps(obj, **kw) -> str:
+    """One line of valid JSON: NaN and infinity are written as null."""
+    return json.dumps(json_safe(obj), allow_nan=False, **kw)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from .train import train  # keeps `predict` start-up light
 
     model_cfg, train_cfg = apply_overrides(ModelConfig(variant=args.variant), TrainConfig(), args.set)
+    check_out_dir(args.out, force=True)  # before the data is read and the run starts
     dataset = load_dataset(args.dataset, args.data_dir, seed=args.split_seed)
     command = {"command": shlex.join(["budgetformer", *args.argv])}
     result = train(dataset, model_cfg, train_cfg, args.out, progress=not args.quiet, init=args.init, meta=command)
-    print(json.dumps({"checkpoint": str(result.checkpoint), "seconds": round(result.seconds, 1), **result.test}))
+    print(dumps({"checkpoint": str(result.checkpoint), "seconds": round(result.seconds, 1), **result.test}))
     return 0
 
 
@@ -67,40 +73,56 @@ def cmd_prune(args: argparse.Namespace) -> int:
     dense = load_checkpoint(args.checkpoint)
     if dense.config.variant != "dense":
         raise ValueError("prune ranks the heads of a dense checkpoint")
-    dataset_name = args.dataset or dense.meta.get("dataset")
-    split_seed = dense.meta.get("split_seed", 0) if args.split_seed is None else args.split_seed
-    split = load_dataset(dataset_name, args.data_dir, seed=split_seed).split("validation")
+    check_out_dir(args.out, force=True)
+    dataset_name, split, rows = checkpoint_split(dense, args, default="validation")
     ids, _ = encode(dense.tokenizer, split.texts, dense.config.max_len)
     importance = head_importance(dense.model, ids, split.labels)
     meta = {"dataset": dataset_name, "init": str(args.checkpoint), "importance": importance.tolist(),
             "command": shlex.join(["budgetformer", *args.argv])}
     posthoc_checkpoint(dense, importance, args.out, meta)
-    print(json.dumps({"checkpoint": args.out, "importance": importance.tolist()}))
+    print(dumps({"checkpoint": args.out, "rows": rows, "importance": importance.tolist()}))
     return 0
 
 
-def checkpoint_split(ckpt, args: argparse.Namespace) -> tuple[str, Split]:
-    """The dataset name and the split that --dataset / --data-dir / --split / --split-seed /
-    --limit select, defaulting to the checkpoint's own dataset and split seed."""
+def checkpoint_split(ckpt, args: argparse.Namespace, default: str = "test") -> tuple[str, Split, str]:
+    """The dataset name, the split that --dataset / --data-dir / --split / --split-seed /
+    --limit select, and which rows those are in words.
+
+    Defaults: the checkpoint's own dataset and split seed, its ``default`` split; a single file
+    given with --dataset is used whole (``--split all``) unless --split says otherwise. The
+    data's labels are mapped to the checkpoint's ``label_names`` (an unknown label, or a dataset
+    of another task, is an error).
+    """
     dataset_name = args.dataset or ckpt.meta.get("dataset")
     if not dataset_name:
         raise ValueError("the checkpoint does not name its dataset: pass --dataset")
     split_seed = ckpt.meta.get("split_seed", 0) if args.split_seed is None else args.split_seed
-    split = load_dataset(dataset_name, args.data_dir, seed=split_seed).split(args.split)
-    if args.limit:
+    source = source_path(dataset_name, args.data_dir)
+    single_file = args.dataset is not None and source is not None and source.is_file()
+    args.split = getattr(args, "split", None) or ("all" if single_file else default)
+    whole = args.split == "all"
+    data = load_dataset(dataset_name, args.data_dir, seed=split_seed, classes=ckpt.label_names, whole=whole)
+    split = data.split(args.split)
+    n = len(split)
+    if getattr(args, "limit", None):
         split = split.head(args.limit)
-    return dataset_name, split
+    where = str(source) if source is not None else dataset_name
+    rows = (f"all {n} labelled rows of {where}" if whole else
+            f"the {args.split} split ({n} rows, split seed {split_seed}) of {where}")
+    if len(split) < n:
+        rows = f"the first {len(split)} of {rows}"
+    return dataset_name, split, rows
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     ckpt = load_checkpoint(args.checkpoint)
-    dataset_name, split = checkpoint_split(ckpt, args)
+    dataset_name, split, rows = checkpoint_split(ckpt, args)
     control = ablation_control(ckpt, args, split)
     result = evaluate_split(ckpt, split, control, args.mode)
-    summary = {"checkpoint": str(args.checkpoint), "dataset": dataset_name, "split": args.split,
+    summary = {"checkpoint": str(args.checkpoint), "dataset": dataset_name, "split": args.split, "rows": rows,
                "budget": args.budget, "ablation": args.ablation, **result.summary()}
     if args.json:
-        print(json.dumps(summary))
+        print(dumps(summary))
     else:
         for k, v in summary.items():
             print(f"{k:>22}: {v}")
@@ -112,12 +134,13 @@ def cmd_adaptivity(args: argparse.Namespace) -> int:
 
     ckpt = load_checkpoint(args.checkpoint)
     reference = load_reference(args.checkpoint, args.reference)
-    dataset_name, split = checkpoint_split(ckpt, args)
+    dataset_name, split, rows = checkpoint_split(ckpt, args)
     result = adaptivity(ckpt, split, reference, ablation_control(ckpt, args, split))
     summary = {"checkpoint": str(args.checkpoint), "reference": str(reference.path), "dataset": dataset_name,
-               "split": args.split, "budget": args.budget, "ablation": args.ablation, **result.to_dict()}
+               "split": args.split, "rows": rows, "budget": args.budget, "ablation": args.ablation,
+               **result.to_dict()}
     if args.json:
-        print(json.dumps(summary))
+        print(dumps(summary))
         return 0
     for key in ("checkpoint", "reference", "n", "accuracy", "mean_heads_fraction", "rho_s_reference_loss",
                 "heads_ratio_hard_easy", "rho_k_needed", "frac_k_at_least_needed"):
@@ -132,29 +155,85 @@ def cmd_adaptivity(args: argparse.Namespace) -> int:
     return 0
 
 
+PREDICT_BATCH = 32
+"""Inputs classified together; each batch's rows are printed as soon as it is done."""
+
+
+def input_lines(path: str) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) for each line of ``path``, read as it goes.
+
+    Lines end at ``\\n`` only (a ``\\r`` before it is dropped; U+2028 and NEL stay inside a
+    line); bytes that are not UTF-8 stop the reading with an error naming the line.
+    """
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror}") from None
+    with f:
+        for number, raw in enumerate(f, 1):  # a binary file's lines end at b"\n" only
+            raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+            try:
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}: line {number} is not valid UTF-8 (byte {e.start + 1} of the line)") from None
+            yield number, text
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     ckpt = load_checkpoint(args.checkpoint)
-    texts = list(args.text)
-    if args.input_file:
-        try:
-            raw = Path(args.input_file).read_text(encoding="utf-8", errors="replace")
-        except OSError as e:
-            raise ValueError(f"cannot read {args.input_file}: {e.strerror}") from None
-        texts += [line for line in raw.splitlines() if line.strip()]
-    if not texts:
-        raise ValueError("no input: give TEXT arguments or --input-file")
-    check_texts(texts)
     control = Control(budget=args.budget) if args.budget is not None else None
     if control and ckpt.config.variant == "dense":
         raise ValueError("a dense checkpoint has no budget: --budget needs a budgetformer model")
-    for a in analyze(ckpt, texts, control):
-        row = {"label": a.label, "probs": dict(zip(ckpt.label_names, a.probs)), "budget": a.budget,
-               "k": a.k, "selected_heads": a.selected_heads, "n_tokens": a.n_tokens,
-               "truncated": a.truncated, "flops": a.flops, "dense_flops": a.dense_flops}
-        if args.json:
-            print(json.dumps(row, ensure_ascii=False))
-        else:
-            print(f"{a.label}\t{max(a.probs):.3f}\tk={a.k}\t{a.text[:60]!r}")
+    if args.text:
+        check_texts(list(args.text))
+    elif not args.input_file:
+        raise ValueError("no input: give TEXT arguments or --input-file")
+    inputs = ((None, t) for t in args.text)
+    if args.input_file:
+        inputs = itertools.chain(inputs, input_lines(args.input_file))
+    batch: list[tuple[int | None, str]] = []
+    errors = total = 0
+
+    def flush() -> None:
+        for (line, _), a in zip(batch, analyze(ckpt, [t for _, t in batch], control) if batch else []):
+            row = {"label": a.label, "probs": dict(zip(ckpt.label_names, a.probs)), "budget": a.budget,
+                   "k": a.k, "selected_heads": a.selected_heads, "n_tokens": a.n_tokens,
+                   "truncated": a.truncated, "flops": a.flops, "dense_flops": a.dense_flops}
+            if args.json:
+                print(dumps({"line": line, **row} if line is not None else row, ensure_ascii=False))
+            else:
+                print(f"{'' if line is None else f'{line}: '}{a.label}\t{max(a.probs):.3f}\tk={a.k}\t{a.text[:60]!r}")
+        batch.clear()
+        sys.stdout.flush()
+
+    while True:
+        try:
+            line, text = next(inputs)
+        except StopIteration:
+            break
+        except ValueError:  # unreadable input: what came before it is printed first
+            flush()
+            raise
+        total += 1
+        try:
+            if line is not None and not text.strip():
+                raise ValueError("blank line")
+            check_texts([text])
+        except ValueError as e:  # a row that says why, in its place
+            flush()
+            errors += 1
+            message = str(e).replace("input 0 ", "the line ")
+            print(dumps({"line": line, "error": message}) if args.json else f"{line}: error: {message}", flush=True)
+            continue
+        batch.append((line, text))
+        if len(batch) == PREDICT_BATCH:
+            flush()
+    flush()
+    if not total:
+        raise ValueError(f"{args.input_file} has no lines")
+    if errors:
+        print(f"budgetformer predict: {errors} of {total} inputs were not classified (see their rows)", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -178,7 +257,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result = bench(model, batch_size=args.batch_size, seq_len=args.seq_len, threads=args.threads,
                    budgets=args.budgets, repeats=args.repeats, warmup=args.warmup, seed=args.seed,
                    source=source)
-    print(json.dumps(result.to_dict()) if args.json else result.table())
+    print(dumps(result.to_dict()) if args.json else result.table())
     return 0
 
 
@@ -207,9 +286,10 @@ def add_split_arguments(p: argparse.ArgumentParser) -> None:
     """The options :func:`checkpoint_split` reads."""
     p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
     p.add_argument("--data-dir")
-    p.add_argument("--split", default="test", choices=("train", "validation", "test"))
+    p.add_argument("--split", choices=("train", "validation", "test", "all"),
+                   help="default: test; all = every labelled row, no split made (the default for a single file)")
     p.add_argument("--split-seed", type=int, help="default: the seed the checkpoint was trained with")
-    p.add_argument("--limit", type=int, default=0, help="use only the first N rows")
+    p.add_argument("--limit", type=_positive, help="use only the first N rows")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -291,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, RuntimeError, FileNotFoundError) as e:
         print(f"budgetformer {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"budgetformer {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,11 +34,14 @@ def test_predict_json(capsys, tiny_checkpoint):
 def test_predict_budget_and_input_file(capsys, tiny_checkpoint, tmp_path):
     f = tmp_path / "in.txt"
     f.write_text("w1 m0 a\n\n   \nw2 m1 b\n")
-    code, out, _ = run(capsys, "predict", "--checkpoint", str(tiny_checkpoint), "--budget", "1.0",
-                       "--json", "--input-file", str(f))
+    code, out, err = run(capsys, "predict", "--checkpoint", str(tiny_checkpoint), "--budget", "1.0",
+                         "--json", "--input-file", str(f))
     rows = [json.loads(line) for line in out.splitlines()]
-    assert code == 0 and len(rows) == 2  # blank lines skipped
-    assert all(len(h) == 4 for r in rows for h in r["selected_heads"])
+    assert code == 2 and len(rows) == 4  # blank lines are rows that say so, not dropped
+    assert [r["line"] for r in rows] == [1, 2, 3, 4]
+    assert rows[1] == {"line": 2, "error": "blank line"} and rows[2]["error"] == "blank line"
+    assert all(len(h) == 4 for r in (rows[0], rows[3]) for h in r["selected_heads"])
+    assert "2 of 4 inputs were not classified" in err
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -85,3 +89,164 @@ def test_console_script_is_installed(tiny_checkpoint):
     out = subprocess.run([exe, "predict", "--checkpoint", str(tiny_checkpoint), "--json", "w1 m0 a"],
                          capture_output=True, text=True, check=True).stdout
     assert "selected_heads" in json.loads(out)
+
+
+# --------------------------------------------------------------------------- bad input: labels
+
+def write_rows(path: Path, texts, labels) -> Path:
+    import pandas as pd
+
+    pd.DataFrame({"text": list(texts), "label": list(labels)}).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def test_rows():
+    """The tiny checkpoint's test rows (synthetic, classes 00, 10, 01, 11)."""
+    from budgetformer_core.data import load_synthetic
+
+    split = load_synthetic().split("test").head(60)
+    return split.texts, split.labels
+
+
+def test_eval_maps_a_subset_of_classes_by_name_and_scores_every_row(capsys, tiny_checkpoint, tmp_path, test_rows):
+    from budgetformer_core.checkpoint import load_checkpoint
+    from budgetformer_core.data import Split
+    from budgetformer_core.infer import evaluate_split
+
+    ckpt = load_checkpoint(tiny_checkpoint)
+    texts, labels = test_rows
+    rows = [(t, y) for t, y in zip(texts, labels) if y in (1, 3)]  # classes "10" and "11" only
+    f = write_rows(tmp_path / "two.csv", [t for t, _ in rows], [ckpt.label_names[y] for _, y in rows])
+    code, out, err = run(capsys, "eval", "--checkpoint", str(tiny_checkpoint), "--dataset", str(f), "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    expected = evaluate_split(ckpt, Split([t for t, _ in rows], [y for _, y in rows]), None, None)
+    assert r["n"] == len(rows) and r["split"] == "all"  # the whole file, not its 20 % test split
+    assert r["rows"] == f"all {len(rows)} labelled rows of {f}"
+    assert r["accuracy"] == pytest.approx(expected.accuracy)
+    code, out, _ = run(capsys, "eval", "--checkpoint", str(tiny_checkpoint), "--dataset", str(f), "--json",
+                       "--split", "test", "--limit", "3")
+    assert code == 0 and json.loads(out)["n"] == 3 and json.loads(out)["rows"].startswith("the first 3 of the test")
+
+
+@pytest.mark.parametrize("labels, message", [
+    (lambda n: ["10", "tennis"] * (n // 2), r"labels the model does not know \('tennis'\)"),
+    (lambda n: [7, 8, 9, 10, 11] * (n // 5), r"labels must lie in \[0, 4\)"),
+    (lambda n: ["NaN", "10"] * (n // 2), r"labels the model does not know \('NaN'\)"),
+    (lambda n: ["", "10"] * (n // 2), "have an empty label"),
+    (lambda n: [-1, 0] * (n // 2), r"labels must lie in \[0, 4\)"),
+])
+def test_eval_refuses_labels_the_checkpoint_does_not_know(capsys, tiny_checkpoint, tmp_path, test_rows, labels,
+                                                          message):
+    texts, _ = test_rows
+    f = write_rows(tmp_path / "bad.csv", texts, labels(len(texts)))
+    code, out, err = run(capsys, "eval", "--checkpoint", str(tiny_checkpoint), "--dataset", str(f), "--json")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert re.search(message, err)
+
+
+def test_eval_refuses_a_dataset_of_another_task(capsys, tiny_checkpoint):
+    code, _, err = run(capsys, "eval", "--checkpoint", str(tiny_checkpoint), "--dataset", "bbc")
+    assert code == 2 and "a different task" in err
+
+
+@pytest.mark.parametrize("limit", ["0", "-1"])
+def test_limit_must_be_positive(capsys, tiny_checkpoint, limit):
+    with pytest.raises(SystemExit) as e:
+        main(["eval", "--checkpoint", str(tiny_checkpoint), "--limit", limit])
+    assert e.value.code == 2 and "positive integer" in capsys.readouterr().err
+
+
+def test_prune_checks_labels_and_out_before_ranking(capsys, tmp_path):
+    from tests.conftest import PRECOMPUTED
+
+    dense = PRECOMPUTED / "bbc-dense"
+    f = write_rows(tmp_path / "odd.csv", ["a goal", "a merger"], ["sports", "weather"])
+    code, _, err = run(capsys, "prune", "--checkpoint", str(dense), "--dataset", str(f), "--out", str(tmp_path / "p"))
+    assert code == 2 and "'weather'" in err and not (tmp_path / "p").exists()
+    code, _, err = run(capsys, "prune", "--checkpoint", str(dense), "--out", str(f))
+    assert code == 2 and "existing file" in err
+
+
+# --------------------------------------------------------------------------- bad input: training
+
+@pytest.mark.parametrize("item", ["lr=inf", "tau=nan", "grad_clip=nan", "grad_clip=-1", "weight_decay=nan",
+                                  "lambda_budget=nan", "max_train=-5", "budget_hidden=0"])
+def test_train_refuses_non_finite_and_out_of_range_settings(capsys, tmp_path, item):
+    code, _, err = run(capsys, "train", "--dataset", "synthetic", "--out", str(tmp_path / "x"), "--set", item)
+    assert code == 2 and item.split("=")[0] in err and "Traceback" not in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_train_stops_when_the_loss_is_not_finite(capsys, tmp_path, test_rows):
+    texts, labels = test_rows
+    f = write_rows(tmp_path / "small.csv", texts, labels)
+    out = tmp_path / "diverged"
+    code, stdout, err = run(capsys, "train", "--dataset", str(f), "--out", str(out), "--quiet",
+                            *[a for s in ("lr=1e30", "epochs=2", "d_model=16", "n_heads=2", "d_ff=16",
+                                          "max_len=16", "n_layers=1", "embed_init=normal") for a in ("--set", s)])
+    assert code == 2 and "the loss is nan" in err and "no checkpoint was written" in err
+    assert stdout == "" and not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["small.csv"]
+
+
+def test_train_checks_out_before_reading_data(capsys, tmp_path):
+    (tmp_path / "taken").write_text("keep")
+    for out, message in ((tmp_path / "taken", "existing file"), (tmp_path / "taken" / "sub", "is a file")):
+        code, _, err = run(capsys, "train", "--dataset", "imagenet-not-read", "--out", str(out))
+        assert code == 2 and message in err and "unknown dataset" not in err
+    assert (tmp_path / "taken").read_text() == "keep"
+
+
+def test_json_output_never_holds_bare_nan():
+    from budgetformer_core.cli import dumps
+
+    assert dumps({"a": float("nan"), "b": [float("inf"), 1.5]}) == '{"a": null, "b": [null, 1.5]}'
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(capsys, monkeypatch, tiny_checkpoint):
+    from budgetformer_core import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, "eval", interrupted)
+    code, out, err = run(capsys, "eval", "--checkpoint", str(tiny_checkpoint))
+    assert code == 130 and err == "budgetformer eval: interrupted\n"
+
+
+# --------------------------------------------------------------------------- bad input: predict files
+
+def test_predict_file_splits_on_newline_only_and_numbers_rows(capsys, tiny_checkpoint, tmp_path):
+    f = tmp_path / "in.txt"
+    f.write_bytes("w1 m0 a\u2028w2 m1 b\r\nw3 m0 b\x85w4\n".encode())
+    code, out, _ = run(capsys, "predict", "--checkpoint", str(tiny_checkpoint), "--json", "--input-file", str(f))
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [r["line"] for r in rows] == [1, 2]
+
+
+def test_predict_file_refuses_invalid_utf8_naming_the_line(capsys, tiny_checkpoint, tmp_path):
+    f = tmp_path / "in.txt"
+    f.write_bytes(b"w1 m0 a\nw2 \xff m1\nw3\n")
+    code, out, err = run(capsys, "predict", "--checkpoint", str(tiny_checkpoint), "--json", "--input-file", str(f))
+    assert code == 2 and "line 2 is not valid UTF-8" in err
+    assert [json.loads(line)["line"] for line in out.splitlines()] == [1]  # what came before is printed
+
+
+def test_predict_file_streams_its_rows(capsys, tiny_checkpoint, tmp_path, monkeypatch):
+    from budgetformer_core import cli
+
+    f = tmp_path / "in.txt"
+    f.write_text("w1 m0 a\n" * (2 * cli.PREDICT_BATCH + 1))
+    seen = []
+    real = cli.analyze
+
+    def counting(ckpt, texts, control=None):
+        seen.append((len(texts), len(capsys.readouterr().out.splitlines())))
+        return real(ckpt, texts, control)
+
+    monkeypatch.setattr(cli, "analyze", counting)
+    code, _, _ = run(capsys, "predict", "--checkpoint", str(tiny_checkpoint), "--json", "--input-file", str(f))
+    assert code == 0
+    assert seen == [(cli.PREDICT_BATCH, 0), (cli.PREDICT_BATCH, cli.PREDICT_BATCH), (1, cli.PREDICT_BATCH)]
