@@ -114,13 +114,13 @@ class Settings:
             seed=self.seed if self.head_ablation == "random" else default.seed,
         )
 
-    def describe(self) -> str:
-        """A short human-readable name of this setting."""
+    def describe(self, symbol: str = "s") -> str:
+        """A short human-readable name of this setting (``symbol``: the budget's name, s or b)."""
         parts = []
         if self.no_budget_net:
             parts.append("no f_θ (s = validation mean)")
         elif self.budget_mode == "slider":
-            parts.append(f"s = {self.budget:.2f}")
+            parts.append(f"{symbol} = {self.budget:.2f}")
         elif self.budget_mode == "force_k":
             parts.append(f"k = {self.k}")
         if self.head_ablation:
@@ -173,6 +173,215 @@ def tokens_read(ckpt: Checkpoint, text: str) -> list[str]:
 
     max_len = ckpt.config.max_len
     return ckpt.tokenizer.encode(reading_prefix(ckpt.tokenizer, text, max_len)).tokens[:max_len]
+
+
+# --------------------------------------------------------------------------- the method's words
+
+
+@dataclass(frozen=True)
+class Method:
+    """How the pages name a model's budget, head choice and head weights: each method in its own
+    words (BudgetFormer: s from f_θ, relevance p from g_φ; bba: a requested budget b, gate
+    scores z, weights 1 or 0)."""
+
+    kind: str = "budgetformer"
+    """``dense``, ``budgetformer`` or ``bba`` (the config's ``variant``)."""
+    has_f: bool = True
+    """A budget network f_θ predicts s (BudgetFormer with ``use_budget_net``)."""
+    has_g: bool = True
+    """A head scorer g_φ rates the heads (BudgetFormer with ``head_choice="learned"``)."""
+    gated: bool = False
+    """w = 1 on the heads that run (the adaptive recipe, ``head_weighting="gated"``), not s·H·p."""
+    head_choice: str = "learned"
+    default_budget: float = 0.5
+    """bba: the budget b run when none is requested."""
+
+    @property
+    def symbol(self) -> str:
+        """The budget's name: b (bba), s (the others)."""
+        return "b" if self.kind == "bba" else "s"
+
+    @property
+    def budget_name(self) -> str:
+        return "Requested budget b" if self.kind == "bba" else "Budget s"
+
+    @property
+    def own_budget(self) -> str:
+        """Where the budget comes from when nothing overrides it."""
+        if self.kind == "bba":
+            return f"the model's default b = {self.default_budget:g}"
+        return "predicted by f_θ" if self.has_f else "fixed by its config (no f_θ)"
+
+    @property
+    def mode_labels(self) -> dict[str, str]:
+        """Labels of the budget modes of :data:`BUDGET_MODES`."""
+        if self.kind == "bba":
+            return {"learned": "the model's default b", "slider": "request b with the slider",
+                    "force_k": "force k heads"}
+        return {"learned": "learned by f_θ" if self.has_f else "fixed by its config (no f_θ)",
+                "slider": "set s with the slider", "force_k": "force k heads"}
+
+    def relevance_title(self, head_ablation: str | None = None) -> str:
+        if self.kind == "bba":
+            return "Gate scores z (softmax over the heads)"
+        if head_ablation is not None:
+            return f"Head relevance p (g_φ off: {head_ablation} heads)"
+        return "Head relevance p (g_φ)" if self.has_g else f"Head relevance p (no g_φ: {self.head_choice} heads)"
+
+    @property
+    def relevance_symbol(self) -> str:
+        return "softmax(z)" if self.kind == "bba" else "p"
+
+    @property
+    def weight_title(self) -> str:
+        if self.kind == "dense":
+            return "Dense: every head runs, weight 1"
+        if self.kind == "bba":
+            return "Head weight w: 1 on the heads that ran, 0 elsewhere"
+        return "Head weight w = 1 on the heads that ran" if self.gated else "Head weight w = s·H·p"
+
+    @property
+    def weight_note(self) -> str:
+        """One sentence on what w is (the heads that ran are scaled by it)."""
+        if self.kind == "bba":
+            return "Each head that runs has weight **w = 1**, the others 0: the gates only choose."
+        if self.gated:
+            return ("Each head that runs has weight **w = 1** (the adaptive recipe: soft gates in "
+                    "training, so s decides *which* heads contribute, not how loud they are).")
+        return "Each head that runs is scaled by its **weight w = s·H·p**."
+
+
+def method_of(model_cfg: dict) -> Method:
+    """The :class:`Method` of a checkpoint's ``config.json`` "model" section (older configs
+    without ``head_weighting`` were trained with the paper's w = s·H·p)."""
+    kind = str(model_cfg.get("variant", "budgetformer"))
+    budgetformer = kind == "budgetformer"
+    return Method(
+        kind=kind,
+        has_f=budgetformer and bool(model_cfg.get("use_budget_net", True)),
+        has_g=budgetformer and model_cfg.get("head_choice", "learned") == "learned",
+        gated=budgetformer and model_cfg.get("head_weighting", "scaled") == "gated",
+        head_choice=str(model_cfg.get("head_choice", "learned")),
+        default_budget=float(model_cfg.get("default_budget", 0.5)),
+    )
+
+
+LATENCY_NOTE = (
+    "- Latency is measured live on this server with one CPU thread, so it varies from run to run;\n"
+    "  on very short texts the bookkeeping of choosing heads can cost more than the heads it saves."
+)
+
+
+def explanation(method: Method, n_heads: int) -> str:
+    """The "What am I looking at?" text of the Explore page, in the model's own terms."""
+    H = n_heads
+    if method.kind == "dense":
+        body = (
+            f"- A **dense** model: every layer runs all of its {H} heads on every input, each with "
+            "weight 1. There is no budget and no head choice; it is the reference the budgeted "
+            "models' FLOPs and latency are compared with."
+        )
+    elif method.kind == "bba":
+        body = (
+            "- **Budgeted attention allocation (bba)**: you request a **budget b** ∈ (0, 1], the "
+            f"share of each layer's {H} heads to run; the layer runs **k = ⌊b·{H}⌋** heads "
+            "(at least 1).\n"
+            "- A small gate network reads a summary of the input and gives every head a **gate "
+            "score z**; the k heads with the highest z run (★), the others are not computed at "
+            "all. The heads chosen for a smaller b are among those for a larger one (nested).\n"
+            "- " + method.weight_note + "\n"
+            f"- With no b requested the model runs its default b = {method.default_budget:g}."
+        )
+    else:
+        f_line = (
+            "- **f_θ** predicts the **budget s** ∈ (0, 1): the share of the layer's "
+            f"{H} heads this input gets; the layer runs **k = ⌊s·{H}⌋** heads (at least 1)."
+            if method.has_f
+            else f"- This model has no f_θ: its **budget s** is fixed by its config; the layer "
+            f"runs **k = ⌊s·{H}⌋** heads (at least 1)."
+        )
+        g_line = (
+            "- **g_φ** scores the heads: the **relevance p** (sums to 1 per layer). The k most "
+            "relevant heads run (★); the others are not computed at all — that is where the FLOPs "
+            "and time are saved."
+            if method.has_g
+            else f"- This model has no g_φ: its heads are chosen as {method.head_choice} "
+            "(p is uniform); the heads not chosen are not computed at all."
+        )
+        body = (
+            "- In every layer, small networks look at a summary of the input (the mean of its "
+            "token vectors).\n"
+            + f_line + "\n" + g_line + "\n- " + method.weight_note + "\n"
+            "- **Ablations**: *no f_θ* fixes s (at the model's mean s on its validation split) "
+            "instead of predicting it per layer; *no g_φ* picks the heads at random or always the "
+            "first ones instead of by relevance."
+        )
+    return body + "\n" + LATENCY_NOTE
+
+
+def same_run(full: Analysis, current: Analysis) -> bool:
+    """True when a setting ran exactly what the full model runs (e.g. bba at its default b):
+    same budget, same heads, same probabilities."""
+    return (
+        current.selected_heads == full.selected_heads
+        and all(abs(a - b) < 1e-6 for a, b in zip(current.budget, full.budget, strict=True))
+        and all(abs(a - b) < 1e-6 for a, b in zip(current.probs, full.probs, strict=True))
+    )
+
+
+def unknown_share(tokens: list[str]) -> float:
+    """The share of ``tokens`` that are ``[UNK]`` (words outside the model's vocabulary)."""
+    from budgetformer_core.tokenizer import UNK
+
+    return sum(t == UNK for t in tokens) / len(tokens) if tokens else 0.0
+
+
+UNKNOWN_WARN = 0.3
+"""Above this share of unknown tokens the page warns that the text is not what the model knows."""
+
+
+def bba_dynamics_story(frame, train_cfg: dict, model_cfg: dict) -> str:
+    """What a bba model's training history shows (markdown, our own words and numbers only).
+
+    bba trains on the task loss alone (no budget loss, no entropy term, no β(t)): every batch
+    requests a budget b, drawn uniformly in [budget_min, 1] (or the fixed ``train_budget``); the
+    heads are weighted by soft gates sigmoid((z − threshold) / T) on all heads until
+    ``structural_from`` of training, then only the ⌊b·H⌋ heads its gates rank highest run
+    (hard-gate adaptation). Validation runs at the model's default b.
+    """
+    import math
+
+    fixed = train_cfg.get("train_budget") or 0
+    b_min = train_cfg.get("budget_min", 0.1)
+    drawn = (
+        f"every batch was trained at the fixed budget b = {fixed:g}"
+        if fixed
+        else f"every batch requested its own budget b, drawn uniformly in [{b_min:g}, 1]"
+    )
+    switch = train_cfg.get("structural_from", 0.7)
+    parts = [
+        f"A **bba** model learns on the task loss alone (no budget loss, no entropy term): {drawn}. "
+        f"For the first {switch:.0%} of training every head runs, weighted by a **soft gate** "
+        f"sigmoid((z − threshold) / T) of its gate score z (T = {model_cfg.get('gate_temperature', 1):g}); "
+        "after that only the ⌊b·H⌋ heads its gates rank highest run (**hard-gate adaptation**), "
+        "as at inference."
+    ]
+    if train_cfg.get("freeze_gates"):
+        parts.append("Its gate scores were kept fixed (post-hoc ranking, then recovery).")
+    facts = []
+    acc = frame["val_accuracy"].to_numpy() if "val_accuracy" in frame else []
+    acc = [a for a in acc if math.isfinite(a)]
+    if len(acc) >= 2:
+        facts.append(f"the validation accuracy went from {acc[0]:.1%} to {acc[-1]:.1%}")
+    heads = [h for h in frame.get("val_mean_heads_fraction", []) if math.isfinite(h)]
+    if heads:
+        facts.append(
+            f"validation ran at the default b = {model_cfg.get('default_budget', 0.5):g}, "
+            f"{heads[-1]:.0%} of the heads"
+        )
+    if facts:
+        parts.append("In this run " + "; ".join(facts) + ".")
+    return " ".join(parts)
 
 
 # --------------------------------------------------------------------------- timing
@@ -289,16 +498,19 @@ def speed_note(timing: Timing) -> str:
 
 
 def metric_cards(
-    a: Analysis, timing: Timing | None, settings: Settings, n_heads: int
+    a: Analysis, timing: Timing | None, settings: Settings, n_heads: int, method: Method | None = None
 ) -> list[Card]:
-    """Prediction, budget s, heads run, FLOPs and latency of one analysis, formatted."""
+    """Prediction, budget (s, or bba's b), heads run, FLOPs and latency of one analysis, formatted."""
+    method = method or Method()
     dense = a.k == [n_heads] * len(a.k) and a.flops == a.dense_flops
     if settings.no_budget_net:
         s_note = "fixed (no f_θ)"
     elif settings.budget_mode == "slider":
-        s_note = "set by the slider"
+        s_note = f"requested: b = {settings.budget:.2f}" if method.kind == "bba" else "set by the slider"
+    elif method.kind == "dense" or dense:
+        s_note = "dense: every head"
     else:
-        s_note = "dense: every head" if dense else "predicted by f_θ"
+        s_note = method.own_budget
     if timing is None:
         latency = Card("Latency (1 thread)", "—", "not measured")
     elif timing.structural_ms is None:
@@ -319,7 +531,7 @@ def metric_cards(
         )
     return [
         Card("Prediction", a.label, f"{max(a.probs):.1%} confident"),
-        Card("Budget s per layer", " / ".join(f"{x:.2f}" for x in a.budget), s_note),
+        Card(method.budget_name + " per layer", " / ".join(f"{x:.2f}" for x in a.budget), s_note),
         Card("Heads run per layer", " / ".join(str(x) for x in a.k), f"of {n_heads} per layer"),
         Card(
             "FLOPs vs dense",
@@ -337,16 +549,22 @@ def flops_fraction(a: Analysis) -> float:
     return a.flops / a.dense_flops
 
 
-def comparison_rows(full: Analysis, current: Analysis, label: str) -> list[dict[str, str]]:
-    """Rows "what / full model / <label>" contrasting two analyses of the same input."""
+def comparison_rows(
+    full: Analysis, current: Analysis, label: str, symbol: str = "s"
+) -> list[dict[str, str]]:
+    """Rows "what / full model / <label>" contrasting two analyses of the same input.
+
+    The prediction and its confidence are two rows, so that "changed" says which of them moved.
+    """
 
     def heads(a: Analysis) -> str:
         return " | ".join(",".join(str(h) for h in sel) for sel in a.selected_heads)
 
     def fmt(a: Analysis) -> dict[str, str]:
         return {
-            "prediction": f"{a.label} ({max(a.probs):.1%})",
-            "budget s per layer": " / ".join(f"{s:.2f}" for s in a.budget),
+            "prediction": a.label,
+            "confidence": f"{max(a.probs):.1%}",
+            f"budget {symbol} per layer": " / ".join(f"{s:.2f}" for s in a.budget),
             "heads run per layer (k)": " / ".join(str(k) for k in a.k),
             "which heads ran (layer | layer)": heads(a),
             "FLOPs vs dense": f"{flops_fraction(a):.1%}",

@@ -45,7 +45,7 @@ def probabilities_bar(label_names: Sequence[str], probs: Sequence[float]) -> go.
     bar = dict(
         type="bar",
         x=[float(p) for p in probs],
-        y=list(label_names),
+        y=[str(n) for n in label_names],
         orientation="h",
         marker=dict(color=[ACCENT if i == top else MUTED for i in range(len(probs))]),
         text=[f"{p:.1%}" for p in probs],
@@ -56,8 +56,8 @@ def probabilities_bar(label_names: Sequence[str], probs: Sequence[float]) -> go.
     layout = _layout(
         "Class probabilities",
         80 + 48 * len(probs),
-        xaxis=dict(range=[0, 1.15], tickformat=".0%", showgrid=False),
-        yaxis=dict(autorange="reversed"),
+        xaxis=dict(range=[0, 1.15], tickformat=".0%", showgrid=False, title="probability"),
+        yaxis=dict(type="category", autorange="reversed"),
     )
     return go.Figure(data=[bar], layout=layout)
 
@@ -67,15 +67,17 @@ def budget_bars(
     k: Sequence[int],
     n_heads: int,
     reference: Sequence[float] | None = None,
+    symbol: str = "s",
 ) -> go.Figure:
-    """Budget s per layer as bars, labelled with the heads that ran (k of H).
+    """Budget per layer as bars, labelled with the heads that ran (k of H).
 
     Args:
-        budget: s per layer in this run.
+        budget: s per layer in this run (bba: the requested budget b).
         k: heads that actually ran per layer.
         n_heads: H.
-        reference: the full model's s per layer, drawn as a red line on each bar when this run
-            overrode or ablated something.
+        reference: the full model's budget per layer, drawn as a red line on each bar when this
+            run overrode or ablated something.
+        symbol: the budget's name in the method: ``s`` (BudgetFormer) or ``b`` (bba).
     """
     layers = [f"layer {i}" for i in range(len(budget))]
     data = [
@@ -84,11 +86,11 @@ def budget_bars(
             x=layers,
             y=[float(s) for s in budget],
             marker=dict(color=BLUE),
-            text=[f"s={s:.2f}<br>k={kk} of {n_heads}" for s, kk in zip(budget, k, strict=True)],
+            text=[f"{symbol}={s:.2f}<br>k={kk} of {n_heads}" for s, kk in zip(budget, k, strict=True)],
             textposition="outside",
             cliponaxis=False,
-            name="s in this run",
-            hovertemplate="%{x}: s=%{y:.3f}<extra></extra>",
+            name=f"{symbol} in this run",
+            hovertemplate=f"%{{x}}: {symbol}=%{{y:.3f}}<extra></extra>",
         )
     ]
     if reference is not None:
@@ -100,14 +102,22 @@ def budget_bars(
                 mode="markers",
                 marker=dict(symbol="line-ew", size=70, line=dict(width=5, color=ACCENT)),
                 name="full model",
-                hovertemplate="%{x}: full model s=%{y:.3f}<extra></extra>",
+                hovertemplate=f"%{{x}}: full model {symbol}=%{{y:.3f}}<extra></extra>",
             )
         )
-    title = "Budget s per layer" + (" (red line: full model)" if reference is not None else "")
+    name = "Requested budget b" if symbol == "b" else "Budget s"
+    title = f"{name} per layer" + (" (red line: full model)" if reference is not None else "")
     layout = _layout(
-        title, 340, yaxis=dict(range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1.0], title="budget s")
+        title,
+        340,
+        xaxis=dict(type="category"),
+        yaxis=dict(range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1.0], title=name[0].lower() + name[1:]),
     )
     return go.Figure(data=data, layout=layout)
+
+
+NOT_RUN = "#d9d9d9"
+"""Cells of heads that were not computed (no colour of the scale, no value)."""
 
 
 def head_heatmap(
@@ -116,27 +126,36 @@ def head_heatmap(
     title: str,
     colorscale: str | list = "Blues",
     zmax: float | None = None,
+    colorbar_title: str = "",
+    unrun_values: bool = False,
 ) -> go.Figure:
-    """A layers × heads heatmap; cells of heads that ran carry a ★ above their value.
+    """A layers × heads heatmap: the heads that ran coloured, with a ★ above their value; the
+    heads that were not computed grey, outside the colour scale.
+
+    Two traces: ``data[0]`` the heads that ran (``None`` elsewhere), ``data[1]`` the grey cells of
+    the heads that did not run, written "—" (or, with ``unrun_values``, the value in parentheses:
+    the head scorer rates every head, also those it then leaves out).
 
     Args:
         values: L × H numbers (relevance p or weights w).
         selected: per layer, the indices of the heads that ran.
         title: figure title.
-        zmax: top of the colour scale (default: the largest value).
+        zmax: top of the colour scale (default: the largest value of a head that ran); give the
+            same to maps that are compared, so that their colours mean the same.
+        colorbar_title: what the colours are (e.g. "p").
+        unrun_values: write the values of the heads that did not run in their grey cells.
     """
     n_layers, n_heads = len(values), len(values[0])
-    top = zmax if zmax is not None else max(max(r) for r in values)
-    text = [
-        [f"{STAR}<br>{v:.2f}" if h in set(sel) else f"{v:.2f}" for h, v in enumerate(row)]
-        for row, sel in zip(values, selected, strict=True)
-    ]
+    ran = [set(sel) for sel in selected]
+    shown = [[float(v) if h in r else None for h, v in enumerate(row)] for row, r in zip(values, ran, strict=True)]
+    top = zmax if zmax is not None else max((v for row in shown for v in row if v is not None), default=1.0)
+    x, y = [f"h{h}" for h in range(n_heads)], [f"layer {i}" for i in range(n_layers)]
     heatmap = dict(
         type="heatmap",
-        z=[[float(v) for v in r] for r in values],
-        x=[f"h{h}" for h in range(n_heads)],
-        y=[f"layer {i}" for i in range(n_layers)],
-        text=text,
+        z=shown,
+        x=x,
+        y=y,
+        text=[[f"{STAR}<br>{v:.2f}" if v is not None else "" for v in row] for row in shown],
         texttemplate="%{text}",
         textfont=dict(size=16),
         colorscale=colorscale,
@@ -144,11 +163,41 @@ def head_heatmap(
         zmax=max(float(top), 1e-9),
         xgap=3,
         ygap=3,
-        hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>",
-        colorbar=dict(thickness=14),
+        hoverongaps=False,
+        hovertemplate="%{y}, %{x}: %{z:.3f} (ran)<extra></extra>",
+        colorbar=dict(thickness=14, title=dict(text=colorbar_title, side="right")),
     )
-    layout = _layout(title, 120 + 85 * n_layers, yaxis=dict(autorange="reversed"))
-    return go.Figure(data=[heatmap], layout=layout)
+    grey = dict(
+        type="heatmap",
+        z=[[None if h in r else 0 for h in range(n_heads)] for r in ran],
+        x=x,
+        y=y,
+        text=[
+            ["" if h in r else (f"({v:.2f})" if unrun_values else "—") for h, v in enumerate(row)]
+            for row, r in zip(values, ran, strict=True)
+        ],
+        texttemplate="%{text}",
+        textfont=dict(size=14, color="#555555"),
+        colorscale=[[0.0, NOT_RUN], [1.0, NOT_RUN]],
+        showscale=False,
+        xgap=3,
+        ygap=3,
+        hoverongaps=False,
+        hovertemplate="%{y}, %{x}: not computed<extra></extra>",
+    )
+    layout = _layout(
+        title,
+        120 + 85 * n_layers,
+        xaxis=dict(title="head", type="category"),
+        yaxis=dict(title="layer", type="category", autorange="reversed"),
+    )
+    return go.Figure(data=[heatmap, grey], layout=layout)
+
+
+def relevance_zmax(maps: Sequence[Sequence[Sequence[float]]], n_heads: int) -> float:
+    """One colour-scale top for relevance maps shown together: their largest p, and at least
+    2/H, so that p = 1/H everywhere (no head preferred) is a middle colour, not the darkest."""
+    return max([2.0 / n_heads, *(float(v) for m in maps for row in m for v in row)])
 
 
 def selection_diff(
@@ -188,7 +237,8 @@ def selection_diff(
     layout = _layout(
         "Heads that ran: full model vs " + other_name,
         120 + 85 * len(full),
-        yaxis=dict(autorange="reversed"),
+        xaxis=dict(title="head", type="category"),
+        yaxis=dict(title="layer", type="category", autorange="reversed"),
     )
     return go.Figure(data=[heatmap], layout=layout)
 
@@ -328,8 +378,8 @@ def confusion_heatmap(matrix: Sequence[Sequence[int]], label_names: Sequence[str
     heatmap = dict(
         type="heatmap",
         z=[[int(v) for v in row] for row in matrix],
-        x=[f"{name}" for name in label_names],
-        y=[f"{name}" for name in label_names],
+        x=[str(name) for name in label_names],
+        y=[str(name) for name in label_names],
         text=[[str(int(v)) for v in row] for row in matrix],
         texttemplate="%{text}",
         textfont=dict(size=18),
@@ -338,13 +388,13 @@ def confusion_heatmap(matrix: Sequence[Sequence[int]], label_names: Sequence[str
         xgap=2,
         ygap=2,
         hovertemplate="true %{y}, predicted %{x}: %{z}<extra></extra>",
-        colorbar=dict(thickness=14),
+        colorbar=dict(thickness=14, title=dict(text="texts", side="right")),
     )
     layout = _layout(
         "Confusion matrix (rows: true class, columns: predicted)",
         140 + 60 * n,
-        xaxis=dict(title="predicted", side="bottom"),
-        yaxis=dict(title="true", autorange="reversed"),
+        xaxis=dict(title="predicted", side="bottom", type="category"),
+        yaxis=dict(title="true", type="category", autorange="reversed"),
     )
     return go.Figure(data=[heatmap], layout=layout)
 
@@ -436,13 +486,20 @@ def budget_by_class(
         dict(
             type="box",
             y=[float(s) for c, s in zip(classes, mean_s, strict=True) if c == name],
+            x=[str(name)] * sum(c == name for c in classes),
             name=str(name),
             marker=dict(color=LAYER_COLORS[i % len(LAYER_COLORS)]),
             boxpoints="outliers",
         )
         for i, name in enumerate(order)
     ]
-    layout = _layout("Mean budget s by true class", 380, yaxis=dict(title="mean budget s"))
+    layout = _layout(
+        "Mean budget s by true class",
+        380,
+        xaxis=dict(title="true class", type="category", categoryorder="array",
+                   categoryarray=[str(n) for n in order]),
+        yaxis=dict(title="mean budget s"),
+    )
     return go.Figure(data=data, layout=layout)
 
 

@@ -58,10 +58,12 @@ def model_picker() -> str | None:
         help="Datasets the shipped checkpoints were trained on.",
     )
     names = by_dataset[dataset]
+    # a dataset picked anew starts at its BudgetFormer model, not the alphabetically first
+    first = f"{dataset}-budgetformer" if f"{dataset}-budgetformer" in names else names[0]
     name = st.sidebar.selectbox(
         "Model",
         names,
-        index=names.index(current) if current in names else 0,
+        index=names.index(current if current in names else first),
         key=f"model_for_{dataset}",
         help="Checkpoint directories under precomputed/checkpoints.",
     )
@@ -190,6 +192,20 @@ def loaded_sample(samples: Samples | None, dataset: str, text: str) -> tuple[int
     if index >= len(samples.texts) or samples.texts[index] != text:
         return None
     return index, samples.label_names[samples.labels[index]]
+
+
+def foreign_sample(dataset: str, text: str) -> str | None:
+    """The dataset of the test text last loaded when ``text`` is still that text and the dataset
+    is not ``dataset`` (a text left in the box after switching dataset), else None."""
+    from app.state import test_samples
+
+    picked = st.session_state.get(SAMPLE_KEY)
+    if not picked or picked[0] == dataset:
+        return None
+    other = test_samples(picked[0])
+    if other is None or picked[1] >= len(other.texts) or other.texts[picked[1]] != text:
+        return None
+    return picked[0]
 
 
 def per_example_or_stop(name: str, dataset: str, unavailable: str):

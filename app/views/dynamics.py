@@ -11,6 +11,7 @@ import math
 import streamlit as st
 
 from app import charts
+from app.analysis import bba_dynamics_story
 from app.components import md_escape
 from app.history import dynamics_story, history_frame, history_layers
 from app.state import (
@@ -23,13 +24,18 @@ from app.state import (
 )
 
 st.title("Training dynamics")
-st.caption(
-    "How the model learned to spend its heads: the budget s per layer, the entropy of the head "
-    "relevance p, the entropy weight β(t), accuracy and the loss terms, epoch by epoch "
-    "(from the checkpoint's training history)."
-)
 
 name = selected_model()
+bba = model_config(name).get("variant") == "bba"  # its own story: no band, no β(t)
+st.caption(
+    "How the model learned to choose its heads for a requested budget b: the heads run, the "
+    "spread of its gate scores, accuracy and the task loss, epoch by epoch (from the "
+    "checkpoint's training history)."
+    if bba
+    else "How the model learned to spend its heads: the budget s per layer, the entropy of the "
+    "head relevance p, the entropy weight β(t), accuracy and the loss terms, epoch by epoch "
+    "(from the checkpoint's training history)."
+)
 frame = history_frame(checkpoint_history(name))
 if frame.empty:
     st.info(
@@ -49,9 +55,15 @@ epochs = frame["epoch"].tolist()
 n_layers = history_layers(frame)
 
 facts = [f"{len(frame)} epochs", f"dataset {md_escape(dataset_of(name))}"]
-if band and not dense:
+if bba:
+    facts.append(
+        f"b drawn per batch in [{tcfg.get('budget_min', 0.1):g}, 1]"
+        if not tcfg.get("train_budget")
+        else f"trained at b = {tcfg['train_budget']:g}"
+    )
+if band and not dense and not bba:
     facts.append(f"target band s ∈ [{band[0]:g}, {band[1]:g}]")
-if not dense and "beta_start" in tcfg:
+if not dense and not bba and "beta_start" in tcfg:
     facts.append(
         f"β(t): {md_escape(tcfg.get('beta_schedule', '?'))} from {tcfg['beta_start']:+g} to "
         f"{tcfg.get('beta_end', float('nan')):+g}"
@@ -65,6 +77,35 @@ if dense:
         "are no budget curves, no head choice and no entropy term (β(t) played no part). "
         "Below are its accuracy and loss; pick a BudgetFormer model in the sidebar to see the "
         "budget move from exploration to exploitation."
+    )
+elif bba:
+    st.markdown(bba_dynamics_story(frame, tcfg, mcfg))
+    b1, b2 = st.columns(2, gap="large")
+    b1.plotly_chart(
+        charts.epoch_lines(
+            epochs,
+            {"validation (default b)": frame["val_mean_heads_fraction"].tolist()},
+            "Share of heads run",
+            "heads run",
+            y_range=[0, 1.02],
+            percent=True,
+            reference={f"default b = {mcfg.get('default_budget', 0.5):g}": mcfg.get("default_budget", 0.5)},
+        ),
+        key="chart_dyn_heads",
+    )
+    b2.plotly_chart(
+        charts.epoch_lines(
+            epochs,
+            {"validation": frame["val_head_entropy"].tolist()},
+            "Spread of the gate scores: entropy of softmax(z) (nats)",
+            "entropy",
+            reference={f"maximum ln {n_heads}": math.log(n_heads)} if n_heads else None,
+        ),
+        key="chart_dyn_gates",
+    )
+    st.caption(
+        "Left: the share of heads run on the validation split, at the model's default b. Right: "
+        "how evenly the gates score the heads (at the maximum every head looks alike)."
     )
 else:
     st.markdown(dynamics_story(frame, n_heads or 1, *(band or (None, None))))
@@ -128,16 +169,21 @@ losses = {
     "total loss": frame["loss"].tolist(),
     "task loss (cross-entropy)": frame["task_loss"].tolist(),
 }
-if not dense:
+if bba:  # the task loss alone: the total is the same curve
+    losses = {"task loss (cross-entropy)": frame["task_loss"].tolist()}
+elif not dense:
     losses["budget loss (hinge)"] = frame["budget_loss"].tolist()
 c4.plotly_chart(
     charts.epoch_lines(epochs, losses, "Loss terms (log scale)", "loss", log_y=True),
     key="chart_dyn_loss",
 )
 st.caption(
-    "Losses are per-epoch means over the training batches. The total adds λ_b · budget loss and "
-    "λ_e · β(t) · H(p), so it can dip below the task loss while β(t) < 0; values ≤ 0 cannot be "
-    "drawn on a log scale and are left out."
+    "The task loss, per-epoch mean over the training batches (each at its own requested b): bba "
+    "trains on nothing else."
+    if bba
+    else "Losses are per-epoch means over the training batches. The total adds λ_b · budget loss "
+    "and λ_e · β(t) · H(p), so it can dip below the task loss while β(t) < 0; values ≤ 0 cannot "
+    "be drawn on a log scale and are left out."
     if not dense
     else "Losses are per-epoch means over the training batches; for a dense model the total is "
     "the task loss."

@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.analysis import Settings
+from app.analysis import Settings, method_of
 from app.components import md_escape, per_example_or_stop
 from app.examples import (
     adaptivity_figures,
@@ -41,6 +41,11 @@ from app.state import (
 from budgetformer_core.infer import spearman
 
 N_EXTREMES = 10
+
+
+def n_heads_of(model: str) -> int:
+    heads = model_config(model).get("n_heads")
+    return heads if isinstance(heads, int) and heads > 0 else 1
 
 st.title("Easy vs hard")
 st.caption(
@@ -299,23 +304,42 @@ indices = [
         key=f"eh_b_{name}",
     ),
 ]
-for side, col, index in zip("ab", st.columns(2, gap="large"), indices, strict=True):
-    row = table.iloc[int(index)]
+method = method_of(model_config(name))
+analyses = {}
+for side, index in zip("ab", indices, strict=True):
     try:
-        a = explore(name, row["text"], Settings(), measure=False).full
+        analyses[side] = explore(name, table.iloc[int(index)]["text"], Settings(), measure=False).full
     except ValueError as e:
-        col.error(f"Text #{int(index)} cannot be analysed: {md_escape(e)}")
+        analyses[side] = e
+# the two maps share one colour scale, so that the same colour is the same p in both
+top = charts.relevance_zmax(
+    [a.relevance for a in analyses.values() if not isinstance(a, ValueError)], n_heads_of(name)
+)
+for side, col, index in zip("ab", st.columns(2, gap="large"), indices, strict=True):
+    row, a = table.iloc[int(index)], analyses[side]
+    if isinstance(a, ValueError):
+        col.error(f"Text #{int(index)} cannot be analysed: {md_escape(a)}")
         continue
     col.caption(
         f"Test text #{int(index)} · true **{md_escape(row['true'])}**, predicted "
-        f"**{md_escape(row['predicted'])}** ({row['confidence']:.1%}) · mean s "
+        f"**{md_escape(row['predicted'])}** ({row['confidence']:.1%}) · mean {method.symbol} "
         f"**{row['mean_s']:.3f}** · heads run per layer {' / '.join(str(k) for k in a.k)} · "
         f"{int(row['tokens'])} tokens"
     )
     col.plotly_chart(
-        charts.head_heatmap(a.relevance, a.selected_heads, f"#{int(index)}: head relevance p"),
+        charts.head_heatmap(
+            a.relevance,
+            a.selected_heads,
+            f"#{int(index)}: " + ("gate scores softmax(z)" if method.kind == "bba" else "head relevance p"),
+            zmax=top,
+            colorbar_title=method.relevance_symbol,
+            unrun_values=True,
+        ),
         key=f"chart_eh_heads_{side}",
     )
     with col.expander("Text"):
         st.text(row["text"][:3000] + ("…" if len(row["text"]) > 3000 else ""))
-st.caption("★ = the head ran (top-k by relevance p); the other heads were not computed.")
+st.caption(
+    f"★ = the head ran (the top k by {'gate score z' if method.kind == 'bba' else 'relevance p'}); "
+    "grey cells = heads that were not computed. Both maps use one colour scale."
+)

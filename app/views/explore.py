@@ -14,15 +14,20 @@ import streamlit as st
 
 from app import charts
 from app.analysis import (
+    UNKNOWN_WARN,
     Settings,
     comparison_rows,
+    explanation,
     export_record,
+    method_of,
     metric_cards,
     prepare_text,
     probability_rows,
+    same_run,
     tokens_read,
+    unknown_share,
 )
-from app.components import TEXT_KEY, loaded_sample, md_escape, sample_picker
+from app.components import TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker
 from app.state import (
     ROOT,
     dataset_of,
@@ -40,24 +45,10 @@ DEFAULT_TEXT = (
     "The striker scored twice in the second half as the champions came from behind to win the "
     "cup final, and the manager praised his players after the match."
 )
-MODE_LABELS = {
-    "learned": "learned by f_θ",
-    "slider": "set s with the slider",
-    "force_k": "force k heads",
-}
-
-
-def set_budget_mode(mode: str) -> None:
-    """Moving a slider switches the budget to that slider (a callback, run before the script)."""
-    st.session_state["budget_mode"] = mode
-
+MODEL_SHOWN = "explore_model"
+"""Session-state key: the model the controls were last drawn for."""
 
 st.title("Explore an input")
-st.caption(
-    "Type a text or pick one from the test set. See what the model predicts, how much of its "
-    "attention each layer spends on it (the budget s), which heads ran, and what that cost next "
-    "to the dense model."
-)
 
 name = selected_model()
 mcfg = model_config(name)
@@ -69,11 +60,26 @@ if not isinstance(mcfg.get("n_heads"), int):  # config.json unreadable: loading 
         st.error(f"The model {md_escape(name)} cannot be loaded: {md_escape(e)}")
     st.stop()
 H, max_len = mcfg["n_heads"], mcfg.get("max_len", 512)
-budgeted = mcfg.get("variant") != "dense"
-is_bba = mcfg.get("variant") == "bba"  # a requested budget b; gates, not f_θ / g_φ
-has_f = budgeted and not is_bba and mcfg.get("use_budget_net", True)
-has_g = budgeted and not is_bba and mcfg.get("head_choice", "learned") == "learned"
+method = method_of(mcfg)  # each method in its own words: s, f_θ, g_φ, or bba's b and gates
+budgeted = method.kind != "dense"
+is_bba = method.kind == "bba"
+has_f, has_g, sym = method.has_f, method.has_g, method.symbol
 dataset = dataset_of(name)
+st.caption(
+    "Type a text or pick one from the test set. See what the model predicts, "
+    + (
+        "how many heads each layer runs for the budget b you request (its gates choose which), "
+        if is_bba
+        else "how much of its attention each layer spends on it (the budget s), which heads ran, "
+        if budgeted
+        else "and how a dense model spends its heads (all of them), "
+    )
+    + "and what that cost next to the dense model."
+)
+if st.session_state.get(MODEL_SHOWN) != name:
+    # another model starts from its own behaviour: no override or ablation carried over
+    st.session_state.update(budget_mode="learned", no_f=False, no_g=False)
+    st.session_state[MODEL_SHOWN] = name
 
 # ----------------------------------------------------------------------------- input
 st.session_state.setdefault(TEXT_KEY, DEFAULT_TEXT)
@@ -88,7 +94,7 @@ with left:
     )
 
 # ----------------------------------------------------------------------------- controls
-st.subheader("Budget and ablations")
+st.subheader("Requested budget" if is_bba else "Budget and ablations")
 if not budgeted:
     st.info(
         "This is a **dense** model: every layer runs all of its heads on every input, so there is "
@@ -96,54 +102,66 @@ if not budgeted:
         "the slider and the ablations."
     )
 c_mode, c_slider, c_ablate = st.columns([2, 3, 3], gap="large")
-with c_ablate:
-    no_f = st.toggle(
-        "Ablation: no f_θ (fixed budget)",
-        key="no_f",
-        disabled=not has_f,
-        persist_state="session",
-        help="Replace the budget network by a constant s, the same for every input and layer: the "
-        "model's mean s on its validation split (as `budgetformer eval --ablation no-budget-net`).",
+no_f = no_g = False
+head_ablation = "uniform"
+if is_bba:  # bba has no f_θ or g_φ: no toggles named after them
+    c_ablate.caption(
+        "A budgeted-attention-allocation (bba) model: the slider is the requested budget b; each "
+        f"layer runs the ⌊b·H⌋ heads its gates rank highest, nested across budgets (no b requested: "
+        f"b = {method.default_budget:g}). It has no budget network or head scorer to ablate."
     )
-    no_g = st.toggle(
-        "Ablation: no g_φ (no learned head choice)",
-        key="no_g",
-        disabled=not has_g,
-        persist_state="session",
-        help="Keep the budget but choose which heads run without the head-scoring network.",
-    )
-    head_ablation = st.radio(
-        "Heads chosen without g_φ",
-        ["uniform", "random"],
-        format_func=lambda c: "first k heads (no g_φ)" if c == "uniform" else "random heads",
-        horizontal=True,
-        key="head_ablation",
-        disabled=not (has_g and no_g),
-        persist_state="session",
-        help="no g_φ: always heads 0…k−1 (the `no-head-scorer` ablation); random heads: k heads "
-        "drawn at random for this input (`random-heads`).",
-    )
+else:
+    with c_ablate:
+        no_f = st.toggle(
+            "Ablation: no f_θ (fixed budget)",
+            key="no_f",
+            disabled=not has_f,
+            persist_state="session",
+            help="Replace the budget network by a constant s, the same for every input and layer: "
+            "the model's mean s on its validation split (as `budgetformer eval --ablation "
+            "no-budget-net`).",
+        )
+        no_g = st.toggle(
+            "Ablation: no g_φ (no learned head choice)",
+            key="no_g",
+            disabled=not has_g,
+            persist_state="session",
+            help="Keep the budget but choose which heads run without the head-scoring network.",
+        )
+        head_ablation = st.radio(
+            "Heads chosen without g_φ",
+            ["uniform", "random"],
+            format_func=lambda c: "first k heads (no g_φ)" if c == "uniform" else "random heads",
+            horizontal=True,
+            key="head_ablation",
+            disabled=not (has_g and no_g),
+            persist_state="session",
+            help="no g_φ: always heads 0…k−1 (the `no-head-scorer` ablation); random heads: k "
+            "heads drawn at random for this input (`random-heads`).",
+        )
 with c_mode:
     budget_mode = st.radio(
-        "Budget s per layer",
-        list(MODE_LABELS),
-        format_func=lambda m: "the model's default b" if is_bba and m == "learned" else MODE_LABELS[m],
+        "Requested budget b per layer" if is_bba else "Budget s per layer",
+        list(method.mode_labels),
+        format_func=method.mode_labels.get,
         key="budget_mode",
         disabled=not budgeted or no_f,
         persist_state="session",
     )
+live = budgeted and not no_f  # a slider is live only in its own mode
 with c_slider:
     s = st.slider(
-        "Budget s (share of heads each layer may run)",
+        "Requested budget b (share of heads each layer runs)"
+        if is_bba
+        else "Budget s (share of heads each layer may run)",
         0.05,
         1.0,
         0.5,
         0.05,
         key="budget_s",
-        disabled=not budgeted or no_f,
-        on_change=set_budget_mode,
-        args=("slider",),
+        disabled=not (live and budget_mode == "slider"),
         persist_state="session",
+        help=f"Live in the mode “{method.mode_labels['slider']}”.",
     )
     k = st.slider(
         f"Heads per layer k (of {H})",
@@ -152,11 +170,15 @@ with c_slider:
         max(1, H // 4),
         1,
         key="force_k",
-        disabled=not budgeted or no_f,
-        on_change=set_budget_mode,
-        args=("force_k",),
+        disabled=not (live and budget_mode == "force_k"),
         persist_state="session",
+        help="Live in the mode “force k heads”.",
     )
+    if live and budget_mode == "learned":
+        st.caption(
+            f"The sliders are off: the model uses its own {'default b' if is_bba else 's'} "
+            "(shown under “What the model did”). Pick another mode to set it."
+        )
 settings = (
     Settings(
         budget_mode=budget_mode,
@@ -168,13 +190,7 @@ settings = (
     if budgeted
     else Settings()
 )
-if is_bba:
-    st.caption(
-        f"A budgeted-attention-allocation (bba) model: the slider is the requested budget b; each "
-        f"layer runs the ⌊b·H⌋ heads its gates rank highest, nested across budgets (no b requested: "
-        f"b = {mcfg.get('default_budget', 0.5):g}). It has no f_θ or g_φ to ablate."
-    )
-elif budgeted and not has_f:
+if budgeted and not is_bba and not has_f:
     st.caption("This checkpoint has no budget network f_θ: its s is fixed by its config.")
 if budgeted and not is_bba and not has_g:
     st.caption(
@@ -192,6 +208,13 @@ with left:
         st.caption(
             f"Test text #{sample[0]} of {md_escape(dataset)} · "
             f"true label: **{md_escape(sample[1])}**"
+        )
+    other = foreign_sample(dataset, raw)
+    if other:
+        st.warning(
+            f"This text is a test text of **{md_escape(other)}**, but the model was trained on "
+            f"**{md_escape(dataset)}**: its prediction means little. Pick a text of "
+            f"{md_escape(dataset)} on the right."
         )
 
 # ----------------------------------------------------------------------------- analysis
@@ -225,7 +248,16 @@ except Exception as e:  # never a traceback on the page; the server log keeps th
     )
     st.stop()
 a, full, timing = res.current, res.full, res.timing
-changed = not settings.is_full_model
+# a setting that runs just what the model runs on its own (bba at its default b) changes nothing
+changed = not settings.is_full_model and not same_run(full, a)
+read = tokens_read(ckpt, prepared.text)
+unknown = unknown_share(read)
+if unknown > UNKNOWN_WARN:
+    st.warning(
+        f"{round(unknown * len(read))} of the {len(read)} tokens the model read are unknown to its "
+        f"vocabulary ([UNK]): this text is not like the {md_escape(dataset)} texts it learned "
+        "from, so its prediction and confidence mean little."
+    )
 if sample and sample[1] in ckpt.label_names and sample[1] != a.label:
     st.warning(
         f"Misclassified: test text #{sample[0]} is labelled **{md_escape(sample[1])}**, "
@@ -233,8 +265,13 @@ if sample and sample[1] in ckpt.label_names and sample[1] != a.label:
     )
 
 # ----------------------------------------------------------------------------- results
-st.subheader("What the model did" + (f" — {settings.describe()}" if changed else ""))
-for col, card in zip(st.columns(5), metric_cards(a, timing, settings, H), strict=True):
+st.subheader("What the model did" + (f" — {settings.describe(sym)}" if changed else ""))
+if not settings.is_full_model and not changed:
+    st.caption(
+        f"This setting ({md_escape(settings.describe(sym))}) runs exactly what the model runs on its "
+        "own, so there is nothing to compare."
+    )
+for col, card in zip(st.columns(5), metric_cards(a, timing, settings, H, method), strict=True):
     col.metric(
         card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help
     )
@@ -247,28 +284,33 @@ c1, c2 = st.columns(2, gap="large")
 c1.plotly_chart(charts.probabilities_bar(ckpt.label_names, a.probs), key="chart_probs")
 if budgeted:
     c2.plotly_chart(
-        charts.budget_bars(a.budget, a.k, H, reference=full.budget if changed else None),
+        charts.budget_bars(a.budget, a.k, H, reference=full.budget if changed else None, symbol=sym),
         key="chart_budget",
     )
     st.caption(
-        "★ = the head ran (top-k by relevance). Heads without a star were not computed at all."
+        f"★ = the head ran (the top k by {'gate score z' if is_bba else 'relevance p'}). Grey cells "
+        "(— or a value in brackets) = heads that were not computed at all: no colour, weight 0."
     )
     c3, c4 = st.columns(2, gap="large")
     c3.plotly_chart(
         charts.head_heatmap(
             a.relevance,
             a.selected_heads,
-            (
-                "Head relevance p (g_φ)"
-                if settings.head_ablation is None
-                else f"Head relevance p (g_φ off: {settings.head_ablation} heads)"
-            ),
+            method.relevance_title(settings.head_ablation),
+            zmax=charts.relevance_zmax([a.relevance], H),
+            colorbar_title=method.relevance_symbol,
+            unrun_values=True,
         ),
         key="chart_relevance",
     )
     c4.plotly_chart(
         charts.head_heatmap(
-            a.head_weights, a.selected_heads, "Head weight w = s·H·p", colorscale="Oranges"
+            a.head_weights,
+            a.selected_heads,
+            method.weight_title,
+            colorscale="Oranges",
+            zmax=None if method.kind == "budgetformer" and not method.gated else 1.0,
+            colorbar_title="w",
         ),
         key="chart_weights",
     )
@@ -277,9 +319,10 @@ else:
         charts.head_heatmap(
             a.head_weights,
             a.selected_heads,
-            "Dense: every head runs, weight 1",
+            method.weight_title,
             colorscale=charts.LIGHT,
             zmax=1.0,
+            colorbar_title="w",
         ),
         key="chart_weights",
     )
@@ -293,15 +336,17 @@ if changed:
         )
     else:
         st.success(
-            f"Same prediction (**{md_escape(a.label)}**); confidence {max(full.probs):.1%} → "
-            f"{max(a.probs):.1%}."
+            f"Same prediction (**{md_escape(a.label)}**); only the confidence moved: "
+            f"{max(full.probs):.1%} → {max(a.probs):.1%}."
+            if f"{max(full.probs):.1%}" != f"{max(a.probs):.1%}"
+            else f"Same prediction (**{md_escape(a.label)}**), same confidence ({max(a.probs):.1%})."
         )
     if settings.no_budget_net:
         st.caption(
             f"No f_θ: s is fixed at {a.budget[0]:.3f}, the model's mean s on its validation split."
         )
     d1, d2 = st.columns([3, 2], gap="large")
-    d1.table(pd.DataFrame(comparison_rows(full, a, "this setting")).set_index(""))
+    d1.table(pd.DataFrame(comparison_rows(full, a, "this setting", sym)).set_index(""))
     d2.plotly_chart(
         charts.selection_diff(full.selected_heads, a.selected_heads, H), key="chart_diff"
     )
@@ -342,21 +387,6 @@ e2.download_button(
 )
 
 with st.expander(f"What the model read ({a.n_tokens} tokens)"):
-    st.text(" ".join(tokens_read(ckpt, prepared.text)))  # plain text: markup stays text
+    st.text(" ".join(read))  # plain text: markup stays text
 with st.expander("What am I looking at?"):
-    st.markdown(
-        f"""
-- In every layer, two small networks look at a summary of the input
-  (the mean of its token vectors).
-- **f_θ** predicts the **budget s** ∈ (0, 1): the share of the layer's {H} heads this input gets;
-  the layer runs **k = ⌊s·{H}⌋** heads (at least 1).
-- **g_φ** scores the heads: the **relevance p** (sums to 1 per layer).
-  The k most relevant heads run (★); the others are not computed at all —
-  that is where the FLOPs and time are saved.
-- Each head that runs is scaled by its **weight w = s·H·p**.
-- **Ablations**: *no f_θ* fixes s (at this input's mean s) instead of predicting it per layer;
-  *no g_φ* picks the heads at random or always the first ones instead of by relevance.
-- Latency is measured live on this server with one CPU thread, so it varies from run to run;
-  on very short texts the bookkeeping of choosing heads can cost more than the heads it saves.
-"""
-    )
+    st.markdown(explanation(method, H))

@@ -144,12 +144,71 @@ def test_search_texts():
 
 def test_head_heatmap_marks_the_heads_that_ran():
     values = [[0.1, 0.6, 0.2, 0.1], [0.25, 0.25, 0.25, 0.25]]
-    fig = charts.head_heatmap(values, [[1, 2], [0]], "p")
-    heat = fig.data[0]
+    fig = charts.head_heatmap(values, [[1, 2], [0]], "p", colorbar_title="p")
+    heat, grey = fig.data
     assert len(heat.z) == 2 and len(heat.z[0]) == 4
     stars = [[cell.startswith("★") for cell in row] for row in heat.text]
     assert stars == [[False, True, True, False], [True, False, False, False]]
-    assert heat.zmax == pytest.approx(0.6)
+    # the heads that did not run: no colour of the scale, grey, "—"
+    assert [list(r) for r in heat.z] == [[None, 0.6, 0.2, None], [0.25, None, None, None]]
+    assert [list(r) for r in grey.text] == [["—", "", "", "—"], ["", "—", "—", "—"]]
+    assert not grey.showscale and {c for _, c in grey.colorscale} == {charts.NOT_RUN}
+    assert heat.zmax == pytest.approx(0.6)  # the largest value of a head that ran
+    assert heat.colorbar.title.text == "p"
+    assert fig.layout.xaxis.title.text == "head" and fig.layout.yaxis.title.text == "layer"
+    with_values = charts.head_heatmap(values, [[1, 2], [0]], "p", unrun_values=True, zmax=1.0)
+    assert list(with_values.data[1].text[0]) == ["(0.10)", "", "", "(0.10)"]
+    assert with_values.data[0].zmax == 1.0
+
+
+def test_relevance_colour_scale_is_shared_and_uniform_p_is_not_the_darkest():
+    uniform = [[0.125] * 8]
+    assert charts.relevance_zmax([uniform], 8) == pytest.approx(0.25)  # 1/H: half the scale
+    peaked = [[0.9] + [0.1 / 7] * 7]
+    assert charts.relevance_zmax([uniform, peaked], 8) == pytest.approx(0.9)  # one scale for both
+
+
+def test_class_axes_are_categories():
+    labels = ["00", "10", "01", "11"]  # the synthetic task's classes look like numbers
+    bars = charts.probabilities_bar(labels, [0.1, 0.2, 0.3, 0.4])
+    assert bars.layout.yaxis.type == "category" and list(bars.data[0].y) == labels
+    cm = charts.confusion_heatmap([[1] * 4] * 4, labels)
+    assert cm.layout.xaxis.type == cm.layout.yaxis.type == "category"
+    assert list(cm.data[0].x) == list(cm.data[0].y) == labels
+    assert cm.layout.xaxis.title.text == "predicted" and cm.data[0].colorbar.title.text == "texts"
+    box = charts.budget_by_class(["00", "11", "00"], [0.1, 0.2, 0.3], labels)
+    assert box.layout.xaxis.type == "category" and list(box.layout.xaxis.categoryarray) == labels
+    assert [list(t.x) for t in box.data] == [["00", "00"], [], [], ["11"]]
+
+
+def test_each_method_in_its_own_words():
+    bba = an.method_of({"variant": "bba", "default_budget": 0.5, "use_budget_net": True})
+    assert bba.symbol == "b" and not bba.has_f and not bba.has_g
+    words = " ".join([bba.budget_name, bba.own_budget, *bba.mode_labels.values(), bba.relevance_title(),
+                      bba.weight_title, bba.weight_note, an.explanation(bba, 8)])
+    assert "f_θ" not in words and "g_φ" not in words and "s·H·p" not in words
+    assert "requested budget b" in words.lower() and "gate score z" in words
+    paper = an.method_of({"variant": "budgetformer"})  # older configs: the paper's weights
+    adaptive = an.method_of({"variant": "budgetformer", "head_weighting": "gated"})
+    assert paper.weight_title == "Head weight w = s·H·p" and "w = s·H·p" in an.explanation(paper, 8)
+    assert adaptive.weight_title == "Head weight w = 1 on the heads that ran"
+    assert "w = 1" in an.explanation(adaptive, 8) and "s·H·p" not in an.explanation(adaptive, 8)
+    no_f = an.method_of({"variant": "budgetformer", "use_budget_net": False})
+    assert no_f.mode_labels["learned"] == "fixed by its config (no f_θ)"
+    assert an.Settings(budget_mode="slider", budget=0.3).describe("b") == "b = 0.30"
+
+
+def test_bba_dynamics_story():
+    frame = history.history_frame([
+        {"epoch": 1, "val_accuracy": 0.5, "val_mean_heads_fraction": 0.5},
+        {"epoch": 2, "val_accuracy": 0.9, "val_mean_heads_fraction": 0.5},
+    ])  # fmt: skip
+    story = an.bba_dynamics_story(frame, {"budget_min": 0.1, "structural_from": 0.7}, {"default_budget": 0.5})
+    assert "drawn uniformly in [0.1, 1]" in story and "first 70%" in story
+    assert "soft gate" in story and "hard-gate adaptation" in story and "50.0% to 90.0%" in story
+    assert "β" not in story and "band" not in story
+    fixed = an.bba_dynamics_story(frame, {"train_budget": 0.25}, {})
+    assert "fixed budget b = 0.25" in fixed
 
 
 def test_selection_diff_codes():
@@ -187,6 +246,25 @@ def test_metric_cards(bbc_budgetformer, dense):
     dense_cards = an.metric_cards(d, None, an.Settings(), 8)
     assert dense_cards[1].note == "dense: every head" and dense_cards[3].value == "100%"
     assert dense_cards[4].value == "—"
+    bba = an.method_of({"variant": "bba", "default_budget": 0.5})
+    bba_cards = an.metric_cards(full, None, an.Settings(budget_mode="slider", budget=0.25), 8, bba)
+    assert bba_cards[1].label == "Requested budget b per layer" and bba_cards[1].note == "requested: b = 0.25"
+
+
+def test_comparison_rows_tell_prediction_and_confidence_apart(bbc_budgetformer):
+    full = an.run_analysis(bbc_budgetformer, SPORT)
+    same = an.run_analysis(bbc_budgetformer, SPORT, an.control_for(an.Settings(budget_mode="slider", budget=1.0), 0.3))
+    rows = {r[""]: r for r in an.comparison_rows(full, same, "s = 1")}
+    assert rows["prediction"]["changed"] == ("" if same.label == full.label else "yes")
+    moved = f"{max(full.probs):.1%}" != f"{max(same.probs):.1%}"
+    assert rows["confidence"]["changed"] == ("yes" if moved else "")
+    assert "budget b per layer" in {r[""] for r in an.comparison_rows(full, same, "b", "b")}
+    assert an.same_run(full, full) and not an.same_run(full, same)
+
+
+def test_unknown_share():
+    assert an.unknown_share([]) == 0.0
+    assert an.unknown_share(["[UNK]", "a", "[UNK]", "b"]) == 0.5
 
 
 # ----------------------------------------------------------------------------- other pages

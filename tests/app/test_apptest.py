@@ -124,9 +124,14 @@ def test_typing_a_text_updates_the_prediction(at):
 def test_budget_slider_overrides_s_and_heads(at):
     type_text(at, SPORT)
     learned = metric(at, "Heads run per layer")
+    # in the model's own mode the sliders are off: they would show values the model does not use
+    assert at.slider(key="budget_s").disabled and at.slider(key="force_k").disabled
+    assert any(c.value.startswith("The sliders are off") for c in at.caption)
+    at.radio(key="budget_mode").set_value("slider")
+    run(at)
+    assert not at.slider(key="budget_s").disabled and at.slider(key="force_k").disabled
     at.slider(key="budget_s").set_value(1.0)
     run(at)
-    assert at.radio(key="budget_mode").value == "slider"  # moving the slider switches to it
     assert metric(at, "Heads run per layer") == "8 / 8" != learned
     assert metric(at, "Budget s per layer") == "1.00 / 1.00"
     assert metric(at, "FLOPs vs dense") in ("100%", "101%")  # all heads, plus f_θ and g_φ
@@ -144,9 +149,11 @@ def test_budget_slider_overrides_s_and_heads(at):
 
 
 def test_force_k(at):
+    at.radio(key="budget_mode").set_value("force_k")
+    run(at)
+    assert at.slider(key="budget_s").disabled and not at.slider(key="force_k").disabled
     at.slider(key="force_k").set_value(3)
     run(at)
-    assert at.radio(key="budget_mode").value == "force_k"
     assert metric(at, "Heads run per layer") == "3 / 3"
 
 
@@ -169,12 +176,11 @@ def test_ablation_no_head_scorer_changes_the_heads(at):
     at.radio(key="head_ablation").set_value("uniform")
     run(at)
     ks = [int(k) for k in metric(at, "Heads run per layer").split(" / ")]
-    relevance = chart(at, "Head relevance p")["data"][0]
-    for k, row, text in zip(ks, relevance["z"], relevance["text"], strict=True):
-        assert row == pytest.approx([row[0]] * len(row))  # uniform p
-        assert [c.startswith("★") for c in text] == [
-            h < k for h in range(len(text))
-        ]  # heads 0..k-1
+    ran, grey = chart(at, "Head relevance p")["data"]
+    for k, row, text, unrun in zip(ks, ran["z"], ran["text"], grey["text"], strict=True):
+        assert row[:k] == pytest.approx([row[0]] * k) and row[k:] == [None] * (len(row) - k)
+        assert [c.startswith("★") for c in text] == [h < k for h in range(len(text))]  # heads 0..k-1
+        assert [c == "" for c in unrun] == [h < k for h in range(len(text))]  # the others: grey
     diff = chart(at, "Heads that ran: full model vs")
     assert len(diff["data"][0]["z"]) == len(ks)
 
@@ -246,6 +252,8 @@ def test_any_unicode_is_fine(at):
 
 def test_sessions_do_not_share_settings(at):
     learned = metric(at, "Heads run per layer")
+    at.radio(key="budget_mode").set_value("slider")
+    run(at)
     at.slider(key="budget_s").set_value(1.0)
     run(at)
     other = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
@@ -465,7 +473,9 @@ def test_bba_model_runs_the_requested_budget(at):
     at.sidebar.selectbox(key="model_for_bbc").set_value("bbc-bba")
     run(at)
     assert any("requested budget b" in c.value for c in at.caption)
-    assert at.toggle(key="no_f").disabled and at.toggle(key="no_g").disabled
+    assert not at.toggle  # no f_θ or g_φ to ablate: no toggles named after them
+    at.radio(key="budget_mode").set_value("slider")
+    run(at)
     at.slider(key="budget_s").set_value(0.25)
     run(at)
     assert metric(at, "Heads run per layer") == "2 / 2"
@@ -779,3 +789,171 @@ def test_easy_vs_hard_needed_heads_on_a_synthetic_task(at):
         assert number(rho_k) == pytest.approx(expected.rho_k_needed, abs=0.005)
     bars = chart(at, "Mean heads run k per needed n")
     assert [int(n) for n in bars["data"][0]["x"]] == sorted(set(needed))
+
+
+# ----------------------------------------------------------------------------- every model in its own words
+
+
+def pick_model(at: AppTest, model: str) -> AppTest:
+    dataset = config(model).get("dataset", "unknown")
+    at.sidebar.selectbox(key="dataset").set_value(dataset)
+    run(at)
+    at.sidebar.selectbox(key=f"model_for_{dataset}").set_value(model)
+    return run(at)
+
+
+def page_words(at: AppTest) -> str:
+    """Every text of the page the user reads: markdown, metrics, widget labels, chart titles."""
+    widgets = [w.label for kind in ("radio", "slider", "toggle") for w in at.get(kind)]
+    widgets += [o for r in at.radio for o in r.options]
+    metrics = [f"{m.label} {m.value} {m.proto.body}" for m in at.metric]
+    return " ".join([*all_markdown(at), *widgets, *metrics, *charts(at)])
+
+
+def class_axes_are_categories(spec: dict, labels: list[str], axes: tuple[str, ...]) -> None:
+    for axis in axes:
+        assert spec["layout"][f"{axis}axis"]["type"] == "category", (spec["layout"]["title"], axis)
+        assert spec["data"][0][axis] == [str(n) for n in labels]
+
+
+@pytest.mark.parametrize("model", available_models())
+def test_explore_speaks_each_models_method(model):
+    cfg = config(model)
+    mcfg, labels = cfg["model"], cfg["label_names"]
+    at = pick_model(run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT)), model)
+    assert at.title[0].value == "Explore an input"
+    class_axes_are_categories(chart(at, "Class probabilities"), labels, ("y",))
+    words = page_words(at)
+    variant = mcfg["variant"]
+    if variant == "bba":
+        for foreign in ("f_θ", "g_φ", "s·H·p", "Budget s", "relevance p"):
+            assert foreign not in words, foreign
+        assert metric(at, "Requested budget b per layer") == " / ".join(
+            [f"{mcfg['default_budget']:.2f}"] * mcfg["n_layers"]
+        )
+        assert chart(at, "Gate scores z") and chart(at, "Requested budget b per layer")
+        assert chart(at, "Head weight w")["layout"]["title"]["text"].endswith("1 on the heads that ran, 0 elsewhere")
+    elif variant == "budgetformer":
+        assert "requested budget b" not in words.lower() and metric(at, "Budget s per layer")
+        gated = mcfg.get("head_weighting", "scaled") == "gated"
+        weights = chart(at, "Head weight w")["layout"]["title"]["text"]
+        assert weights == ("Head weight w = 1 on the heads that ran" if gated else "Head weight w = s·H·p")
+        assert ("w = 1" in words) == gated and ("w = s·H·p" in words) != gated
+    else:
+        assert "requested budget b" not in words.lower() and not at.toggle(key="no_f").value
+    if variant != "dense":  # heads not computed: grey, no colour, w shown as —
+        ran, grey = chart(at, "Head weight w")["data"]
+        ks = [int(k) for k in metric(at, "Heads run per layer").split(" / ")]
+        assert [sum(v is not None for v in row) for row in ran["z"]] == ks
+        assert [row.count("—") for row in grey["text"]] == [mcfg["n_heads"] - k for k in ks]
+        relevance = chart(at, "Gate scores z" if variant == "bba" else "Head relevance p")
+        assert relevance["data"][0]["colorbar"]["title"]["text"] in ("p", "softmax(z)")
+        assert relevance["layout"]["xaxis"]["title"]["text"] == "head"
+
+
+@pytest.mark.parametrize("model", available_models())
+def test_training_dynamics_speaks_each_models_method(model):
+    mcfg = config(model)["model"]
+    at = pick_model(run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT)), model)
+    open_page(at, "dynamics")
+    words = page_words(at)
+    if not json.loads((CHECKPOINTS / model / "history.json").read_text() or "[]"):
+        return
+    if mcfg["variant"] == "bba":
+        assert "β" not in words and "band" not in words and "s went from" not in words
+        assert "soft gate" in words and "hard-gate adaptation" in words
+        assert chart(at, "Share of heads run") and not [t for t in charts(at) if "β" in t]
+    elif mcfg["variant"] == "budgetformer":
+        assert chart(at, "Entropy weight β(t)") and "exploration" in words
+
+
+@pytest.mark.parametrize("model", available_models())
+def test_class_axes_are_categories_on_errors_and_easy_vs_hard(model):
+    cfg = config(model)
+    labels, shipped_texts = cfg["label_names"], cfg["dataset"] in ("bbc", "synthetic")
+    at = pick_model(run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT)), model)
+    open_page(at, "errors")
+    assert bool(at.get("plotly_chart")) or not shipped_texts
+    if at.get("plotly_chart"):
+        class_axes_are_categories(chart(at, "Confusion matrix"), labels, ("x", "y"))
+    open_page(at, "easy_hard")
+    if cfg["model"]["variant"] != "dense" and at.get("plotly_chart"):
+        by_class = chart(at, "Mean budget s by true class")
+        assert by_class["layout"]["xaxis"]["type"] == "category"
+        assert by_class["layout"]["xaxis"]["categoryarray"] == [str(n) for n in labels]
+        assert [t["x"][0] for t in by_class["data"] if t["x"]] == [
+            str(n) for n, t in zip(labels, by_class["data"], strict=True) if t["x"]
+        ]
+
+
+# ----------------------------------------------------------------------------- controls that are what they look
+
+
+def test_a_model_change_starts_from_its_own_budget(at):
+    no_f = next((m for m in available_models() if config(m)["model"].get("use_budget_net") is False
+                 and config(m)["dataset"] == "bbc"), None)
+    if no_f is None:
+        pytest.skip("no bbc model without f_θ")
+    at.radio(key="budget_mode").set_value("slider")
+    run(at)
+    at.slider(key="budget_s").set_value(1.0)
+    run(at)
+    at.sidebar.selectbox(key="model_for_bbc").set_value(no_f)
+    run(at)
+    assert at.radio(key="budget_mode").value == "learned"  # the slider's s is not carried over
+    fixed = config(no_f)["model"]["fixed_budget"]
+    assert set(metric(at, "Budget s per layer").split(" / ")) == {f"{fixed:.2f}"}
+    assert any("no f_θ" in o for o in at.radio(key="budget_mode").options)
+
+
+def test_switching_dataset_picks_its_budgetformer_and_flags_a_foreign_text(at):
+    other = next(
+        (d for d in sorted({config(m)["dataset"] for m in available_models()})
+         if d != "bbc" and f"{d}-budgetformer" in available_models()), None
+    )
+    if other is None:
+        pytest.skip("no second dataset with a budgetformer model")
+    at.radio(key="pick_how").set_value("By index")
+    run(at)
+    at.button(key="pick_index_go").click()  # a bbc test text in the box
+    run(at)
+    at.sidebar.selectbox(key="dataset").set_value(other)
+    run(at)
+    assert at.sidebar.selectbox(key=f"model_for_{other}").value == f"{other}-budgetformer"
+    assert any("is a test text of **bbc**" in w.value for w in at.warning)
+
+
+# ----------------------------------------------------------------------------- no contradictions
+
+
+def test_comparison_says_what_changed(at):
+    type_text(at, SPORT)
+    at.radio(key="budget_mode").set_value("force_k")
+    run(at)
+    for k in range(1, config()["model"]["n_heads"] + 1):
+        at.slider(key="force_k").set_value(k)
+        run(at)
+        if not any(s.value.startswith("Compared with") for s in at.subheader):
+            continue
+        table = at.table[0].value
+        same = table.loc["prediction", "changed"] == ""
+        assert same == bool(at.success) and same != bool(at.warning)
+        if same:
+            moved = table.loc["confidence", "changed"] == "yes"
+            assert ("only the confidence moved" in at.success[0].value) == moved
+
+
+@pytest.mark.skipif("bbc-bba" not in available_models(), reason="no shipped bba model")
+def test_bba_at_its_default_budget_has_nothing_to_compare(at):
+    at.sidebar.selectbox(key="model_for_bbc").set_value("bbc-bba")
+    run(at)
+    at.radio(key="budget_mode").set_value("slider")
+    run(at)
+    at.slider(key="budget_s").set_value(config("bbc-bba")["model"]["default_budget"])
+    run(at)
+    assert not any(s.value.startswith("Compared with") for s in at.subheader)
+    assert any("nothing to compare" in c.value for c in at.caption)
+    at.slider(key="budget_s").set_value(0.25)
+    run(at)
+    assert any(s.value.startswith("Compared with") for s in at.subheader)
+    assert "budget b per layer" in at.table[0].value.index
