@@ -191,27 +191,28 @@ def rho_text(rho: float | None) -> str:
     return "—" if rho is None else f"{rho:+.2f}"
 
 
+sym = method_of(model_config(name)).symbol  # bba: the requested budget b
 c = st.columns(4)
 c[0].metric(
-    "Mean s on the test split",
+    f"Mean {sym} on the test split",
     f"{s.mean():.3f}",
     f"range {s.min():.3f} – {s.max():.3f}",
     delta_color="off",
     delta_arrow="off",
 )
 c[1].metric(
-    "Spearman ρ(s, prediction entropy)",
+    f"Spearman ρ({sym}, prediction entropy)",
     rho_text(rho_entropy),
     help="Rank correlation of the mean budget s with the entropy of the predicted class "
     "distribution: > 0 means less certain texts get more heads.",
 )
 c[2].metric(
-    "Spearman ρ(s, loss)",
+    f"Spearman ρ({sym}, loss)",
     rho_text(rho_loss),
     help="Rank correlation of the mean budget s with the cross-entropy of the true class: "
     "> 0 means texts the model gets (more) wrong get more heads.",
 )
-c[3].metric("Spearman ρ(s, length)", rho_text(rho_len), help="Length = tokens the model read.")
+c[3].metric(f"Spearman ρ({sym}, length)", rho_text(rho_len), help="Length = tokens the model read.")
 if rho_entropy is not None and rho_loss is not None:
     verdict = (
         "harder texts (less certain, higher loss) tend to get **larger** budgets, as the "

@@ -10,9 +10,10 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
+from app.analysis import method_of
 from app.components import SAMPLE_KEY, TEXT_KEY, md_escape, per_example_or_stop
 from app.examples import confusion_matrix, example_label, filter_examples, layer_columns, preview
-from app.state import dataset_of, is_dense, selected_model
+from app.state import dataset_of, is_dense, model_config, selected_model
 
 EXPLORE_PAGE = "views/explore.py"
 PICK_KEY = "errors_pick"
@@ -28,6 +29,7 @@ st.caption(
 name = selected_model()
 dataset = dataset_of(name)
 dense = is_dense(name)
+sym = method_of(model_config(name)).symbol  # bba's budget is the requested b
 table, samples = per_example_or_stop(
     name, dataset, "The **Training dynamics** page still shows how this model trained."
 )
@@ -45,18 +47,18 @@ m1.metric(
 m2.metric("Misclassified", f"{len(wrong)}", f"of {n}", delta_color="off", delta_arrow="off")
 if dense:
     m3.metric(
-        "Mean s when wrong", "1.00", "dense: every head", delta_color="off", delta_arrow="off"
+        f"Mean {sym} when wrong", "1.00", "dense: every head", delta_color="off", delta_arrow="off"
     )
     m4.metric(
-        "Mean s when right", "1.00", "dense: every head", delta_color="off", delta_arrow="off"
+        f"Mean {sym} when right", "1.00", "dense: every head", delta_color="off", delta_arrow="off"
     )
 else:
     m3.metric(
-        "Mean s when wrong",
+        f"Mean {sym} when wrong",
         f"{wrong['mean_s'].mean():.3f}" if len(wrong) else "—",
-        help="The budget s averaged over layers, then over the misclassified texts.",
+        help=f"The budget {sym} averaged over layers, then over the misclassified texts.",
     )
-    m4.metric("Mean s when right", f"{table.loc[table['correct'], 'mean_s'].mean():.3f}")
+    m4.metric(f"Mean {sym} when right", f"{table.loc[table['correct'], 'mean_s'].mean():.3f}")
 
 # ----------------------------------------------------------------------------- confusion
 st.plotly_chart(
@@ -70,14 +72,14 @@ f1, f2, f3, f4 = st.columns(4, gap="medium")
 true_sel = f1.multiselect("True class", label_names, key="err_true", placeholder="any class")
 pred_sel = f2.multiselect("Predicted class", label_names, key="err_pred", placeholder="any class")
 s_range = f3.slider(
-    "Budget range (mean s)",
+    f"Budget range (mean {sym})",
     0.0,
     1.0,
     (0.0, 1.0),
     0.01,
     key="err_s",
     disabled=dense,
-    help="The budget s averaged over layers. A dense model has s = 1 everywhere.",
+    help=f"The budget {sym} averaged over layers. A dense model has s = 1 everywhere.",
 )
 conf_range = f4.slider(
     "Confidence range", 0.0, 1.0, (0.0, 1.0), 0.01, key="err_conf", help="The largest probability."
@@ -110,8 +112,8 @@ config = {
     "entropy": st.column_config.NumberColumn(
         "entropy", format="%.3f", help="Of the predicted distribution (nats)"
     ),
-    "mean_s": st.column_config.NumberColumn("mean s", format="%.3f"),
-    **{c: st.column_config.NumberColumn(f"s layer {c[1:]}", format="%.3f") for c in s_cols},
+    "mean_s": st.column_config.NumberColumn(f"mean {sym}", format="%.3f"),
+    **{c: st.column_config.NumberColumn(f"{sym} layer {c[1:]}", format="%.3f") for c in s_cols},
     "tokens": st.column_config.NumberColumn("tokens", help="Tokens the model read"),
     "text": st.column_config.TextColumn("text (start)", width="large"),
 }
@@ -163,7 +165,7 @@ if st.button("Open in “Explore an input” →", key="err_open", type="primary
 st.caption(
     f"Test text #{int(pick)} · true **{md_escape(row['true'])}**, predicted "
     f"**{md_escape(row['predicted'])}** ({row['confidence']:.1%}) · loss {row['loss']:.2f}"
-    + ("" if dense else f" · mean s {row['mean_s']:.3f}")
+    + ("" if dense else f" · mean {sym} {row['mean_s']:.3f}")
     + f" · {int(row['tokens'])} tokens read"
 )
 st.text(row["text"][:3000] + ("…" if len(row["text"]) > 3000 else ""))  # plain text, never HTML

@@ -872,11 +872,15 @@ def test_class_axes_are_categories_on_errors_and_easy_vs_hard(model):
     cfg = config(model)
     labels, shipped_texts = cfg["label_names"], cfg["dataset"] in ("bbc", "synthetic")
     at = pick_model(run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT)), model)
+    sym = "b" if cfg["model"]["variant"] == "bba" else "s"
     open_page(at, "errors")
     assert bool(at.get("plotly_chart")) or not shipped_texts
     if at.get("plotly_chart"):
         class_axes_are_categories(chart(at, "Confusion matrix"), labels, ("x", "y"))
+        assert metric(at, f"Mean {sym} when right")
     open_page(at, "easy_hard")
+    if cfg["model"]["variant"] != "dense" and at.get("plotly_chart"):
+        assert metric(at, f"Mean {sym} on the test split")
     if cfg["model"]["variant"] != "dense" and at.get("plotly_chart"):
         by_class = chart(at, "Mean budget s by true class")
         assert by_class["layout"]["xaxis"]["type"] == "category"
