@@ -12,6 +12,7 @@ draw their widgets from ``config.json`` before that.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -152,22 +153,66 @@ class Samples:
 DATA_DIRS_KEY = "data_dirs"
 """Session-state key: dataset → the local copy (folder or file) the user pointed the app at."""
 
+DATA_ROOTS_ENV = "BUDGETFORMER_DATA_DIRS"
+"""Environment variable the operator sets before starting the app: the folders (separated by
+``os.pathsep``) under which a visitor's local copy may lie. Default: the project's ../shared/data."""
+
+LOCAL_COPY_HELP = (
+    "A folder in the dataset's published layout, or one CSV / JSONL / Parquet file with text and label "
+    "columns (all its rows are the test split), under ../shared/data or a folder the operator listed in "
+    f"${DATA_ROOTS_ENV}; other paths are not read. The texts are not shipped; the precomputed results are."
+)
+
+
+def allowed_data_roots() -> list[Path]:
+    """The folders a local copy may lie under (resolved): ``$BUDGETFORMER_DATA_DIRS`` or ../shared/data."""
+    listed = os.environ.get(DATA_ROOTS_ENV)
+    roots = [ROOT.parent / "shared" / "data"] if listed is None else [p for p in listed.split(os.pathsep) if p.strip()]
+    return [Path(os.path.abspath(r)).resolve() for r in roots]
+
+
+def local_copy(value: str | None) -> Path | None:
+    """The path a visitor typed, resolved, when it lies under :func:`allowed_data_roots`; else None.
+
+    The typed text is checked before anything is read (``..`` cannot climb out), and again after
+    symbolic links are followed (a link cannot point out). Relative paths start at the project.
+    """
+    if not value or "\0" in value:
+        return None
+    roots = allowed_data_roots()
+    inside = lambda p: any(p == r or p.is_relative_to(r) for r in roots)  # noqa: E731
+    typed = Path(os.path.normpath(ROOT / value))  # ROOT / an absolute path is that path
+    if not inside(typed):
+        return None
+    try:
+        path = typed.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    return path if inside(path) and (path.is_dir() or path.is_file()) else None
+
 
 @st.cache_data(max_entries=4, show_spinner="Loading the dataset…")
 def _split_samples(dataset: str, split: str, data_dir: str | None, seed: int) -> Samples | None:
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.data import ALIASES, HUB_LABELS, load_dataset
 
     try:
-        data = load_dataset(dataset, data_dir or None, seed=seed)
-        part = data.split(split)
+        if data_dir and Path(data_dir).is_file():  # one file is the split asked for, labelled as the dataset
+            classes = HUB_LABELS.get(ALIASES.get(dataset, dataset))
+            data = load_dataset(data_dir, seed=seed, classes=classes, whole=True)
+            part = data.split("all")
+        else:
+            data = load_dataset(dataset, data_dir or None, seed=seed)
+            part = data.split(split)
     except (RuntimeError, ValueError, OSError, ImportError):
         return None
     return Samples(list(data.label_names), list(part.texts), list(part.labels))
 
 
 def data_dir(dataset: str) -> str | None:
-    """The local copy of ``dataset`` given in the sidebar (None: none given)."""
-    return st.session_state.get(DATA_DIRS_KEY, {}).get(dataset) or None
+    """The local copy of ``dataset`` given in the sidebar, when it is one a visitor may use
+    (:func:`local_copy`); None when none was given or the path is not allowed."""
+    path = local_copy(st.session_state.get(DATA_DIRS_KEY, {}).get(dataset))
+    return None if path is None else str(path)
 
 
 def _source(dataset: str) -> tuple[str | None, int] | None:
