@@ -1,14 +1,15 @@
 """The ``budgetformer`` command: a table of subcommands, each a thin wrapper of a core function.
 
     budgetformer train   --dataset NAME --variant {dense,budgetformer,bba} --out DIR [--init DIR] [--set key=value ...]
-    budgetformer eval    --checkpoint DIR [--split test] [--budget S] [--ablation A] [--json]
+    budgetformer eval    --checkpoint DIR [--dataset D] [--split {test,...,all}] [--budget S] [--ablation A] [--json]
     budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --input-file F)
     budgetformer adaptivity --checkpoint DIR [--reference DIR] [--split test] [--budget S] [--json]
     budgetformer bench   (--checkpoint DIR | [--set key=value ...]) [--batch-size N] [--threads T]
                          [--seq-len L] [--repeats R] [--budgets B,B,...] [--json]
 
-Errors the user can fix (unknown key, bad checkpoint, empty text) print one line to stderr and
-exit with status 2; no traceback.
+Errors the user can fix (unknown key, bad checkpoint, empty text, a label the checkpoint does
+not know) print one line to stderr and exit with status 2; no traceback. Ctrl-C prints one line
+and exits with 130. JSON output writes null for NaN.
 """
 
 from __future__ import annotations
