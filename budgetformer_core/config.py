@@ -207,6 +207,11 @@ class TrainConfig:
     the input is for the model right now — the rank of its task loss within the batch, mapped
     linearly onto [s_min, s_max] — with λ_d · mean (s − target)². The budget network then learns
     to predict difficulty from the pooled layer input, and the inputs it finds hard get more heads."""
+    lambda_balance: float = 0.0
+    """λ_u (``adaptive`` recipe; 0 = off): weight of H·Σ_h (mean over the batch of p_h)², which is
+    1 when the inputs of a batch favour different heads evenly and H when all favour one, so that
+    g_φ ranks heads per input rather than once for all (as the load balancing of mixtures of
+    experts)."""
     beta_start: float = -1.0
     """β at the start of training (< 0 rewards high head entropy: explore)."""
     beta_end: float = 1.0
@@ -272,9 +277,9 @@ class TrainConfig:
             raise ValueError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
         if self.recipe not in ("adaptive", "paper"):
             raise ValueError(f"recipe must be 'adaptive' or 'paper', got {self.recipe!r}")
-        if self.lambda_cost < 0 or self.lambda_difficulty < 0:
-            raise ValueError(f"lambda_cost and lambda_difficulty must be >= 0, got {self.lambda_cost}, "
-                             f"{self.lambda_difficulty}")
+        if min(self.lambda_cost, self.lambda_difficulty, self.lambda_balance) < 0:
+            raise ValueError(f"lambda_cost, lambda_difficulty and lambda_balance must be >= 0, got "
+                             f"{self.lambda_cost}, {self.lambda_difficulty}, {self.lambda_balance}")
 
 
 def _convert(value: str, current: Any, key: str) -> Any:

@@ -38,6 +38,12 @@ def difficulty_targets(losses: Tensor, s_min: float, s_max: float) -> Tensor:
     return s_min + (s_max - s_min) * ranks / max(B - 1, 1)
 
 
+def head_load(p: Tensor) -> Tensor:
+    """H · Σ_h (mean over inputs of p_h)², averaged over layers: 1 when the inputs spread their
+    relevance evenly over the heads, H when they all favour the same one. p: (L, B, H)."""
+    return (p.shape[-1] * p.mean(1).square().sum(-1)).mean()
+
+
 def head_entropy(p: Tensor) -> Tensor:
     """Mean entropy (nats) of relevance distributions p (..., H)."""
     return -(p * torch.log(p.clamp_min(1e-12))).sum(-1).mean()
@@ -86,4 +92,6 @@ def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: flo
         per_input = F.cross_entropy(out.logits.detach(), labels, reduction="none")  # (B,)
         target = difficulty_targets(per_input, cfg.s_min, cfg.s_max)
         total = total + cfg.lambda_difficulty * ((s - target[None, :]) ** 2).mean()
+    if cfg.recipe == "adaptive" and cfg.lambda_balance:
+        total = total + cfg.lambda_balance * head_load(p)
     return LossTerms(total, task.item(), lb.item(), ent.item(), beta, cost.item())

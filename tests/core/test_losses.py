@@ -70,3 +70,12 @@ def test_difficulty_targets_map_loss_ranks_onto_the_band():
     targets = difficulty_targets(torch.tensor([0.3, 0.01, 2.0, 0.3]), 0.1, 0.7)
     assert targets.tolist() == pytest.approx([0.3, 0.1, 0.7, 0.5])  # ranks 1, 0, 3, 2 of 3
     assert difficulty_targets(torch.tensor([1.0]), 0.1, 0.7).tolist() == pytest.approx([0.1])
+
+
+def test_head_load_is_one_when_inputs_spread_over_heads_and_h_when_they_agree():
+    from budgetformer_core.losses import head_load
+
+    spread = torch.eye(4)[None]  # (L=1, B=4, H=4): each input favours its own head
+    agree = torch.eye(4)[[0, 0, 0, 0]][None]  # every input favours head 0
+    assert head_load(spread).item() == pytest.approx(1.0)
+    assert head_load(agree).item() == pytest.approx(4.0)
