@@ -144,6 +144,9 @@ class Control:
     head_choice: str | None = None
     seed: int = 0
     generator: torch.Generator | None = field(default=None, repr=False, compare=False)
+    soft_gates: bool = False
+    """Training only, ``gated`` weights: the soft gates themselves as the weights (every head
+    contributes a little and learns) instead of the exact top k with their gradients."""
 
     def __post_init__(self) -> None:
         if self.budget is not None and not 0.0 < self.budget <= 1.0:
@@ -265,16 +268,17 @@ def rank_gates(s: Tensor, order: Tensor, temperature: float) -> Tensor:
 
 
 def gated_weights(selected: Tensor, z: Tensor | None, s: Tensor | None, order: Tensor, k: Tensor,
-                  temperature: float, dtype: torch.dtype) -> Tensor:
+                  temperature: float, dtype: torch.dtype, soft: bool = False) -> Tensor:
     """Head weights equal to the exact top-k mask in the forward pass, with the gradients of soft
     gates (straight-through): of z through :func:`soft_gates` (which heads) and of s through
-    :func:`rank_gates` (how many). Either may be None (a constant s, or no g_φ)."""
+    :func:`rank_gates` (how many). Either may be None (a constant s, or no g_φ). With ``soft``
+    the weights are the product of the soft gates themselves."""
+    gates = [g for g in (None if z is None else soft_gates(z, order, k, temperature),
+                         None if s is None else rank_gates(s, order, temperature)) if g is not None]
+    if soft and gates:
+        return torch.stack(gates).prod(0).to(dtype)
     w = selected.to(dtype)
-    if z is not None:
-        g = soft_gates(z, order, k, temperature)
-        w = w + g - g.detach()
-    if s is not None:
-        g = rank_gates(s, order, temperature)
+    for g in gates:
         w = w + g - g.detach()
     return w
 
@@ -443,7 +447,8 @@ class BudgetAllocator(Allocator):
             weights = p * (s * H)[:, None]
         elif self.training and ctx.mode == "soft":
             learnt_s = s if constant is None and control.k is None else None
-            weights = gated_weights(selected, z, learnt_s, order, k, cfg.gate_temperature, h.dtype)
+            weights = gated_weights(selected, z, learnt_s, order, k, cfg.gate_temperature, h.dtype,
+                                    soft=control.soft_gates)
         else:
             weights = selected.to(h.dtype)
         return LayerTrace(s, p, weights, k, selected, order)

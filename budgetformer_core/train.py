@@ -191,10 +191,12 @@ def train(
     gen = torch.Generator().manual_seed(train_cfg.seed)
     rng = random.Random(train_cfg.seed)
     # random heads (head_choice="random") are drawn from the trainer's own stream: fresh every step
-    heads = Control(seed=train_cfg.seed + 1)
+    heads = Control(generator=torch.Generator().manual_seed(train_cfg.seed + 1))
     # the gated weights learn from every head's gradient: the soft path (all heads) throughout
-    structural_from = 1.0 if model_cfg.head_weighting == "gated" and model_cfg.variant == "budgetformer" \
-        else train_cfg.structural_from
+    # gated weights learn from every head's output: the soft path throughout, with the soft gates
+    # themselves as weights before ``structural_from`` and the exact top k (straight-through) after
+    gated = model_cfg.head_weighting == "gated" and model_cfg.variant == "budgetformer"
+    structural_from = 1.0 if gated else train_cfg.structural_from
     history: list[dict[str, Any]] = []
     step = 0
     averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(train_cfg.ema)) if train_cfg.ema else None
@@ -218,7 +220,7 @@ def train(
                 g["lr"] = lr_at(step, total_steps, train_cfg)
             t = step / max(1, total_steps - 1)  # training progress in [0, 1]
             mode = "dense" if dense else ("structural" if t >= structural_from else "soft")
-            control = heads
+            control = dataclasses.replace(heads, soft_gates=t < train_cfg.structural_from) if gated else heads
             if model_cfg.variant == "bba":  # one requested budget per batch
                 control = Control(budget=train_cfg.train_budget or rng.uniform(train_cfg.budget_min, 1.0))
             out = model(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
