@@ -82,13 +82,19 @@ class Recipe:
     f_θ and g_φ fresh), as bba does, instead of from scratch."""
 
 
+ADAPTIVE = ("lambda_difficulty=10", "s_max=0.65", "lambda_balance=0.3", "structural_from=0")
+"""BudgetFormer's adaptive recipe on the text datasets: gated weights trained straight-through
+from the start, the price λ_c·s, s pulled towards each input's difficulty rank (λ_d) over the
+band [0.1, 0.65] (k = 1 … 5 of 8), and heads balanced over the inputs of a batch (λ_u)."""
+
 RECIPES: dict[str, Recipe] = {
-    "bbc": Recipe(),
+    "bbc": Recipe(budget_sets=ADAPTIVE),
     "synthetic": Recipe(
         sets=SYNTHETIC,
         dense_sets=("epochs=8",),
         # the task needs 2 of 8 heads: a band whose floor buys them (s ≥ 0.25 → k ≥ 2), held firmly
-        budget_sets=("s_min=0.3", "lambda_budget=10"),
+        budget_sets=("s_min=0.3", "lambda_budget=10", "structural_from=0"),
+        paper_sets=("s_min=0.3", "lambda_budget=10"),
         warm_sets=("epochs=16",),
         bba_sets=("gate_input=false", "structural_from=0", "budget_min=0.25"),
         extra=(("dense-1head", "dense", ("epochs=8", "n_heads=1")),),
@@ -97,15 +103,19 @@ RECIPES: dict[str, Recipe] = {
         sets=SYNTHETIC,
         dense_sets=("epochs=8",),
         # inputs need 1 … 4 of 8 heads: a band that allows k = 1 … 4 (s < 0.625), held firmly
-        budget_sets=("epochs=8", "s_max=0.6", "lambda_budget=10"),
+        budget_sets=("epochs=8", "s_max=0.6", "lambda_budget=10", "lambda_difficulty=5", "lambda_balance=0.3",
+                     "structural_from=0"),
         paper_sets=("epochs=8", "s_max=0.6", "lambda_budget=10"),
         warm_sets=("epochs=8",),
         bba_sets=("structural_from=0", "budget_min=0.125"),
-        extra=tuple((f"dense-{h}head", "dense", ("epochs=8", f"n_heads={h}")) for h in (1, 2, 3)),
+        # dense models with fewer heads than some inputs need (3 heads: width 126 = 3 × 42)
+        extra=tuple((f"dense-{h}head", "dense", ("epochs=8", f"n_heads={h}", f"d_model={128 - 128 % h}"))
+                    for h in (1, 2, 3)),
         budget_init=True,
     ),
     "ag_news": Recipe(
         sets=("max_len=128", "dropout=0.3", "d_ff=128"),
+        budget_sets=ADAPTIVE,
         dense_sets=("epochs=3",),
         warm_sets=("epochs=3",),
         data_dir="../shared/data/ag_news",
