@@ -15,6 +15,7 @@ import streamlit as st
 
 from app.state import (
     DEFAULT_MODEL,
+    LOCAL_COPY_HELP,
     MODEL_KEY,
     Samples,
     available_models,
@@ -251,12 +252,12 @@ def data_source_input(dataset: str) -> None:
         value=dirs.get(dataset, ""),
         key=f"data_dir_{dataset}",
         placeholder="e.g. ../shared/data/ag_news",
-        help="A folder in the dataset's published layout, or a CSV / JSONL / Parquet file with "
-        "text and label columns. The texts are not shipped; the precomputed results are.",
+        help=LOCAL_COPY_HELP,
     ).strip()
     dirs[dataset] = value
     if value and test_samples(dataset) is None:
-        st.sidebar.warning(f"No {dataset} test split could be read from that path.")
+        st.sidebar.warning(f"No {dataset} test split could be read from that path (it must be a dataset "
+                           "folder or file under ../shared/data or a folder the operator allowed).")
     elif not value:
         st.sidebar.caption("Texts not shipped: aggregate results only, unless you give a local copy.")
 
