@@ -184,7 +184,9 @@ def dataset_jobs(ds: str) -> list[Job]:
     train("no-head-scorer", "budgetformer", (*scratch, ("head_choice=uniform",)), init, after)
     for name, variant, extra in r.extra:
         train(name, variant, (extra,))
-    train("bba", "bba", (r.warm_sets, r.bba_sets), init="dense", after=dense)
+    # gates on the pooled embeddings (nested in every layer), spelt out: earlier bba checkpoints
+    # gated on each layer's input under the same command
+    train("bba", "bba", (r.warm_sets, r.bba_sets, ("gate_source=embedding",)), init="dense", after=dense)
     for b in TABLE_BUDGETS:
         train(f"static-{b:g}", "bba", (r.warm_sets, ("gate_input=false", f"train_budget={b:g}")),
               init="dense", after=dense, budget=b)
