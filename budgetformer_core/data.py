@@ -250,10 +250,13 @@ def make_synthetic_var(
     ``2 ** n_cues`` classes, and the label alone does not tell which cues are present (a 0 bit
     may be a cue valued ``a`` or no cue).
 
-    Which cues are present is visible in the words (the markers), but each present cue's value
-    needs a head reading its offset: a one-layer model with ``h < k`` heads is at best
-    ``2 ** -(k - h)`` accurate on a sequence that needs k, and which heads an input needs varies
-    with the input as well as how many. The split's ``needed_heads`` holds every k.
+    Which cues are present is visible in the words (the markers). The split's ``needed_heads``
+    holds every k: the number of cues planted, the heads a model that reads one offset per head
+    needs. Measured, that need is *not* enforced: with each cue's own value words a value word
+    can find its marker by content, so a dense one-layer model with a single head scores 93.0 %
+    (85.7 % on the sequences with four cues) against 96.8 % with eight. (With the shared ``a`` /
+    ``b`` of :func:`make_synthetic`, a one-head model stays near 50 % on two cues, but a dense
+    model learns the four-cue task slowly: 65 % after 16 epochs.)
     """
     if length < n_cues * (n_cues + 1):
         raise ValueError(f"length {length} is too short for {n_cues} cues")

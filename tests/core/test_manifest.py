@@ -128,3 +128,20 @@ def test_checkpoint_reproduces_its_per_example_table(key):
         assert (table[f"k{layer}"].to_numpy() == ev.selected[:, layer].sum(-1)).all(), key
         heads = [" ".join(map(str, row.nonzero()[0])) for row in ev.selected[:, layer]]
         assert table[f"heads{layer}"].tolist() == heads, key
+
+
+@pytest.mark.parametrize("dataset", ["bbc", "ag_news"])
+def test_adaptive_budgetformer_follows_difficulty_and_the_paper_recipe_does_not(dataset):
+    """From the shipped per-example tables, against the dense model's per-example loss."""
+    from budgetformer_core.adaptivity import from_frames
+
+    tables = OUT / "results" / "per_example"
+    dense = pd.read_parquet(tables / f"{dataset}-dense.parquet")
+    figures = {m: from_frames(pd.read_parquet(tables / f"{dataset}-{m}.parquet"), 8, dense)
+               for m in ("budgetformer", "budgetformer-paper")}
+    adaptive, paper = figures["budgetformer"], figures["budgetformer-paper"]
+    assert adaptive.rho_s_reference_loss >= 0.3 and adaptive.mean_heads_fraction <= 0.35
+    assert all(layer.k_values_over_5pct >= 3 and layer.distinct_head_sets >= 8 for layer in adaptive.layers)
+    assert adaptive.heads_ratio_hard_easy > 1.2
+    assert paper.rho_s_reference_loss < adaptive.rho_s_reference_loss - 0.2
+    assert min(layer.k_values_over_5pct for layer in paper.layers) < 3
