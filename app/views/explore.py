@@ -45,8 +45,7 @@ DEFAULT_TEXT = (
     "The striker scored twice in the second half as the champions came from behind to win the "
     "cup final, and the manager praised his players after the match."
 )
-MODEL_SHOWN = "explore_model"
-"""Session-state key: the model the controls were last drawn for."""
+MODEL_SHOWN = "explore_model"  # session-state key: the model the controls were last drawn for
 
 st.title("Explore an input")
 

@@ -50,3 +50,14 @@ def test_the_app_pins_no_threads_itself():
 def test_the_check_sees_an_import_of_precompute():
     tree = ast.parse("from budgetformer_core import precompute\nimport budgetformer_core.precompute as p\n")
     assert "budgetformer_core.precompute" in imported_modules(tree)
+
+
+def test_pages_have_no_stray_strings():
+    """Streamlit draws a bare string statement on the page ("magic"): a page file may hold its
+    module docstring and nothing else of the kind."""
+    for path in sorted((APP / "views").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        strays = [node.lineno for node in tree.body  # module level: function docstrings are not drawn
+                  if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                  and isinstance(node.value.value, str) and node is not tree.body[0]]
+        assert not strays, f"{path.name}: a bare string at line(s) {strays} would be drawn on the page"
