@@ -209,7 +209,10 @@ def test_explore_page_in_a_browser(server, browser):
     times.append(server_ms(page))
     heads_before = metric_value(page, "Heads run per layer")
 
-    # move the budget slider to 1.0 with the keyboard: every layer then runs all heads
+    # pick the slider mode (a slider is live only in its own mode), then move the budget slider
+    # to 1.0 with the keyboard: every layer then runs all heads
+    page.get_by_text("set s with the slider").click()
+    wait_idle(page)
     thumb = page.get_by_role("slider").first
     thumb.focus()
     for _ in range(12):
