@@ -394,9 +394,11 @@ class FixedHeads(Allocator):
 
     def forward(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
         control, H = ctx.control, self.cfg.n_heads
-        asked = control.k if control.k is not None else (
-            None if control.budget is None else heads_for_budget_value(control.budget, H))
-        if asked is not None and set(control._ks() if control.k is not None else [asked]) != {len(self.heads)}:
+        if control.k is not None:
+            asked = control._ks()
+        else:
+            asked = [] if control.budget is None else [heads_for_budget_value(control.budget, H)]
+        if any(k != len(self.heads) for k in asked):
             raise ValueError(f"this layer's heads are pruned to {len(self.heads)} of {H}; it cannot run {asked}")
         return ctx.every_head(H, self.heads)
 
