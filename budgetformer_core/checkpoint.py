@@ -2,6 +2,10 @@
 ``history.json``. Loading never unpickles anything; a missing, corrupt or mismatched file gives a
 :class:`CheckpointError` that says which file and why.
 
+config.json records the sha256 of the weights and of the tokenizer, and loading checks them: a
+changed file (a flipped bit, another checkpoint's tokenizer) is refused by name. Checkpoints
+written before the hashes were recorded load without that check.
+
 Weights are stored as float16 by default (half the size, plenty for inference); the model is
 rounded to float16 before saving, so what is saved is exactly what was evaluated and a
 save → load → save cycle is byte-identical.
@@ -31,6 +35,8 @@ FORMAT_VERSION = 1
 FILES = ("model.safetensors", "config.json", "tokenizer.json")
 WRITTEN = (*FILES, "history.json")
 """Every file :func:`save_checkpoint` writes; a folder holding anything else is not replaced."""
+HASHED = ("model.safetensors", "tokenizer.json")
+"""The files whose sha256 config.json records (key ``sha256``) and :func:`load_checkpoint` checks."""
 
 
 def file_sha256(path: Path | str) -> str:
@@ -152,8 +158,9 @@ def save_checkpoint(
     tmp.mkdir()  # mode from the umask, as a plain mkdir
     try:
         save_file(tensors, str(tmp / "model.safetensors"), metadata={"format_version": str(FORMAT_VERSION)})
-        (tmp / "config.json").write_text(json.dumps(json_safe(config), indent=2, sort_keys=True) + "\n")
         (tmp / "tokenizer.json").write_text(tokenizer.to_str(pretty=False) + "\n")
+        config["sha256"] = {name: file_sha256(tmp / name) for name in HASHED}
+        (tmp / "config.json").write_text(json.dumps(json_safe(config), indent=2, sort_keys=True) + "\n")
         (tmp / "history.json").write_text(json.dumps(json_safe(history or []), indent=1) + "\n")
         _swap_in(tmp, path)
     except BaseException:
@@ -187,6 +194,19 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not a number a config may hold")
 
 
+def check_hashes(path: Path, recorded: Any) -> None:
+    """Raise :class:`CheckpointError` unless each file of ``path`` named in ``recorded`` (config.json's
+    ``sha256``: file name → hex digest) has that sha256. ``None`` (an older checkpoint) checks nothing."""
+    if recorded is None:
+        return
+    if not isinstance(recorded, dict) or set(recorded) - set(HASHED):
+        raise CheckpointError(f"{path / 'config.json'}: sha256 must map {' and '.join(HASHED)} to their hashes")
+    for name, digest in sorted(recorded.items()):
+        if file_sha256(path / name) != digest:
+            raise CheckpointError(f"{path / name} has changed since the checkpoint was written: its sha256 is "
+                                  "not the one config.json records (a damaged file, or one from another checkpoint)")
+
+
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Load a checkpoint directory written by :func:`save_checkpoint`."""
     path = Path(path)
@@ -209,14 +229,15 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     except Exception as e:  # the tokenizers library raises plain Exception subclasses
         raise CheckpointError(f"{path / 'tokenizer.json'} cannot be read: {e}") from None
-    if tokenizer.get_vocab_size() > cfg.vocab_size:
-        raise CheckpointError(
-            f"{path}: tokenizer has {tokenizer.get_vocab_size()} tokens, model only {cfg.vocab_size}"
-        )
     try:
         tensors = load_file(str(path / "model.safetensors"))
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{path / 'model.safetensors'} is corrupt or truncated: {e}") from None
+    check_hashes(path, config.get("sha256"))
+    if tokenizer.get_vocab_size() > cfg.vocab_size:
+        raise CheckpointError(
+            f"{path}: tokenizer has {tokenizer.get_vocab_size()} tokens, model only {cfg.vocab_size}"
+        )
     model = BudgetFormer(cfg)
     tensors = model.rename_legacy_keys(tensors)
     expected = model.state_dict()
@@ -236,5 +257,5 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         history = json.loads(history_path.read_text()) if history_path.is_file() else []
     except json.JSONDecodeError as e:
         raise CheckpointError(f"{history_path} is not valid JSON: {e}") from None
-    meta = {k: v for k, v in config.items() if k not in ("model", "label_names", "format_version")}
+    meta = {k: v for k, v in config.items() if k not in ("model", "label_names", "format_version", "sha256")}
     return Checkpoint(model, tokenizer, label_names, meta, history, path)

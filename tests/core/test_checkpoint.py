@@ -144,3 +144,55 @@ def test_check_out_dir(tiny_checkpoint, tmp_path):
         pytest.skip("running as a user who may write anywhere")
     with pytest.raises(CheckpointError, match="not writable"):
         check_out_dir(locked / "ckpt")
+
+
+def test_config_records_the_sha256_of_weights_and_tokenizer(tiny_checkpoint):
+    from budgetformer_core.checkpoint import HASHED, file_sha256
+
+    recorded = json.loads((tiny_checkpoint / "config.json").read_text())["sha256"]
+    assert recorded == {name: file_sha256(tiny_checkpoint / name) for name in HASHED}
+    assert "sha256" not in load_checkpoint(tiny_checkpoint).meta  # a re-save records its own files' hashes
+
+
+def test_a_bit_flipped_weight_file_is_refused_by_name(broken):
+    weights = broken / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-3] ^= 0x01  # one bit of the last weight: the file still parses
+    weights.write_bytes(bytes(data))
+    from safetensors.torch import load_file
+
+    load_file(str(weights))  # a valid safetensors file, only the hash tells
+    with pytest.raises(CheckpointError, match=r"model\.safetensors has changed since the checkpoint was written"):
+        load_checkpoint(broken)
+
+
+def test_a_tokenizer_from_another_checkpoint_is_refused_by_name(broken):
+    from budgetformer_core.tokenizer import train_tokenizer
+
+    other = train_tokenizer(["shares rose after record profits", "the match ended in a draw"] * 5, vocab_size=200)
+    (broken / "tokenizer.json").write_text(other.to_str(pretty=False) + "\n")
+    with pytest.raises(CheckpointError, match=r"tokenizer\.json has changed since the checkpoint was written"):
+        load_checkpoint(broken)
+    cfg = json.loads((broken / "config.json").read_text())
+    del cfg["sha256"]
+    (broken / "config.json").write_text(json.dumps(cfg))
+    assert load_checkpoint(broken).tokenizer.to_str() == other.to_str()  # only the hash tells
+
+
+def test_checkpoints_without_recorded_hashes_still_load(broken):
+    cfg = json.loads((broken / "config.json").read_text())
+    del cfg["sha256"]  # as the shipped checkpoints, written before the hashes were recorded
+    (broken / "config.json").write_text(json.dumps(cfg))
+    assert load_checkpoint(broken).label_names == cfg["label_names"]
+    cfg["sha256"] = {"config.json": "0" * 64}
+    (broken / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="sha256 must map"):
+        load_checkpoint(broken)
+
+
+def test_shipped_checkpoints_load_without_hashes():
+    from tests.conftest import PRECOMPUTED
+
+    path = PRECOMPUTED / "bbc-dense"
+    assert "sha256" not in json.loads((path / "config.json").read_text())  # built before the hashes
+    assert load_checkpoint(path).config.variant == "dense"
