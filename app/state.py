@@ -164,11 +164,12 @@ LOCAL_COPY_HELP = (
 )
 
 
-def allowed_data_roots() -> list[Path]:
-    """The folders a local copy may lie under (resolved): ``$BUDGETFORMER_DATA_DIRS`` or ../shared/data."""
+def allowed_data_roots(resolve: bool = True) -> list[Path]:
+    """The folders a local copy may lie under: ``$BUDGETFORMER_DATA_DIRS`` or ../shared/data
+    (resolved; ``resolve=False``: as listed, made absolute)."""
     listed = os.environ.get(DATA_ROOTS_ENV)
     roots = [ROOT.parent / "shared" / "data"] if listed is None else [p for p in listed.split(os.pathsep) if p.strip()]
-    return [Path(os.path.abspath(r)).resolve() for r in roots]
+    return [Path(os.path.abspath(r)).resolve() if resolve else Path(os.path.abspath(r)) for r in roots]
 
 
 def local_copy(value: str | None) -> Path | None:
@@ -180,9 +181,9 @@ def local_copy(value: str | None) -> Path | None:
     if not value or "\0" in value:
         return None
     roots = allowed_data_roots()
-    inside = lambda p: any(p == r or p.is_relative_to(r) for r in roots)  # noqa: E731
+    inside = lambda p, rs=roots: any(p == r or p.is_relative_to(r) for r in rs)  # noqa: E731
     typed = Path(os.path.normpath(ROOT / value))  # ROOT / an absolute path is that path
-    if not inside(typed):
+    if not inside(typed, roots + allowed_data_roots(resolve=False)):  # a listed folder may be a link
         return None
     try:
         path = typed.resolve(strict=True)
