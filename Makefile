@@ -9,7 +9,7 @@ PORT   ?= 8501
 BENCH_CHECKPOINT ?= precomputed/checkpoints/bbc-budgetformer
 BENCH_ARGS ?=
 
-.PHONY: run test setup precompute bench lint clean
+.PHONY: run test setup precompute bench lint clean loadtest
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ precompute: $(STAMP)
 # BENCH_ARGS="--json" for JSON, or e.g. BENCH_ARGS="--batch-size 32 --repeats 10").
 bench: $(STAMP)
 	$(VENV)/bin/budgetformer bench --checkpoint $(BENCH_CHECKPOINT) $(BENCH_ARGS)
+
+# N browser sessions at once on one server on 127.0.0.1 (scripts/loadtest.py): errors, cross-talk,
+# server time p50/p95 per interaction, server RSS. E.g. LOADTEST_ARGS="--sessions 4 --interactions 10".
+LOADTEST_ARGS ?= --sessions 8 --interactions 6
+loadtest: $(STAMP)
+	$(PY) scripts/loadtest.py $(LOADTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check budgetformer_core app tests

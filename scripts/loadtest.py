@@ -217,6 +217,9 @@ class Session:
         self.index, self.page, self.text, self.expected, self.steps = index, page, text, expected, steps
         self.failed = False
 
+    def text_box(self):
+        return self.page.get_by_role("textbox", name="Text to classify")
+
     def metric(self, label: str):
         return self.page.locator('[data-testid="stMetric"]').filter(has_text=label)
 
@@ -256,7 +259,7 @@ class Session:
             shown = await self.shown()
             verdict = judge(self.index, budget, shown, self.expected)
             detail = "" if verdict == "ok" else f"shown {shown}, expected {self.expected[self.index, budget]}"
-            if kind == "text" and await self.page.get_by_label("Text to classify").input_value() != self.text:
+            if kind == "text" and await self.text_box().input_value() != self.text:
                 verdict, detail = "cross-talk", "the text box holds another text"
             self.steps.append(Step(self.index, kind, budget, verdict, await self.server_ms(), round_trip, detail))
         except Exception as e:  # a timeout or a broken page: this session stops here
@@ -274,7 +277,7 @@ class Session:
             self.failed = True
             self.steps.append(Step(self.index, "load", None, "error", detail=f"{type(e).__name__}: {e}"[:300]))
             return
-        area = page.get_by_label("Text to classify")
+        area = self.text_box()
 
         async def type_text():
             await area.fill(self.text)
