@@ -12,15 +12,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.components import model_picker  # noqa: E402  (needs the path above)
 
 started = time.perf_counter()
-st.set_page_config(page_title="BudgetFormer Explorer", page_icon="🧠", layout="wide")
+st.set_page_config(page_title="BudgetFormer Explorer", page_icon=":material/psychology:", layout="wide")
 
 pages = [
-    st.Page("views/explore.py", title="Explore an input", icon="🔎", default=True),
-    st.Page("views/sweep.py", title="Budget sweep", icon="🎚️"),
-    st.Page("views/easy_hard.py", title="Easy vs hard", icon="⚖️"),
-    st.Page("views/ablations.py", title="Ablations", icon="🧪"),
-    st.Page("views/errors.py", title="Errors", icon="❌"),
-    st.Page("views/dynamics.py", title="Training dynamics", icon="📈"),
+    st.Page("views/explore.py", title="Explore an input", icon=":material/search:", default=True),
+    st.Page("views/sweep.py", title="Budget sweep", icon=":material/tune:"),
+    st.Page("views/easy_hard.py", title="Easy vs hard", icon=":material/balance:"),
+    st.Page("views/ablations.py", title="Ablations", icon=":material/science:"),
+    st.Page("views/errors.py", title="Errors", icon=":material/error:"),
+    st.Page("views/dynamics.py", title="Training dynamics", icon=":material/show_chart:"),
 ]
 page = st.navigation(pages)
 model_picker()  # shared by every page: widgets in the entry script persist across pages
