@@ -57,7 +57,7 @@ def probabilities_bar(label_names: Sequence[str], probs: Sequence[float]) -> go.
         "Class probabilities",
         80 + 48 * len(probs),
         xaxis=dict(range=[0, 1.15], tickformat=".0%", showgrid=False, title="probability"),
-        yaxis=dict(type="category", autorange="reversed"),
+        yaxis=dict(type="category", autorange="reversed", title="class"),
     )
     return go.Figure(data=[bar], layout=layout)
 
@@ -110,7 +110,7 @@ def budget_bars(
     layout = _layout(
         title,
         340,
-        xaxis=dict(type="category"),
+        xaxis=dict(type="category", title="layer"),
         yaxis=dict(range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1.0], title=name[0].lower() + name[1:]),
     )
     return go.Figure(data=data, layout=layout)
@@ -134,7 +134,8 @@ def head_heatmap(
 
     Two traces: ``data[0]`` the heads that ran (``None`` elsewhere), ``data[1]`` the grey cells of
     the heads that did not run, written "—" (or, with ``unrun_values``, the value in parentheses:
-    the head scorer rates every head, also those it then leaves out).
+    the head scorer rates every head, also those it then leaves out). ``data[2:]`` draw nothing:
+    they are the legend under the map, what ★ and the grey cells mean.
 
     Args:
         values: L × H numbers (relevance p or weights w).
@@ -185,13 +186,27 @@ def head_heatmap(
         hoverongaps=False,
         hovertemplate="%{y}, %{x}: not computed<extra></extra>",
     )
+    symbol = colorbar_title or "value"
+    legend = [
+        dict(type="scatter", x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+             marker=dict(symbol=marker, size=15, color=color, line=dict(width=1, color="#555555")))
+        for name, marker, color in (
+            (f"head ran (its {symbol})", "star", "#333333"),
+            ("not computed" + (f" ({symbol} in brackets)" if unrun_values else ""), "square", NOT_RUN),
+        )
+    ]
     layout = _layout(
         title,
-        120 + 85 * n_layers,
+        150 + 85 * n_layers,
         xaxis=dict(title="head", type="category"),
         yaxis=dict(title="layer", type="category", autorange="reversed"),
     )
-    return go.Figure(data=[heatmap, grey], layout=layout)
+    layout |= dict(
+        showlegend=True,
+        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, font=dict(size=14)),
+        margin=dict(l=10, r=10, t=60, b=40),
+    )
+    return go.Figure(data=[heatmap, grey, *legend], layout=layout)
 
 
 def relevance_zmax(maps: Sequence[Sequence[Sequence[float]]], n_heads: int) -> float:
@@ -403,20 +418,28 @@ def confusion_heatmap(matrix: Sequence[Sequence[int]], label_names: Sequence[str
 
 
 def budget_histogram(
-    mean_s: Sequence[float], s_min: float | None = None, s_max: float | None = None, bins: int = 30
+    mean_s: Sequence[float],
+    s_min: float | None = None,
+    s_max: float | None = None,
+    bins: int = 30,
+    symbol: str = "s",
 ) -> go.Figure:
-    """How many inputs got each mean budget s; the band [s_min, s_max] shaded."""
+    """How many inputs got each mean budget s; the band [s_min, s_max] shaded where it meets the
+    data. The x range is the data's (a little wider), not the band's: a shape would widen it."""
+    values = [float(v) for v in mean_s]
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    pad = max((hi - lo) * 0.05, 0.01)
     hist = dict(
         type="histogram",
-        x=[float(v) for v in mean_s],
+        x=values,
         nbinsx=bins,
         marker=dict(color=BLUE, line=dict(color="white", width=1)),
-        hovertemplate="s %{x}: %{y} inputs<extra></extra>",
+        hovertemplate=f"{symbol} %{{x}}: %{{y}} inputs<extra></extra>",
     )
     layout = _layout(
-        f"Mean budget s over {len(mean_s)} test inputs",
+        f"Mean budget {symbol} over {len(values)} test inputs",
         360,
-        xaxis=dict(title="mean budget s (over layers)"),
+        xaxis=dict(title=f"mean budget {symbol} (over layers)", range=[lo - pad, hi + pad]),
         yaxis=dict(title="inputs"),
     )
     if s_min is not None and s_max is not None:
@@ -445,43 +468,48 @@ def budget_scatter(
     title: str,
     x_title: str,
     log_x: bool = False,
+    symbol: str = "s",
 ) -> go.Figure:
     """Mean budget s (y) against a per-input quantity (x); misclassified inputs in red.
 
+    Drawn with WebGL (``scattergl``): thousands of SVG points take seconds to draw in a browser.
+    The smaller group (usually the misclassified inputs) is drawn first, beneath the larger one,
+    and both are translucent, so that neither hides the other.
+
     ``names`` label the points on hover (e.g. "#12 · sport → politics"): checkpoint names and
-    indices only, never the text.
+    indices only, never the text. ``symbol`` is the budget's name (bba: the requested b).
     """
     xs, ys, ok_list = [float(v) for v in x], [float(v) for v in mean_s], [bool(c) for c in correct]
+    groups = [(True, "correct", MUTED), (False, "misclassified", ACCENT)]
+    groups.sort(key=lambda g: sum(c == g[0] for c in ok_list))  # the minority first: beneath
     data = []
-    for ok, label, color in ((True, "correct", MUTED), (False, "misclassified", ACCENT)):
+    for ok, label, color in groups:
         rows = [i for i, c in enumerate(ok_list) if c == ok]
         data.append(
             dict(
-                type="scatter",
+                type="scattergl",
                 x=[xs[i] for i in rows],
                 y=[ys[i] for i in rows],
                 mode="markers",
-                marker=dict(
-                    color=color, size=8 if ok else 10, line=dict(width=0.5, color="#333333")
-                ),
+                marker=dict(color=color, size=8, opacity=0.55),
                 name=label,
                 text=[names[i] for i in rows],
-                hovertemplate="%{text}<br>x=%{x:.3g}, s=%{y:.3f}<extra></extra>",
+                hovertemplate=f"%{{text}}<br>x=%{{x:.3g}}, {symbol}=%{{y:.3f}}<extra></extra>",
             )
         )
     layout = _layout(
         title,
         380,
         xaxis=dict(title=x_title, type="log" if log_x else "linear"),
-        yaxis=dict(title="mean budget s"),
+        yaxis=dict(title=f"mean budget {symbol}"),
     )
     return go.Figure(data=data, layout=_with_legend(layout))
 
 
 def budget_by_class(
-    classes: Sequence[str], mean_s: Sequence[float], order: Sequence[str]
+    classes: Sequence[str], mean_s: Sequence[float], order: Sequence[str], symbol: str = "s"
 ) -> go.Figure:
-    """Box plot of the mean budget s per true class, classes in ``order``."""
+    """Box plot of the mean budget s (bba: b) per true class, classes in ``order``."""
     data = [
         dict(
             type="box",
@@ -494,11 +522,11 @@ def budget_by_class(
         for i, name in enumerate(order)
     ]
     layout = _layout(
-        "Mean budget s by true class",
+        f"Mean budget {symbol} by true class",
         380,
         xaxis=dict(title="true class", type="category", categoryorder="array",
                    categoryarray=[str(n) for n in order]),
-        yaxis=dict(title="mean budget s"),
+        yaxis=dict(title=f"mean budget {symbol}"),
     )
     return go.Figure(data=data, layout=layout)
 
@@ -679,6 +707,8 @@ def model_bars(
         for i, (name, values) in enumerate(series.items())
     ]
     yaxis = dict(title=y_title, tickformat=".0%") if percent else dict(title=y_title)
-    layout = _layout(title, 400, yaxis=yaxis)
+    layout = _layout(title, 400, xaxis=dict(title="model"), yaxis=yaxis)
     layout = _with_legend(layout) if len(series) > 1 else layout
-    return go.Figure(data=data, layout={**layout, "barmode": "group"})
+    # labels that do not fit at a readable size are left out (the hover and the table have them)
+    return go.Figure(data=data, layout={**layout, "barmode": "group",
+                                        "uniformtext": dict(minsize=12, mode="hide")})

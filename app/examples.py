@@ -225,6 +225,12 @@ def k_by_need(table: pd.DataFrame, needed: list[int]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["needed", "layer", "mean_k", "inputs"])
 
 
+def in_terms_of(text: str, symbol: str) -> str:
+    """``text`` with the budget called ``symbol`` where it says s (a word of its own): the
+    engine's notes name the budget s, which for a bba model is its requested budget b."""
+    return text if symbol == "s" else re.sub(r"\bs\b", symbol, text)
+
+
 def adaptivity_reading(figures) -> str:
     """One line in plain words of what an :class:`~budgetformer_core.adaptivity.Adaptivity` says.
 

@@ -15,13 +15,14 @@ import streamlit as st
 
 from app import charts
 from app.analysis import Settings, method_of
-from app.components import md_escape, per_example_or_stop
+from app.components import md_escape, open_in_explore, per_example_or_stop
 from app.examples import (
     adaptivity_figures,
     adaptivity_reading,
     example_label,
     extremes,
     figure_text,
+    in_terms_of,
     k_by_need,
     k_histogram_frame,
     null_reason,
@@ -48,13 +49,14 @@ def n_heads_of(model: str) -> int:
     return heads if isinstance(heads, int) and heads > 0 else 1
 
 st.title("Easy vs hard")
-st.caption(
-    "Does the model give easy texts a small budget s and hard ones a large one? Here s is the "
-    "budget averaged over layers, for every text of the held-out test split."
-)
-
 name = selected_model()
 dataset = dataset_of(name)
+method = method_of(model_config(name))
+sym = method.symbol  # bba: the requested budget b
+st.caption(
+    f"Does the model give easy texts a small budget {sym} and hard ones a large one? Here {sym} is "
+    "the budget averaged over layers, for every text of the held-out test split."
+)
 if is_dense(name):
     st.info(
         "This is a **dense** model: it runs every head of every layer on every input, so its "
@@ -89,7 +91,7 @@ st.caption(
     f"each of the {figures.n} test inputs (hardest third = its highest losses)"
     + (", and the number of heads each input is built to need." if needed is not None else ".")
 )
-st.markdown(f"**Reading:** {md_escape(adaptivity_reading(figures))}")
+st.markdown(f"**Reading:** {md_escape(in_terms_of(adaptivity_reading(figures), sym))}")
 rho_s, ratio = figures.rho_s_reference_loss, figures.heads_ratio_hard_easy
 shown = [
     ("Accuracy", f"{figures.accuracy:.1%}", None, "Test accuracy of this model."),
@@ -100,10 +102,10 @@ shown = [
         "Heads run / heads available, over the test inputs and layers.",
     ),
     (
-        "ρ(s, dense loss)",
+        f"ρ({sym}, dense loss)",
         figure_text(rho_s, "+.2f"),
         "rho_s_reference_loss",
-        "Spearman ρ of each input's mean s with the dense model's loss on it: > 0 means inputs "
+        f"Spearman ρ of each input's mean {sym} with the dense model's loss on it: > 0 means inputs "
         "another model finds hard get larger budgets.",
     ),
     (
@@ -132,7 +134,7 @@ if needed is not None:
 reasons = []
 for col, (label, value, key, help_text) in zip(st.columns(len(shown)), shown, strict=True):
     if value == "n/a":
-        reason = null_reason(figures.notes, key, "the figure cannot be computed for this model")
+        reason = in_terms_of(null_reason(figures.notes, key, "the figure cannot be computed for this model"), sym)
         reasons.append(f"{label} is n/a: {reason}")
         help_text = f"{help_text} n/a: {reason}"
     col.metric(label, value, help=help_text)
@@ -191,7 +193,6 @@ def rho_text(rho: float | None) -> str:
     return "—" if rho is None else f"{rho:+.2f}"
 
 
-sym = method_of(model_config(name)).symbol  # bba: the requested budget b
 c = st.columns(4)
 c[0].metric(
     f"Mean {sym} on the test split",
@@ -203,13 +204,13 @@ c[0].metric(
 c[1].metric(
     f"Spearman ρ({sym}, prediction entropy)",
     rho_text(rho_entropy),
-    help="Rank correlation of the mean budget s with the entropy of the predicted class "
+    help=f"Rank correlation of the mean budget {sym} with the entropy of the predicted class "
     "distribution: > 0 means less certain texts get more heads.",
 )
 c[2].metric(
     f"Spearman ρ({sym}, loss)",
     rho_text(rho_loss),
-    help="Rank correlation of the mean budget s with the cross-entropy of the true class: "
+    help=f"Rank correlation of the mean budget {sym} with the cross-entropy of the true class: "
     "> 0 means texts the model gets (more) wrong get more heads.",
 )
 c[3].metric(f"Spearman ρ({sym}, length)", rho_text(rho_len), help="Length = tokens the model read.")
@@ -226,9 +227,9 @@ if rho_entropy is not None and rho_loss is not None:
 
 # ----------------------------------------------------------------------------- charts
 g1, g2 = st.columns(2, gap="large")
-g1.plotly_chart(charts.budget_histogram(s, *band), key="chart_eh_hist")
+g1.plotly_chart(charts.budget_histogram(s, *band, symbol=sym), key="chart_eh_hist")
 g2.plotly_chart(
-    charts.budget_by_class(table["true"].tolist(), s, samples.label_names), key="chart_eh_class"
+    charts.budget_by_class(table["true"].tolist(), s, samples.label_names, symbol=sym), key="chart_eh_class"
 )
 g3, g4, g5 = st.columns(3, gap="medium")
 g3.plotly_chart(
@@ -237,8 +238,9 @@ g3.plotly_chart(
         s,
         table["correct"],
         hover,
-        "s vs prediction entropy",
+        f"{sym} vs prediction entropy",
         "prediction entropy (nats)",
+        symbol=sym,
     ),
     key="chart_eh_entropy",
 )
@@ -248,38 +250,47 @@ g4.plotly_chart(
         s,
         table["correct"],
         hover,
-        "s vs loss",
+        f"{sym} vs loss",
         "loss −log p(true), log scale",
         log_x=True,
+        symbol=sym,
     ),
     key="chart_eh_loss",
 )
 g5.plotly_chart(
     charts.budget_scatter(
-        table["tokens"], s, table["correct"], hover, "s vs length", "tokens read"
+        table["tokens"], s, table["correct"], hover, f"{sym} vs length", "tokens read", symbol=sym
     ),
     key="chart_eh_length",
 )
 
 # ----------------------------------------------------------------------------- extremes
 lowest, highest = extremes(table, N_EXTREMES)
-columns = ["index", "true", "predicted", "confidence", "loss", "mean_s", "tokens", "text"]
+columns = ["index", "mean_s", "true", "predicted", "confidence", "text", "loss", "tokens"]
 config = {
     "index": st.column_config.NumberColumn("#"),
+    "mean_s": st.column_config.NumberColumn(f"mean {sym}", format="%.3f"),
     "confidence": st.column_config.NumberColumn("confidence", format="percent"),
-    "loss": st.column_config.NumberColumn("loss", format="%.3f"),
-    "mean_s": st.column_config.NumberColumn("mean s", format="%.3f"),
     "text": st.column_config.TextColumn("text (start)", width="large"),
+    "loss": st.column_config.NumberColumn("loss", format="%.3f"),
 }
-t1, t2 = st.columns(2, gap="large")
-for col, title, rows in ((t1, "Lowest budgets", lowest), (t2, "Highest budgets", highest)):
-    col.subheader(title)
-    col.dataframe(
-        rows[columns].assign(text=[preview(t, 100) for t in rows["text"]]),
+for title, rows in (("Lowest budgets", lowest), ("Highest budgets", highest)):
+    st.subheader(title)
+    key = f"eh_table_{title.split()[0].lower()}"
+    event = st.dataframe(
+        rows[columns].assign(text=[preview(t, 120) for t in rows["text"]]),
         hide_index=True,
         column_config=config,
-        key=f"eh_table_{title.split()[0].lower()}",
+        on_select="rerun",
+        selection_mode="single-row",
+        key=key,
     )
+    picked = event.selection.rows if event is not None else []
+    if picked and picked[0] < len(rows):
+        row = rows.iloc[picked[0]]
+        open_in_explore(dataset, int(row["index"]), row["text"], key=f"{key}_open")
+    else:
+        st.caption("Select a row to open its text in “Explore an input”.")
 
 # ----------------------------------------------------------------------------- side by side
 st.subheader("Two texts side by side")
@@ -305,7 +316,6 @@ indices = [
         key=f"eh_b_{name}",
     ),
 ]
-method = method_of(model_config(name))
 analyses = {}
 for side, index in zip("ab", indices, strict=True):
     try:
