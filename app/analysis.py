@@ -124,7 +124,9 @@ class Settings:
         elif self.budget_mode == "force_k":
             parts.append(f"k = {self.k}")
         if self.head_ablation:
-            parts.append("no g_φ (first k heads)" if self.head_ablation == "uniform" else "random heads")
+            parts.append(
+                "no g_φ (first k heads)" if self.head_ablation == "uniform" else f"random heads (seed {self.seed})"
+            )
         return ", ".join(parts) or "full model"
 
 

@@ -178,6 +178,24 @@ def sample_picker(samples: Samples | None, dataset: str) -> None:
             )
 
 
+EXPLORE_PAGE = "views/explore.py"
+
+
+def open_in_explore(dataset: str, index: int, text: str, key: str, label: str | None = None) -> None:
+    """A button that opens test text #``index`` of ``dataset`` in "Explore an input" (disabled
+    when the text is not on this machine)."""
+    if st.button(
+        label or f"Open #{index} in “Explore an input” →",
+        key=key,
+        type="primary",
+        disabled=not text,
+        help=None if text else "The texts are not on this machine: give a local copy in the sidebar.",
+    ):
+        st.session_state[TEXT_KEY] = text
+        st.session_state[SAMPLE_KEY] = (dataset, index)
+        st.switch_page(EXPLORE_PAGE)
+
+
 def _one_line(text: str, width: int = 80) -> str:
     """The start of ``text`` on one line (an option label)."""
     flat = " ".join(text[: width * 2].split())

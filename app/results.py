@@ -233,23 +233,54 @@ def sweep_cards(row: pd.Series, dense: pd.Series | None) -> list[Card]:
     ]
 
 
+LIVE_TIMED = 4
+"""Texts the live re-measure times one at a time (batch 1) at each budget."""
+
+
 def live_sweep(
     ckpt: Checkpoint, texts: list[str], labels: list[int], budgets=LIVE_BUDGETS
 ) -> Iterator[dict]:
-    """Evaluate ``ckpt`` on the texts at each requested budget; a row per budget, as it is done."""
+    """Evaluate ``ckpt`` on the texts at each requested budget, and time it; a row per budget,
+    as it is done.
+
+    Latency is re-measured here, with the engine's timer: up to :data:`LIVE_TIMED` of the texts,
+    evenly spaced, one at a time (batch 1, one thread), on the structural path at budget b and on
+    the same model's dense path, in turn round after round (``speedup_b1`` pairs the rounds).
+    """
+    import torch
+
     from budgetformer_core.budget import Control
     from budgetformer_core.data import Split
     from budgetformer_core.infer import evaluate_split
+    from budgetformer_core.timing import paired_speedup, time_interleaved
+    from budgetformer_core.tokenizer import encode_batch, reading_prefix
 
     split = Split(list(texts), list(labels))
+    max_len = ckpt.config.max_len
+    rows = sorted(set(np.linspace(0, len(texts) - 1, min(LIVE_TIMED, len(texts))).astype(int).tolist()))
+    inputs = [encode_batch(ckpt.tokenizer, [reading_prefix(ckpt.tokenizer, texts[i], max_len)], max_len)
+              for i in rows]  # each (1, T): batch 1
+
+    def forward(mode: str, control: Control | None):
+        return lambda: [ckpt.model(x.ids, x.mask, mode=mode, control=control) for x in inputs]
+
     for b in budgets:
         t0 = time.perf_counter()
-        ev = evaluate_split(ckpt, split, Control(budget=b))
+        control = Control(budget=b)
+        ev = evaluate_split(ckpt, split, control)
+        with torch.inference_mode():
+            stats = time_interleaved(
+                {"dense": forward("dense", None), "budgeted": forward("structural", control)},
+                repeats=3, warmup=1, threads=1, min_sample_s=0,
+            )  # fmt: skip
         yield {
             "budget_b": b,
             "accuracy": ev.accuracy,
             "heads_fraction": ev.mean_heads_fraction,
             "flops_ratio": ev.flops_ratio,
+            "latency_ms": stats["budgeted"].median_ms / len(inputs),
+            "speedup_b1": paired_speedup(stats["dense"], stats["budgeted"]),
             "n": ev.n,
+            "timed": len(inputs),
             "seconds": time.perf_counter() - t0,
         }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts, examples, results
-from app.components import csv_download, md_escape, result_column_config, sweeps_or_stop
+from app.components import csv_download, md_escape, open_in_explore, result_column_config, sweeps_or_stop
 from app.state import checkpoint_config, dataset_of, precomputed_per_example, selected_model, test_samples
 
 BARS = [  # (title, y axis, {series name: column}, number format, percent)
@@ -105,4 +105,5 @@ if "text" in differ and not differ.empty:
         format_func=lambda i: f"#{i} · true {by_index.loc[i, 'true']}",
         key="ablation_pick",
     )
+    open_in_explore(dataset, int(pick), by_index.loc[pick, "text"], key="ablation_open")
     st.text(by_index.loc[pick, "text"][:3000])  # plain text, never HTML

@@ -11,11 +11,10 @@ import streamlit as st
 
 from app import charts
 from app.analysis import method_of
-from app.components import SAMPLE_KEY, TEXT_KEY, md_escape, per_example_or_stop
+from app.components import md_escape, open_in_explore, per_example_or_stop
 from app.examples import confusion_matrix, example_label, filter_examples, layer_columns, preview
 from app.state import dataset_of, is_dense, model_config, selected_model
 
-EXPLORE_PAGE = "views/explore.py"
 PICK_KEY = "errors_pick"
 TABLE_KEY = "errors_table"
 
@@ -68,9 +67,17 @@ st.plotly_chart(
 
 # ----------------------------------------------------------------------------- table
 st.subheader("Misclassified texts")
+# the filters and the picked text are kept for the session (across page switches); classes
+# of another dataset, picked before a model change, are dropped
+for key in ("err_true", "err_pred"):
+    st.session_state[key] = [c for c in st.session_state.get(key, []) if c in label_names]
 f1, f2, f3, f4 = st.columns(4, gap="medium")
-true_sel = f1.multiselect("True class", label_names, key="err_true", placeholder="any class")
-pred_sel = f2.multiselect("Predicted class", label_names, key="err_pred", placeholder="any class")
+true_sel = f1.multiselect(
+    "True class", label_names, key="err_true", placeholder="any class", persist_state="session"
+)
+pred_sel = f2.multiselect(
+    "Predicted class", label_names, key="err_pred", placeholder="any class", persist_state="session"
+)
 s_range = f3.slider(
     f"Budget range (mean {sym})",
     0.0,
@@ -79,12 +86,21 @@ s_range = f3.slider(
     0.01,
     key="err_s",
     disabled=dense,
-    help=f"The budget {sym} averaged over layers. A dense model has s = 1 everywhere.",
+    persist_state="session",
+    help=f"The budget {sym} averaged over layers"
+    + (" (a dense model runs every head)." if dense else "."),
 )
 conf_range = f4.slider(
-    "Confidence range", 0.0, 1.0, (0.0, 1.0), 0.01, key="err_conf", help="The largest probability."
+    "Confidence range",
+    0.0,
+    1.0,
+    (0.0, 1.0),
+    0.01,
+    key="err_conf",
+    persist_state="session",
+    help="The largest probability.",
 )
-with_correct = st.toggle("Also show correctly classified texts", key="err_all")
+with_correct = st.toggle("Also show correctly classified texts", key="err_all", persist_state="session")
 view = filter_examples(
     table,
     true=true_sel,
@@ -156,12 +172,10 @@ pick = st.selectbox(
     options,
     format_func=lambda i: example_label({"index": i, **by_index.loc[i].to_dict()}),
     key=PICK_KEY,
+    persist_state="session",
 )
 row = by_index.loc[pick]
-if st.button("Open in “Explore an input” →", key="err_open", type="primary", disabled=not samples.texts):
-    st.session_state[TEXT_KEY] = row["text"]
-    st.session_state[SAMPLE_KEY] = (dataset, int(pick))
-    st.switch_page(EXPLORE_PAGE)
+open_in_explore(dataset, int(pick), row["text"], key="err_open", label="Open in “Explore an input” →")
 st.caption(
     f"Test text #{int(pick)} · true **{md_escape(row['true'])}**, predicted "
     f"**{md_escape(row['predicted'])}** ({row['confidence']:.1%}) · loss {row['loss']:.2f}"

@@ -64,54 +64,68 @@ budgeted = method.kind != "dense"
 is_bba = method.kind == "bba"
 has_f, has_g, sym = method.has_f, method.has_g, method.symbol
 dataset = dataset_of(name)
-st.caption(
-    "Type a text or pick one from the test set. See what the model predicts, "
-    + (
-        "how many heads each layer runs for the budget b you request (its gates choose which), "
-        if is_bba
-        else "how much of its attention each layer spends on it (the budget s), which heads ran, "
-        if budgeted
-        else "and how a dense model spends its heads (all of them), "
-    )
-    + "and what that cost next to the dense model."
-)
 if st.session_state.get(MODEL_SHOWN) != name:
     # another model starts from its own behaviour: no override or ablation carried over
     st.session_state.update(budget_mode="learned", no_f=False, no_g=False)
     st.session_state[MODEL_SHOWN] = name
 
+# The teaching layout: at 1280×720 the input and the budget control (left) and the prediction,
+# the budget and heads per layer and the heatmap (right) are on screen together, without
+# scrolling; ablations, comparison, cost details and export follow below.
+left, right = st.columns([4, 9], gap="medium")
+below = st.container()  # drawn under both columns, filled before the analysis runs
+
 # ----------------------------------------------------------------------------- input
 st.session_state.setdefault(TEXT_KEY, DEFAULT_TEXT)
-left, right = st.columns([3, 2], gap="large")
 with left:
     raw = st.text_area(
         "Text to classify",
         key=TEXT_KEY,
-        height=180,
+        height=130,
         persist_state="session",
         placeholder="Type or paste any text…",
+        help="Type a text or pick one from the test set: the model's prediction, "
+        + (
+            "the heads each layer runs for the budget b you request (its gates choose which) "
+            if is_bba
+            else "the share of heads each layer spends on it (the budget s) and which heads ran "
+            if budgeted
+            else "and how a dense model spends its heads (all of them) "
+        )
+        + "and the cost next to the dense model.",
     )
+    samples = test_samples(dataset)
+    with st.popover("Pick a test text…", icon=":material/library_books:"):
+        sample_picker(samples, dataset)
+    sample = loaded_sample(samples, dataset, raw)
+    if sample:
+        st.caption(
+            f"Test text #{sample[0]} of {md_escape(dataset)} · "
+            f"true label: **{md_escape(sample[1])}**"
+        )
 
 # ----------------------------------------------------------------------------- controls
-st.subheader("Requested budget" if is_bba else "Budget and ablations")
-if not budgeted:
-    st.info(
-        "This is a **dense** model: every layer runs all of its heads on every input, so there is "
-        "no budget to move and nothing to ablate. Pick a BudgetFormer model in the sidebar to use "
-        "the slider and the ablations."
-    )
-c_mode, c_slider, c_ablate = st.columns([2, 3, 3], gap="large")
 no_f = no_g = False
 head_ablation = "uniform"
-if is_bba:  # bba has no f_θ or g_φ: no toggles named after them
-    c_ablate.caption(
-        "A budgeted-attention-allocation (bba) model: the slider is the requested budget b; each "
-        f"layer runs the ⌊b·H⌋ heads its gates rank highest, nested across budgets (no b requested: "
-        f"b = {method.default_budget:g}). It has no budget network or head scorer to ablate."
-    )
-else:
-    with c_ablate:
-        no_f = st.toggle(
+seed = 0
+with below:
+    if not budgeted:
+        st.info(
+            "This is a **dense** model: every layer runs all of its heads on every input, so there "
+            "is no budget to move and nothing to ablate. Pick a BudgetFormer model in the sidebar to "
+            "use the slider and the ablations."
+        )
+    elif is_bba:  # bba has no f_θ or g_φ: no toggles named after them
+        st.caption(
+            "A budgeted-attention-allocation (bba) model: the slider is the requested budget b; each "
+            f"layer runs the ⌊b·H⌋ heads its gates rank highest, nested across budgets (no b "
+            f"requested: b = {method.default_budget:g}). It has no budget network or head scorer to "
+            "ablate."
+        )
+    else:
+        st.subheader("Ablations")
+        a1, a2, a3 = st.columns([3, 3, 2], gap="medium", vertical_alignment="bottom")
+        no_f = a1.toggle(
             "Ablation: no f_θ (fixed budget)",
             key="no_f",
             disabled=not has_f,
@@ -120,14 +134,14 @@ else:
             "the model's mean s on its validation split (as `budgetformer eval --ablation "
             "no-budget-net`).",
         )
-        no_g = st.toggle(
+        no_g = a1.toggle(
             "Ablation: no g_φ (no learned head choice)",
             key="no_g",
             disabled=not has_g,
             persist_state="session",
             help="Keep the budget but choose which heads run without the head-scoring network.",
         )
-        head_ablation = st.radio(
+        head_ablation = a2.radio(
             "Heads chosen without g_φ",
             ["uniform", "random"],
             format_func=lambda c: "first k heads (no g_φ)" if c == "uniform" else "random heads",
@@ -136,23 +150,39 @@ else:
             disabled=not (has_g and no_g),
             persist_state="session",
             help="no g_φ: always heads 0…k−1 (the `no-head-scorer` ablation); random heads: k "
-            "heads drawn at random for this input (`random-heads`).",
+            "heads drawn at random for this input (`random-heads`), from the seed on the right.",
         )
-with c_mode:
+        random_live = has_g and no_g and head_ablation == "random"
+        seed = a3.number_input(
+            "Seed of the random heads",
+            0,
+            10**6,
+            0,
+            1,
+            key="head_seed",
+            disabled=not random_live,
+            persist_state="session",
+        )
+        a3.button(
+            "Draw other heads",
+            key="head_redraw",
+            disabled=not random_live,
+            on_click=lambda: st.session_state.update(head_seed=st.session_state.get("head_seed", 0) + 1),
+            help="The next seed: k other heads drawn at random.",
+        )
+with left:
     budget_mode = st.radio(
         "Requested budget b per layer" if is_bba else "Budget s per layer",
         list(method.mode_labels),
         format_func=method.mode_labels.get,
         key="budget_mode",
+        horizontal=True,
         disabled=not budgeted or no_f,
         persist_state="session",
     )
-live = budgeted and not no_f  # a slider is live only in its own mode
-with c_slider:
+    live = budgeted and not no_f  # a slider is live only in its own mode
     s = st.slider(
-        "Requested budget b (share of heads each layer runs)"
-        if is_bba
-        else "Budget s (share of heads each layer may run)",
+        "Requested budget b (share of heads)" if is_bba else "Budget s (share of heads)",
         0.05,
         1.0,
         0.5,
@@ -176,7 +206,7 @@ with c_slider:
     if live and budget_mode == "learned":
         st.caption(
             f"The sliders are off: the model uses its own {'default b' if is_bba else 's'} "
-            "(shown under “What the model did”). Pick another mode to set it."
+            "(on the right). Pick another mode to set it."
         )
 settings = (
     Settings(
@@ -185,47 +215,38 @@ settings = (
         k=int(k),
         no_budget_net=bool(no_f and has_f),
         head_ablation=head_ablation if (no_g and has_g) else None,
+        seed=int(seed),
     )
     if budgeted
     else Settings()
 )
-if budgeted and not is_bba and not has_f:
-    st.caption("This checkpoint has no budget network f_θ: its s is fixed by its config.")
-if budgeted and not is_bba and not has_g:
-    st.caption(
-        f"This checkpoint has no head-scoring network g_φ (its head choice is "
-        f"{md_escape(mcfg.get('head_choice'))})."
-    )
-
-# ----------------------------------------------------------------------------- samples
-with right:
-    samples = test_samples(dataset)
-    sample_picker(samples, dataset)
-with left:
-    sample = loaded_sample(samples, dataset, raw)
-    if sample:
+with below:
+    if budgeted and not is_bba and not has_f:
+        st.caption("This checkpoint has no budget network f_θ: its s is fixed by its config.")
+    if budgeted and not is_bba and not has_g:
         st.caption(
-            f"Test text #{sample[0]} of {md_escape(dataset)} · "
-            f"true label: **{md_escape(sample[1])}**"
+            f"This checkpoint has no head-scoring network g_φ (its head choice is "
+            f"{md_escape(mcfg.get('head_choice'))})."
         )
+
+# ----------------------------------------------------------------------------- analysis
+with left:
     other = foreign_sample(dataset, raw)
     if other:
         st.warning(
             f"This text is a test text of **{md_escape(other)}**, but the model was trained on "
             f"**{md_escape(dataset)}**: its prediction means little. Pick a text of "
-            f"{md_escape(dataset)} on the right."
+            f"{md_escape(dataset)} above."
         )
-
-# ----------------------------------------------------------------------------- analysis
 prepared = prepare_text(raw)
 if not prepared.text.strip():
-    st.info(
-        "The text is empty. Type something above, or pick a test text, to see what the "
+    right.info(
+        "The text is empty. Type something on the left, or pick a test text, to see what the "
         "model does with it."
     )
     st.stop()
 if prepared.cut:
-    st.warning(
+    left.warning(
         f"This text has {prepared.n_chars:,} characters: only the first {prepared.limit:,} "
         f"were kept (the model reads only its first {max_len} tokens anyway)."
     )
@@ -251,26 +272,61 @@ a, full, timing = res.current, res.full, res.timing
 changed = not settings.is_full_model and not same_run(full, a)
 read = tokens_read(ckpt, prepared.text)
 unknown = unknown_share(read)
-if unknown > UNKNOWN_WARN:
-    st.warning(
-        f"{round(unknown * len(read))} of the {len(read)} tokens the model read are unknown to its "
-        f"vocabulary ([UNK]): this text is not like the {md_escape(dataset)} texts it learned "
-        "from, so its prediction and confidence mean little."
-    )
-if sample and sample[1] in ckpt.label_names and sample[1] != a.label:
-    st.warning(
-        f"Misclassified: test text #{sample[0]} is labelled **{md_escape(sample[1])}**, "
-        f"the model says **{md_escape(a.label)}**."
-    )
+cards = metric_cards(a, timing, settings, H, method)
+relevance_zmax = charts.relevance_zmax([a.relevance, full.relevance], H)  # one scale for both runs
 
 # ----------------------------------------------------------------------------- results
+with right:
+    if unknown > UNKNOWN_WARN:
+        st.warning(
+            f"{round(unknown * len(read))} of the {len(read)} tokens the model read are unknown to "
+            f"its vocabulary ([UNK]): this text is not like the {md_escape(dataset)} texts it "
+            "learned from, so its prediction and confidence mean little."
+        )
+    if sample and sample[1] in ckpt.label_names and sample[1] != a.label:
+        st.warning(
+            f"Misclassified: test text #{sample[0]} is labelled **{md_escape(sample[1])}**, "
+            f"the model says **{md_escape(a.label)}**."
+        )
+    if changed:
+        st.caption(f"This run: **{md_escape(settings.describe(sym))}** — compared with the full model below.")
+    elif not settings.is_full_model:
+        st.caption(
+            f"This setting ({md_escape(settings.describe(sym))}) runs exactly what the model runs on "
+            "its own, so there is nothing to compare."
+        )
+    # widths that fit the longest class name, "0.43 / 0.36" and "3 / 2" at a metric's size
+    for col, card in zip(st.columns([13, 10, 7], gap="small"), cards[:3], strict=True):
+        col.metric(
+            card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help
+        )
+    if budgeted:
+        st.plotly_chart(
+            charts.head_heatmap(
+                a.relevance,
+                a.selected_heads,
+                method.relevance_title(settings.head_ablation),
+                zmax=relevance_zmax,
+                colorbar_title=method.relevance_symbol,
+                unrun_values=True,
+            ),
+            key="chart_relevance",
+        )
+    else:
+        st.plotly_chart(
+            charts.head_heatmap(
+                a.head_weights,
+                a.selected_heads,
+                method.weight_title,
+                colorscale=charts.LIGHT,
+                zmax=1.0,
+                colorbar_title="w",
+            ),
+            key="chart_weights",
+        )
+
 st.subheader("What the model did" + (f" — {settings.describe(sym)}" if changed else ""))
-if not settings.is_full_model and not changed:
-    st.caption(
-        f"This setting ({md_escape(settings.describe(sym))}) runs exactly what the model runs on its "
-        "own, so there is nothing to compare."
-    )
-for col, card in zip(st.columns(5), metric_cards(a, timing, settings, H, method), strict=True):
+for col, card in zip(st.columns(2), cards[3:], strict=True):
     col.metric(
         card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help
     )
@@ -286,41 +342,14 @@ if budgeted:
         charts.budget_bars(a.budget, a.k, H, reference=full.budget if changed else None, symbol=sym),
         key="chart_budget",
     )
-    st.caption(
-        f"★ = the head ran (the top k by {'gate score z' if is_bba else 'relevance p'}). Grey cells "
-        "(— or a value in brackets) = heads that were not computed at all: no colour, weight 0."
-    )
-    c3, c4 = st.columns(2, gap="large")
+    c3, _ = st.columns(2, gap="large")
     c3.plotly_chart(
-        charts.head_heatmap(
-            a.relevance,
-            a.selected_heads,
-            method.relevance_title(settings.head_ablation),
-            zmax=charts.relevance_zmax([a.relevance], H),
-            colorbar_title=method.relevance_symbol,
-            unrun_values=True,
-        ),
-        key="chart_relevance",
-    )
-    c4.plotly_chart(
         charts.head_heatmap(
             a.head_weights,
             a.selected_heads,
             method.weight_title,
             colorscale="Oranges",
             zmax=None if method.kind == "budgetformer" and not method.gated else 1.0,
-            colorbar_title="w",
-        ),
-        key="chart_weights",
-    )
-else:
-    c2.plotly_chart(
-        charts.head_heatmap(
-            a.head_weights,
-            a.selected_heads,
-            method.weight_title,
-            colorscale=charts.LIGHT,
-            zmax=1.0,
             colorbar_title="w",
         ),
         key="chart_weights",

@@ -74,7 +74,7 @@ def test_canonical_settings_drop_unused_fields():
     assert an.Settings("force_k", budget=0.8, k=5, no_budget_net=True).canonical() == an.Settings(
         no_budget_net=True
     )
-    assert an.Settings(head_ablation="random", seed=3).describe() == "random heads"
+    assert an.Settings(head_ablation="random", seed=3).describe() == "random heads (seed 3)"
     assert an.Settings(head_ablation="uniform").describe() == "no g_φ (first k heads)"
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app import results as results_module
 from app.state import CHECKPOINTS, DEFAULT_MODEL, available_models
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,13 +177,40 @@ def test_ablation_no_head_scorer_changes_the_heads(at):
     at.radio(key="head_ablation").set_value("uniform")
     run(at)
     ks = [int(k) for k in metric(at, "Heads run per layer").split(" / ")]
-    ran, grey = chart(at, "Head relevance p")["data"]
+    ran, grey = chart(at, "Head relevance p")["data"][:2]
     for k, row, text, unrun in zip(ks, ran["z"], ran["text"], grey["text"], strict=True):
         assert row[:k] == pytest.approx([row[0]] * k) and row[k:] == [None] * (len(row) - k)
         assert [c.startswith("★") for c in text] == [h < k for h in range(len(text))]  # heads 0..k-1
         assert [c == "" for c in unrun] == [h < k for h in range(len(text))]  # the others: grey
     diff = chart(at, "Heads that ran: full model vs")
     assert len(diff["data"][0]["z"]) == len(ks)
+    assert at.number_input(key="head_seed").disabled and at.button(key="head_redraw").disabled
+
+
+def ran_heads(at: AppTest) -> list[list[int]]:
+    ran = chart(at, "Head relevance p")["data"][0]["z"]
+    return [[h for h, v in enumerate(row) if v is not None] for row in ran]
+
+
+def test_random_heads_show_their_seed_and_redraw(at):
+    type_text(at, SPORT)
+    at.toggle(key="no_g").set_value(True)
+    run(at)
+    at.radio(key="head_ablation").set_value("random")
+    run(at)
+    assert at.number_input(key="head_seed").value == 0 and not at.button(key="head_redraw").disabled
+    assert any("random heads (seed 0)" in c.value.replace("\\", "") for c in at.caption)
+    drawn = [ran_heads(at)]
+    for seed in (1, 2, 3):
+        at.button(key="head_redraw").click()
+        run(at)
+        assert at.number_input(key="head_seed").value == seed
+        assert any(f"random heads (seed {seed})" in c.value.replace("\\", "") for c in at.caption)
+        drawn.append(ran_heads(at))
+    assert len({str(d) for d in drawn}) > 1  # other seeds, other heads
+    at.number_input(key="head_seed").set_value(0)
+    run(at)
+    assert ran_heads(at) == drawn[0]  # a seed always draws the same heads
 
 
 def test_empty_input_says_so(at):
@@ -231,8 +259,9 @@ def test_dense_checkpoint_disables_budget_controls(at):
     at.sidebar.selectbox(key="model_for_bbc").set_value("bbc-dense")
     run(at)
     assert any("dense" in i.value for i in at.info)
-    for widget in (at.slider(key="budget_s"), at.slider(key="force_k"), at.toggle(key="no_f")):
+    for widget in (at.slider(key="budget_s"), at.slider(key="force_k"), at.radio(key="budget_mode")):
         assert widget.disabled
+    assert not at.toggle  # nothing to ablate: no toggles
     n_heads = config("bbc-dense")["model"]["n_heads"]
     assert set(metric(at, "Heads run per layer").split(" / ")) == {str(n_heads)}
     assert metric(at, "FLOPs vs dense") == "100%"
@@ -627,9 +656,17 @@ def test_sweep_page_live_remeasure(at, results):
     assert all(round(y * 5) == pytest.approx(y * 5) for y in live["live (first 5 texts)"]["y"])
     table = at.dataframe[1].value
     assert table["n"].tolist() == [5] * 5 and table["heads_fraction"].is_monotonic_increasing
+    # latency is re-measured too, on the texts timed one at a time, not copied from sweeps.csv
+    assert table["timed"].tolist() == [results_module.LIVE_TIMED] * 5
+    assert (table["latency_ms"] > 0).all() and (table["speedup_b1"] > 0).all()
+    latency = {t["name"]: t for t in chart(at, "Live latency vs budget")["data"]}
+    live_latency = latency[f"live ({results_module.LIVE_TIMED} texts timed)"]["y"]
+    assert live_latency == pytest.approx(table["latency_ms"].tolist())
+    precomputed = latency["precomputed (whole split)"]["y"]
+    assert precomputed == pytest.approx([2 + 4 * b for b in SWEEP_BUDGETS])  # the fake sweeps.csv
     at.slider(key="sweep_budget").set_value(0.75)
     run(at)  # the live result stays when the page is redrawn
-    assert chart(at, "Live accuracy vs budget")
+    assert chart(at, "Live accuracy vs budget") and chart(at, "Live latency vs budget")
 
 
 @pytest.mark.skipif("bbc-dense" not in available_models(), reason="no dense checkpoint shipped")
@@ -755,15 +792,16 @@ def test_easy_vs_hard_adaptivity_figures(at):
 
 @pytest.mark.skipif(not shipped("bbc-bba", "bbc-dense"), reason="no shipped bba model")
 def test_easy_vs_hard_bba_shows_na_with_the_reason(at):
-    from app.examples import null_reason
+    from app.examples import in_terms_of, null_reason
 
     expected = expected_adaptivity("bbc-bba")
     assert expected.rho_s_reference_loss is None
-    reason = null_reason(expected.notes, "rho_s_reference_loss", "?")
+    reason = in_terms_of(null_reason(expected.notes, "rho_s_reference_loss", "?"), "b")  # bba's words
+    assert reason.startswith("b is the same for every input")
     at.sidebar.selectbox(key="model_for_bbc").set_value("bbc-bba")
     run(at)
     open_page(at, "easy_hard")
-    [rho] = [m for m in at.metric if m.label == "ρ(s, dense loss)"]
+    [rho] = [m for m in at.metric if m.label == "ρ(b, dense loss)"]
     assert rho.value == "n/a" and reason in rho.help
     assert any("n/a" in c.value and "same for every input" in c.value for c in at.caption)
     assert any("cannot follow difficulty" in m for m in all_markdown(at))
@@ -840,9 +878,9 @@ def test_explore_speaks_each_models_method(model):
         assert weights == ("Head weight w = 1 on the heads that ran" if gated else "Head weight w = s·H·p")
         assert ("w = 1" in words) == gated and ("w = s·H·p" in words) != gated
     else:
-        assert "requested budget b" not in words.lower() and not at.toggle(key="no_f").value
+        assert "requested budget b" not in words.lower() and not at.toggle
     if variant != "dense":  # heads not computed: grey, no colour, w shown as —
-        ran, grey = chart(at, "Head weight w")["data"]
+        ran, grey = chart(at, "Head weight w")["data"][:2]
         ks = [int(k) for k in metric(at, "Heads run per layer").split(" / ")]
         assert [sum(v is not None for v in row) for row in ran["z"]] == ks
         assert [row.count("—") for row in grey["text"]] == [mcfg["n_heads"] - k for k in ks]
