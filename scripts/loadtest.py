@@ -316,8 +316,10 @@ class Session:
 class Report:
     sessions: int
     moves_per_session: int
+    planned: int
+    """Interactions planned: per session typing its text, picking the slider mode, each move."""
     interactions: int
-    """Interactions judged (typing the text, picking the slider mode, each slider move)."""
+    """Interactions done and judged (a session stops at its first error)."""
     errors: int
     cross_talk: int
     server_ms_p50: float | None
@@ -330,19 +332,27 @@ class Report:
     rss_mb_end: float
     rss_growth_after_warm_up: float
     """(end − after warm-up) / after warm-up."""
+    outside_requests: int
+    """Requests the pages tried to make to anywhere but the server (blocked)."""
     wall_s: float
-    load_average_start: list[float]
+    load_average: list[float]
+    """1, 5 and 15 minutes, at the start."""
     cpus: int
     problems: list[str] = field(default_factory=list)
-    """One line per interaction that was not right (at most 20)."""
+    """One line per interaction that was not right, and per outside URL asked for (20 of each at most)."""
+
+    @property
+    def passed(self) -> bool:
+        return self.interactions == self.planned and self.errors == self.cross_talk == 0
 
     def lines(self) -> list[str]:
         ms = lambda x: "n/a" if x is None else f"{x:.0f} ms"  # noqa: E731
-        load = ", ".join(f"{x:.2f}" for x in self.load_average_start)
+        load = ", ".join(f"{x:.2f}" for x in self.load_average)
         return [
             f"sessions: {self.sessions} at once ({self.moves_per_session} slider moves each), "
             f"{self.cpus} CPUs, load average at start {load}",
-            f"interactions: {self.interactions}, errors: {self.errors}, cross-talk: {self.cross_talk}",
+            f"interactions: {self.interactions} of {self.planned}, errors: {self.errors}, "
+            f"cross-talk: {self.cross_talk}, requests outside the server: {self.outside_requests}",
             f"server time per interaction: p50 {ms(self.server_ms_p50)}, p95 {ms(self.server_ms_p95)} "
             f"(slider moves: p95 {ms(self.server_ms_p95_slider)})",
             f"round trip in the browser: p50 {ms(self.round_trip_ms_p50)}, p95 {ms(self.round_trip_ms_p95)}",
@@ -361,39 +371,63 @@ def percentile(values: list[float], q: float) -> float | None:
     return round(value, 1)
 
 
-def summarise(steps: list[Step], sessions: int, moves: int, rss: list[float], wall_s: float, load) -> Report:
+@dataclass
+class Observed:
+    """What :func:`drive` collects."""
+
+    steps: list[Step] = field(default_factory=list)
+    rss_mb: list[float] = field(default_factory=list)
+    """Server RSS at start, after the warm-up, at the end."""
+    outside: list[str] = field(default_factory=list)
+    """URLs the pages asked for that are not the server's (aborted)."""
+
+
+def summarise(seen: Observed, sessions: int, moves: int, wall_s: float, load) -> Report:
+    steps, (start, warm, end) = seen.steps, seen.rss_mb
     server = [s.server_ms for s in steps if s.server_ms is not None]
     slider = [s.server_ms for s in steps if s.server_ms is not None and s.kind == "slider"]
     trips = [s.round_trip_ms for s in steps if s.round_trip_ms is not None]
-    bad = [s for s in steps if s.verdict != "ok"]
     return Report(
-        sessions, moves, len(steps), sum(s.verdict == "error" for s in steps),
-        sum(s.verdict == "cross-talk" for s in steps), percentile(server, 50), percentile(server, 95),
-        percentile(slider, 95), percentile(trips, 50), percentile(trips, 95), *(round(x, 1) for x in rss),
-        round((rss[2] - rss[1]) / rss[1], 4), round(wall_s, 1), [round(x, 2) for x in load], os.cpu_count() or 0,
-        [f"session {s.session} {s.kind} b={s.budget}: {s.verdict}: {s.detail}" for s in bad[:20]],
+        sessions=sessions, moves_per_session=moves, planned=sessions * (2 + moves),
+        interactions=sum(s.kind != "load" for s in steps), errors=sum(s.verdict == "error" for s in steps),
+        cross_talk=sum(s.verdict == "cross-talk" for s in steps),
+        server_ms_p50=percentile(server, 50), server_ms_p95=percentile(server, 95),
+        server_ms_p95_slider=percentile(slider, 95),
+        round_trip_ms_p50=percentile(trips, 50), round_trip_ms_p95=percentile(trips, 95),
+        rss_mb_start=round(start, 1), rss_mb_warm=round(warm, 1), rss_mb_end=round(end, 1),
+        rss_growth_after_warm_up=round((end - warm) / warm, 4), outside_requests=len(seen.outside),
+        wall_s=round(wall_s, 1), load_average=[round(x, 2) for x in load], cpus=os.cpu_count() or 0,
+        problems=([f"session {s.session} {s.kind} b={s.budget}: {s.verdict}: {s.detail}"
+                   for s in steps if s.verdict != "ok"][:20]
+                  + [f"blocked a request outside the server: {u}" for u in sorted(set(seen.outside))][:20]),
     )
 
 
-async def drive(url: str, texts: list[str], moves: int, expected: dict, server: Server) -> tuple[list, list]:
+async def drive(url: str, texts: list[str], moves: int, expected: dict, server: Server) -> Observed:
+    """One browser, a context (a session) per text: all warm up at once, then all move their slider."""
     from playwright.async_api import async_playwright
 
-    steps: list[Step] = []
-    rss = [server.rss_mb()]
+    seen = Observed(rss_mb=[server.rss_mb()])
+
+    async def block(route) -> None:  # loopback only: nothing leaves the machine
+        seen.outside.append(route.request.url)
+        await route.abort()
+
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
             sessions = []
             for i, text in enumerate(texts):
                 context = await browser.new_context(viewport={"width": 1400, "height": 900})
-                sessions.append(Session(i, await context.new_page(), text, expected, steps))
+                await context.route(lambda u: not u.startswith(url + "/") and u != url, block)
+                sessions.append(Session(i, await context.new_page(), text, expected, seen.steps))
             await asyncio.gather(*(s.warm_up(url) for s in sessions))
-            rss.append(server.rss_mb())
+            seen.rss_mb.append(server.rss_mb())
             await asyncio.gather(*(s.move_slider(moves) for s in sessions))
-            rss.append(server.rss_mb())
+            seen.rss_mb.append(server.rss_mb())
         finally:
             await browser.close()
-    return steps, rss
+    return seen
 
 
 def run(sessions: int, moves: int, timeout: float, log: Path) -> Report:
@@ -407,8 +441,8 @@ def run(sessions: int, moves: int, timeout: float, log: Path) -> Report:
         texts = session_texts(sessions)  # while the server starts
         expected = expected_results(texts, moves)
         server.wait_healthy()
-        steps, rss = asyncio.run(asyncio.wait_for(drive(server.url, texts, moves, expected, server), timeout))
-    return summarise(steps, sessions, moves, rss, time.perf_counter() - t0, load)
+        seen = asyncio.run(asyncio.wait_for(drive(server.url, texts, moves, expected, server), timeout))
+    return summarise(seen, sessions, moves, time.perf_counter() - t0, load)
 
 
 def bounded(low: int, high: int):
@@ -453,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"loadtest: {type(e).__name__}: {e}".rstrip(": "), file=sys.stderr)
         return 1
     print(json.dumps(asdict(report), indent=1) if args.json else "\n".join(report.lines()))
-    return 0 if report.errors == report.cross_talk == 0 else 1
+    return 0 if report.passed else 1
 
 
 if __name__ == "__main__":
