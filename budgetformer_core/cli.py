@@ -1,6 +1,7 @@
 """The ``budgetformer`` command: a table of subcommands, each a thin wrapper of a core function.
 
     budgetformer train   --dataset NAME --variant {dense,budgetformer,bba} --out DIR [--init DIR] [--set key=value ...]
+                         [--force]   (or: budgetformer train --resume OUT.resume)
     budgetformer eval    --checkpoint DIR [--dataset D] [--split {test,...,all}] [--budget S] [--ablation A] [--json]
     budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --input-file F)
     budgetformer adaptivity --checkpoint DIR [--reference DIR] [--split test] [--budget S] [--json]
@@ -8,8 +9,9 @@
                          [--seq-len L] [--repeats R] [--budgets B,B,...] [--json]
 
 Errors the user can fix (unknown key, bad checkpoint, empty text, a label the checkpoint does
-not know) print one line to stderr and exit with status 2; no traceback. Ctrl-C prints one line
-and exits with 130. JSON output writes null for NaN.
+not know, an existing checkpoint at --out without --force) print one line to stderr and exit
+with status 2; no traceback. Ctrl-C prints one line and exits with 130 (``train`` saves its
+state first and says how to resume). JSON output writes null for NaN.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import json
 import shlex
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
 
+from . import distributed
 from .bench import BUDGETS, bench
 from .budget import ABLATIONS, Control, ablation
 from .checkpoint import check_out_dir, json_safe, load_checkpoint
@@ -39,14 +43,37 @@ def dumps(obj, **kw) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .train import train  # keeps `predict` start-up light
+    from .train import read_run, resume_dir, train  # keeps `predict` start-up light
 
+    if args.resume:  # the run's own arguments, as its resume folder records them
+        given = [a for a in args.argv[1:] if a not in ("--resume", args.resume, f"--resume={args.resume}", "--quiet")]
+        if given:
+            raise ValueError(f"--resume continues a run with the arguments it was started with; "
+                             f"give only --resume DIR [--quiet], not {shlex.join(given)}")
+        run = read_run(args.resume)
+        argv = shlex.split(run.get("command") or "")[1:]  # "budgetformer train ..." → ["train", ...]
+        if argv[:1] != ["train"]:
+            raise ValueError(f"{args.resume}/run.json does not record the budgetformer train command of its run")
+        quiet, state_dir = args.quiet, args.resume
+        args = build_parser().parse_args(argv)
+        args.argv, args.quiet, args.force, args.resume = argv, args.quiet or quiet, run.get("force", False), True
+        if args.out is None or resume_dir(args.out).resolve() != Path(state_dir).resolve():
+            raise ValueError(f"{state_dir} holds the state of the run writing --out {args.out} (a path relative to "
+                             "the folder it was started in): resume it from there")
+    missing = [f"--{name}" for name in ("dataset", "out") if getattr(args, name) is None]
+    if missing:
+        raise ValueError(f"train needs {' and '.join(missing)} (or --resume DIR)")
     model_cfg, train_cfg = apply_overrides(ModelConfig(variant=args.variant), TrainConfig(), args.set)
-    check_out_dir(args.out, force=True)  # before the data is read and the run starts
+    check_out_dir(args.out, force=args.force)  # before the data is read and the run starts
     dataset = load_dataset(args.dataset, args.data_dir, seed=args.split_seed)
-    command = {"command": shlex.join(["budgetformer", *args.argv])}
-    result = train(dataset, model_cfg, train_cfg, args.out, progress=not args.quiet, init=args.init, meta=command)
-    print(dumps({"checkpoint": str(result.checkpoint), "seconds": round(result.seconds, 1), **result.test}))
+    # --force only lets an existing checkpoint be replaced: the recorded command is the one without it
+    command = {"command": shlex.join(["budgetformer", *(a for a in args.argv if a != "--force")])}
+    with distributed.process_group():  # one process, or one of torchrun's (README: "Several processes")
+        result = train(dataset, model_cfg, train_cfg, args.out, progress=not args.quiet, init=args.init, meta=command,
+                       force=args.force, resume=bool(args.resume))
+        if distributed.is_main():  # under torchrun rank 0 alone prints
+            print(dumps({"checkpoint": str(result.checkpoint), "seconds": round(result.seconds, 1),
+                         "world_size": distributed.world_size(), **result.test}))
     return 0
 
 
@@ -74,12 +101,12 @@ def cmd_prune(args: argparse.Namespace) -> int:
     dense = load_checkpoint(args.checkpoint)
     if dense.config.variant != "dense":
         raise ValueError("prune ranks the heads of a dense checkpoint")
-    check_out_dir(args.out, force=True)
+    check_out_dir(args.out, force=args.force)
     dataset_name, split, rows = checkpoint_split(dense, args, default="validation")
     ids, _ = encode(dense.tokenizer, split.texts, dense.config.max_len)
     importance = head_importance(dense.model, ids, split.labels)
     meta = {"dataset": dataset_name, "init": str(args.checkpoint), "importance": importance.tolist(),
-            "command": shlex.join(["budgetformer", *args.argv])}
+            "command": shlex.join(["budgetformer", *(a for a in args.argv if a != "--force")])}
     posthoc_checkpoint(dense, importance, args.out, meta)
     print(dumps({"checkpoint": args.out, "rows": rows, "importance": importance.tolist()}))
     return 0
@@ -298,11 +325,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train a model and write a checkpoint")
-    p.add_argument("--dataset", required=True, help="bbc, synthetic, synthetic_var, a hub name (ag_news, …) or a file")
+    p.add_argument("--dataset", help="bbc, synthetic, synthetic_var, a hub name (ag_news, …) or a file (required)")
     p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
     p.add_argument("--variant", choices=("dense", "budgetformer", "bba"), default="budgetformer")
     p.add_argument("--init", help="warm start from this checkpoint (e.g. a dense model, for bba)")
-    p.add_argument("--out", required=True, help="checkpoint directory to write")
+    p.add_argument("--out", help="checkpoint directory to write (required); the run's state is kept in OUT.resume")
+    p.add_argument("--force", action="store_true", help="replace a checkpoint already at --out")
+    p.add_argument("--resume", metavar="DIR", help="continue the interrupted run whose state is in DIR (OUT.resume)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the train/validation/test split")
     p.add_argument("--quiet", action="store_true", help="no progress output")
@@ -329,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prune", help="rank a dense model's heads (post-hoc baseline) into a bba checkpoint")
     p.add_argument("--checkpoint", required=True, help="a dense checkpoint")
     p.add_argument("--out", required=True)
+    p.add_argument("--force", action="store_true", help="replace a checkpoint already at --out")
     p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
     p.add_argument("--data-dir")
     p.add_argument("--split-seed", type=int, help="default: the seed the checkpoint was trained with")
@@ -372,8 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, RuntimeError, FileNotFoundError) as e:
         print(f"budgetformer {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"budgetformer {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:  # train's says where it saved its state
+        print(f"budgetformer {args.command}: interrupted{f': {e}' if str(e) else ''}", file=sys.stderr)
         return 130
 
 

@@ -250,8 +250,9 @@ def run_job(job: Job, force: bool = False) -> tuple[Job, bool]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
     print(f"> {job.key}: {command}", flush=True)
-    done = subprocess.run([sys.executable, "-m", "budgetformer_core.cli", *job.command()[1:]], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    # --force: a stale checkpoint is replaced on purpose (the recorded command leaves the flag out)
+    done = subprocess.run([sys.executable, "-m", "budgetformer_core.cli", *job.command()[1:], "--force"], cwd=ROOT,
+                          env=env, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"{job.key} failed:\n{done.stderr[-2000:]}")
     job.seconds = time.perf_counter() - t0

@@ -3,13 +3,26 @@ BudgetFormer loss, per-epoch validation, a history of every epoch, and a checkpo
 
 The checkpoint holds the final epoch's weights (no picking the best epoch on validation), and
 its reported test figures are measured on the model exactly as stored.
+
+No lost work: a run keeps its state in ``<out>.resume/`` beside the checkpoint folder —
+``run.json`` (what the run is: command, configs, dataset) and ``tokenizer.json`` when it starts,
+``state.pt`` (weights, optimiser, EMA, every random stream, the step that sets the learning rate,
+the history, and where in the epoch it stands) after every epoch and on Ctrl-C — and removes it
+once the checkpoint is written. Ctrl-C is acted on between two steps, so the state is never
+half-updated; ``train(..., resume=True)`` (``budgetformer train --resume <out>.resume``) loads it
+and runs the same steps the uninterrupted run would have, to the same final weights.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
 import random
+import shutil
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +33,7 @@ import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
+from . import distributed
 from .budget import Control, heads_for_budget_value, rank_heads
 from .checkpoint import check_out_dir, load_checkpoint, round_weights, save_checkpoint
 from .config import ModelConfig, TrainConfig, to_dict
@@ -27,7 +41,7 @@ from .data import TextDataset
 from .infer import evaluate
 from .losses import total_loss
 from .model import BudgetFormer
-from .tokenizer import encode, pad, train_tokenizer
+from .tokenizer import encode, load_tokenizer, pad, train_tokenizer
 
 
 def set_seed(seed: int) -> int:
@@ -111,6 +125,119 @@ def warm_start(model: BudgetFormer, source: BudgetFormer) -> list[str]:
     return sorted(set(own) - set(shared))
 
 
+STATE_FILES = ("run.json", "tokenizer.json", "state.pt")
+"""What a resume folder holds (see the module docstring)."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training, after the state was saved; the message says where and how to resume."""
+
+
+def resume_dir(out_dir: str | Path) -> Path:
+    """The folder where the run writing ``out_dir`` keeps its state: ``<out_dir>.resume`` beside it."""
+    out_dir = Path(out_dir)
+    return out_dir.parent / f"{out_dir.name}.resume"
+
+
+def read_run(state_dir: str | Path) -> dict[str, Any]:
+    """The ``run.json`` of a resume folder: the command, configs and dataset of the run it continues."""
+    state_dir = Path(state_dir)
+    if not (state_dir / "run.json").is_file() or not (state_dir / "state.pt").is_file():
+        raise ValueError(f"{state_dir} is not the saved state of a training run (it lacks run.json or state.pt; "
+                         "a run saves it after its first epoch)")
+    try:
+        return json.loads((state_dir / "run.json").read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{state_dir / 'run.json'} is not valid JSON: {e}") from None
+
+
+def _clear_state_dir(state_dir: Path, force: bool) -> None:
+    """Make way for a new run's state; that of an interrupted run is removed only with ``force``."""
+    if not state_dir.exists():
+        return
+    # (a .state-* file is a save cut short by a kill)
+    names = {p.name for p in state_dir.iterdir() if not p.name.startswith(".state-")} if state_dir.is_dir() else None
+    if names is None or not names <= set(STATE_FILES):
+        raise ValueError(f"{state_dir} (where this run keeps its state) holds other files; move them away")
+    if "state.pt" in names and not force:
+        raise ValueError(f"{state_dir} holds the state of an interrupted run: continue it with "
+                         f"`budgetformer train --resume {state_dir}`, or pass --force to start again")
+    if distributed.is_main():  # under torchrun rank 0 alone writes
+        shutil.rmtree(state_dir)
+
+
+def _rng_state(streams: dict[str, Any]) -> dict[str, Any]:
+    """Every random stream training draws from, in a form ``torch.load(weights_only=True)`` reads."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "python": random.getstate(),
+        "numpy": (name, keys.tolist(), pos, has_gauss, cached),
+        **{k: v.get_state() if isinstance(v, torch.Generator) else v.getstate() for k, v in streams.items()},
+    }
+
+
+def _set_rng_state(saved: dict[str, Any], streams: dict[str, Any]) -> None:
+    torch.set_rng_state(saved["torch"])
+    if saved["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(saved["cuda"])
+    random.setstate(saved["python"])
+    name, keys, pos, has_gauss, cached = saved["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    for k, v in streams.items():
+        v.set_state(saved[k]) if isinstance(v, torch.Generator) else v.setstate(saved[k])
+
+
+def _save_state(state_dir: Path, state: dict[str, Any], run: dict[str, Any], tok) -> None:
+    """Write ``state.pt`` beside the old one and rename it into place (a kill leaves one whole file);
+    the first save writes ``run.json`` and ``tokenizer.json`` too."""
+    if not distributed.is_main():  # under torchrun rank 0 alone writes
+        return
+    if not (state_dir / "run.json").is_file():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        (state_dir / "tokenizer.json").write_text(tok.to_str(pretty=False) + "\n")
+        (state_dir / "run.json").write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
+    tmp = state_dir / f".state-{os.getpid()}.pt"
+    torch.save(state, tmp)
+    os.replace(tmp, state_dir / "state.pt")
+
+
+def _load_state(state_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
+    """The saved state of the run ``run`` describes; a folder of another run is refused."""
+    recorded = read_run(state_dir)
+    try:
+        state = torch.load(state_dir / "state.pt", map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises several kinds for a damaged file
+        raise ValueError(f"{state_dir / 'state.pt'} cannot be read ({type(e).__name__}): start again with --force"
+                         ) from None
+    differ = sorted(k for k in run if k != "force" and recorded.get(k) != run[k])
+    if differ:
+        raise ValueError(f"{state_dir} holds the state of another run ({', '.join(differ)} differ); "
+                         "resume it with the command it records")
+    return state
+
+
+class _CtrlC:
+    """Notes Ctrl-C (SIGINT) instead of raising at once, so training stops between two steps.
+    A second Ctrl-C raises at once. Only the main thread can take signals; elsewhere it does nothing."""
+
+    def __enter__(self) -> _CtrlC:
+        self.pressed, self._previous = False, None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def _note(self, signum, frame) -> None:
+        if self.pressed:
+            raise KeyboardInterrupt
+        self.pressed = True
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 @dataclass
 class TrainResult:
     """Where the checkpoint went and what it scored."""
@@ -130,6 +257,8 @@ def train(
     device: torch.device | None = None,
     init: str | Path | None = None,
     meta: dict[str, Any] | None = None,
+    force: bool = False,
+    resume: bool = False,
 ) -> TrainResult:
     """Train a model on ``dataset`` and write a checkpoint to ``out_dir``.
 
@@ -138,9 +267,22 @@ def train(
     own networks (gates, f_θ, g_φ) start fresh. ``meta`` (e.g. the command that ran) is stored
     in the checkpoint's config.json. Nothing time-dependent is stored, so the same run writes the
     same bytes.
+
+    An existing checkpoint at ``out_dir`` is replaced only with ``force``. The run saves its state
+    in :func:`resume_dir` after every epoch and on Ctrl-C (then raising :class:`TrainingInterrupted`);
+    ``resume=True`` continues from it, given the same arguments.
     """
     t0 = time.perf_counter()
-    check_out_dir(out_dir, force=True)  # a bad --out fails now, not after the run; a checkpoint is replaced
+    progress = progress and distributed.is_main()  # under torchrun rank 0 alone prints
+    out_dir = Path(out_dir)
+    check_out_dir(out_dir, force=force)  # a bad --out fails now, not after the run
+    state_dir = resume_dir(out_dir)
+    run = {"command": (meta or {}).get("command"), "dataset": dataset.name, "split_seed": dataset.split_seed,
+           "model": to_dict(model_cfg), "train": to_dict(train_cfg), "init": None if init is None else str(init),
+           "out": str(out_dir), "force": force}
+    saved = _load_state(state_dir, run) if resume else None
+    if not resume:
+        _clear_state_dir(state_dir, force)
     set_seed(train_cfg.seed)
     device = device or default_device()
     train_split = dataset.split("train")
@@ -151,8 +293,10 @@ def train(
         tok = start.tokenizer
         shape = {k: getattr(start.config, k) for k in SHAPE_FIELDS}
         model_cfg = dataclasses.replace(model_cfg, **shape)
+    elif saved is not None:  # the run's own vocabulary (a retrained one could differ on a small corpus)
+        tok = load_tokenizer(state_dir / "tokenizer.json")
     else:
-        tok = train_tokenizer(train_split.texts, model_cfg.vocab_size)
+        tok = distributed.same_tokenizer(train_tokenizer(train_split.texts, model_cfg.vocab_size))
     model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size(), n_classes=dataset.n_classes)
     if model_cfg.variant == "bba" and train_cfg.train_budget:  # a fixed-budget model runs at its budget
         model_cfg = dataclasses.replace(model_cfg, default_budget=train_cfg.train_budget)
@@ -188,6 +332,7 @@ def train(
     )
     steps_per_epoch = math.ceil(len(train_ids) / train_cfg.batch_size)
     total_steps = steps_per_epoch * train_cfg.epochs
+    distributed.check_batches(len(train_ids), train_cfg.batch_size)
     gen = torch.Generator().manual_seed(train_cfg.seed)
     rng = random.Random(train_cfg.seed)
     # random heads (head_choice="random") are drawn from the trainer's own stream: fresh every step
@@ -205,71 +350,107 @@ def train(
         """The model to validate and keep: the weight average when ``ema`` is on."""
         return averaged.module if averaged is not None else model
 
-    for epoch in range(train_cfg.epochs):
-        model.train()
-        sums = {"loss": 0.0, "task": 0.0, "budget": 0.0, "entropy": 0.0, "cost": 0.0, "correct": 0}
-        s_sum = torch.zeros(model_cfg.n_layers)
-        perm = torch.randperm(len(train_ids), generator=gen).tolist()
-        desc = f"epoch {epoch + 1}/{train_cfg.epochs}"
-        bar = tqdm(range(steps_per_epoch), desc=desc, disable=not progress, leave=False)
-        for b in bar:
-            rows = perm[b * train_cfg.batch_size : (b + 1) * train_cfg.batch_size]
-            batch = pad([augment(train_ids[i], model_cfg.max_len, train_cfg, rng) for i in rows])
-            y = labels[rows].to(device)
-            for g in opt.param_groups:
-                g["lr"] = lr_at(step, total_steps, train_cfg)
-            t = step / max(1, total_steps - 1)  # training progress in [0, 1]
-            mode = "dense" if dense else ("structural" if t >= structural_from else "soft")
-            control = dataclasses.replace(heads, soft_gates=t < train_cfg.structural_from) if gated else heads
-            if model_cfg.variant == "bba":  # one requested budget per batch
-                control = Control(budget=train_cfg.train_budget or rng.uniform(train_cfg.budget_min, 1.0))
-            out = model(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
-            terms = total_loss(out, y, train_cfg, t, model_cfg.variant != "budgetformer")
-            if not torch.isfinite(terms.total):  # diverged: stop before the weights are overwritten
-                raise RuntimeError(f"training stopped at epoch {epoch + 1}, step {step + 1}: the loss is "
-                                   f"{terms.total.item()} (try a lower lr); no checkpoint was written")
-            opt.zero_grad(set_to_none=True)
-            terms.total.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
-            opt.step()
-            if averaged is not None:
-                averaged.update_parameters(model)
-            step += 1
-            n = len(rows)
-            sums["loss"] += terms.total.item() * n
-            sums["task"] += terms.task * n
-            sums["budget"] += terms.budget * n
-            sums["entropy"] += terms.entropy * n
-            sums["cost"] += terms.cost * n
-            sums["correct"] += int((out.logits.argmax(-1) == y).sum())
-            s_sum += torch.stack([t.budget.detach().sum() for t in out.layers]).cpu()
-            bar.set_postfix(loss=f"{terms.total.item():.3f}")
-        n_train = len(train_ids)
-        val = evaluate(final(), val_ids, val_split.labels)
-        row = {
-            "epoch": epoch + 1,
-            "loss": sums["loss"] / n_train,
-            "task_loss": sums["task"] / n_train,
-            "budget_loss": sums["budget"] / n_train,
-            "entropy": sums["entropy"] / n_train,
-            "cost": sums["cost"] / n_train,
-            "beta": terms.beta,
-            "lr": opt.param_groups[0]["lr"],
-            "train_accuracy": sums["correct"] / n_train,
-            "train_mean_budget_per_layer": (s_sum / n_train).tolist(),
-            "val_accuracy": val.accuracy,
-            "val_mean_budget": val.mean_budget,
-            "val_mean_budget_per_layer": val.mean_budget_per_layer,
-            "val_mean_heads_fraction": val.mean_heads_fraction,
-            "val_head_entropy": val.head_entropy,
-        }
-        history.append(row)
-        if progress:
-            tqdm.write(
-                f"epoch {epoch + 1}: loss {row['loss']:.4f} train acc {row['train_accuracy']:.4f} "
-                f"val acc {val.accuracy:.4f} s {val.mean_budget:.3f} heads {val.mean_heads_fraction:.3f} "
-                f"β {terms.beta:+.2f}"
-            )
+    streams = {"order": gen, "augment": rng, "heads": heads.generator}
+    first_epoch, first_batch = 0, 0
+    if saved is not None:  # continue where the saved run stood
+        model.load_state_dict(saved["model"])
+        if averaged is not None:
+            averaged.load_state_dict(saved["ema"])
+        opt.load_state_dict(saved["optimizer"])
+        _set_rng_state(saved["rng"], streams)
+        history, step = saved["history"], saved["step"]
+        first_epoch, first_batch = saved["epoch"], saved["batch"]
+
+    def state(epoch: int, batch: int, **in_epoch: Any) -> dict[str, Any]:
+        """What :func:`_save_state` keeps: the run as it stands before ``batch`` of ``epoch``."""
+        return {"epoch": epoch, "batch": batch, "step": step, "history": history, "model": model.state_dict(),
+                "ema": averaged.state_dict() if averaged is not None else None, "optimizer": opt.state_dict(),
+                "rng": _rng_state(streams), **in_epoch}
+
+    net = distributed.wrap(model, train_cfg.seed)  # DDP under torchrun, else the model itself
+    with _CtrlC() as ctrl_c:
+        for epoch in range(first_epoch, train_cfg.epochs):
+            model.train()
+            if saved is not None and first_batch:  # resumed inside this epoch
+                perm, sums, s_sum = saved["perm"], saved["sums"], saved["s_sum"]
+            else:
+                sums = {"loss": 0.0, "task": 0.0, "budget": 0.0, "entropy": 0.0, "cost": 0.0, "correct": 0}
+                s_sum = torch.zeros(model_cfg.n_layers)
+                perm = torch.randperm(len(train_ids), generator=gen).tolist()
+            desc = f"epoch {epoch + 1}/{train_cfg.epochs}"
+            bar = tqdm(range(first_batch, steps_per_epoch), desc=desc, disable=not progress, leave=False)
+            first_batch = 0
+            for b in bar:
+                if ctrl_c.pressed:
+                    _save_state(state_dir, state(epoch, b, perm=perm, sums=sums, s_sum=s_sum), run, tok)
+                    raise TrainingInterrupted(
+                        f"stopped in epoch {epoch + 1} of {train_cfg.epochs} (step {step} of {total_steps}); "
+                        f"its state is saved: continue with `budgetformer train --resume {state_dir}`")
+                rows = perm[b * train_cfg.batch_size : (b + 1) * train_cfg.batch_size]
+                views = [augment(train_ids[i], model_cfg.max_len, train_cfg, rng) for i in rows]  # on every rank
+                mine, share = distributed.shard(len(rows))  # this process's rows of the global batch
+                batch = pad([views[j] for j in mine])
+                y = labels[[rows[j] for j in mine]].to(device)
+                for g in opt.param_groups:
+                    g["lr"] = lr_at(step, total_steps, train_cfg)
+                t = step / max(1, total_steps - 1)  # training progress in [0, 1]
+                mode = "dense" if dense else ("structural" if t >= structural_from else "soft")
+                control = dataclasses.replace(heads, soft_gates=t < train_cfg.structural_from) if gated else heads
+                if model_cfg.variant == "bba":  # one requested budget per batch
+                    control = Control(budget=train_cfg.train_budget or rng.uniform(train_cfg.budget_min, 1.0))
+                out = net(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
+                terms = total_loss(out, y, train_cfg, t, model_cfg.variant != "budgetformer")
+                if not torch.isfinite(terms.total):  # diverged: stop before the weights are overwritten
+                    shutil.rmtree(state_dir, ignore_errors=True)  # resuming would diverge again
+                    raise RuntimeError(f"training stopped at epoch {epoch + 1}, step {step + 1}: the loss is "
+                                       f"{terms.total.item()} (try a lower lr); no checkpoint was written")
+                opt.zero_grad(set_to_none=True)
+                (terms.total * share).backward()  # DDP's mean over ranks: the global batch's mean
+                torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
+                opt.step()
+                if averaged is not None:
+                    averaged.update_parameters(model)
+                step += 1
+                n = len(mine)
+                sums["loss"] += terms.total.item() * n
+                sums["task"] += terms.task * n
+                sums["budget"] += terms.budget * n
+                sums["entropy"] += terms.entropy * n
+                sums["cost"] += terms.cost * n
+                sums["correct"] += int((out.logits.argmax(-1) == y).sum())
+                s_sum += torch.stack([t.budget.detach().sum() for t in out.layers]).cpu()
+                bar.set_postfix(loss=f"{terms.total.item():.3f}")
+            sums, s_sum = distributed.sum_over_ranks(sums), distributed.sum_over_ranks(s_sum)
+            n_train = len(train_ids)
+            val = evaluate(final(), val_ids, val_split.labels)
+            row = {
+                "epoch": epoch + 1,
+                "loss": sums["loss"] / n_train,
+                "task_loss": sums["task"] / n_train,
+                "budget_loss": sums["budget"] / n_train,
+                "entropy": sums["entropy"] / n_train,
+                "cost": sums["cost"] / n_train,
+                "beta": terms.beta,
+                "lr": opt.param_groups[0]["lr"],
+                "train_accuracy": sums["correct"] / n_train,
+                "train_mean_budget_per_layer": (s_sum / n_train).tolist(),
+                "val_accuracy": val.accuracy,
+                "val_mean_budget": val.mean_budget,
+                "val_mean_budget_per_layer": val.mean_budget_per_layer,
+                "val_mean_heads_fraction": val.mean_heads_fraction,
+                "val_head_entropy": val.head_entropy,
+            }
+            history.append(row)
+            if progress:
+                tqdm.write(
+                    f"epoch {epoch + 1}: loss {row['loss']:.4f} train acc {row['train_accuracy']:.4f} "
+                    f"val acc {val.accuracy:.4f} s {val.mean_budget:.3f} heads {val.mean_heads_fraction:.3f} "
+                    f"β {terms.beta:+.2f}"
+                )
+            _save_state(state_dir, state(epoch + 1, 0), run, tok)
+            if ctrl_c.pressed:
+                raise TrainingInterrupted(f"stopped after epoch {epoch + 1} of {train_cfg.epochs}; its state is "
+                                          f"saved: continue with `budgetformer train --resume {state_dir}`")
 
     model = final().cpu()
     if model_cfg.variant == "bba" and not model_cfg.gate_input and train_cfg.train_budget:
@@ -278,12 +459,17 @@ def train(
         model.prune_heads([rank_heads(alloc.gate.scores.detach()[None])[0, :k].tolist() for alloc in model.allocators])
     meta = {"dataset": dataset.name, "split_seed": dataset.split_seed, "train": to_dict(train_cfg),
             "init": None if init is None else str(init), **(meta or {})}
+    if distributed.world_size() > 1:  # absent: one process (its files stay as they were)
+        meta["world_size"] = distributed.world_size()
     round_weights(model)  # test the weights exactly as they will be stored
     test_split = dataset.split("test")
     test_ids, _ = encode(tok, test_split.texts, model_cfg.max_len)
     test = evaluate(model, test_ids, test_split.labels).summary()
     seconds = time.perf_counter() - t0
     meta = {**meta, "test": test}
-    path = save_checkpoint(out_dir, model, tok, dataset.label_names, meta, history)
+    path = Path(out_dir)
+    if distributed.is_main():  # under torchrun rank 0 alone writes
+        save_checkpoint(path, model, tok, dataset.label_names, meta, history)
+        shutil.rmtree(state_dir, ignore_errors=True)  # the checkpoint is whole: nothing left to resume
     return TrainResult(path, history, test, seconds)
 

@@ -30,7 +30,8 @@ def train(dataset: str, variant: str, seed: int, out: Path) -> dict:
     if not (out / "config.json").is_file() or "test" not in json.loads((out / "config.json").read_text()):
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "budgetformer_core.cli", "train", "--dataset", dataset,
-                        "--variant", variant, "--out", str(out), "--set", f"seed={seed}", "--quiet"], check=True)
+                        "--variant", variant, "--out", str(out), "--set", f"seed={seed}", "--quiet", "--force"],
+                       check=True)
         times[out.name] = time.perf_counter() - start
         times_file.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
     meta = json.loads((out / "config.json").read_text())
