@@ -122,11 +122,13 @@ class ModelConfig:
             raise ValueError(f"vocab_size must be >= {N_SPECIAL_TOKENS} (the special tokens), got {self.vocab_size}")
         if self.max_len > MAX_LEN:
             raise ValueError(f"max_len must be <= {MAX_LEN:,}, got {self.max_len:,}")
-        d, ff, n_layers = self.d_model, self.d_ff, self.n_layers
-        weights = (self.vocab_size + self.max_len) * d + n_layers * (4 * d * d + 2 * d * ff)
+        d, ff, n_layers, hidden = self.d_model, self.d_ff, self.n_layers, self.budget_hidden
+        # embeddings, attention and feed-forward per layer, f_θ and g_φ per layer, the classifier
+        weights = ((self.vocab_size + self.max_len) * d + n_layers * (4 * d * d + 2 * d * ff)
+                   + n_layers * hidden * (2 * d + self.n_heads + 1) + 2 * d * self.n_classes)
         if weights > MAX_PARAMETERS:
             raise ValueError(f"this shape implies about {weights:,} weights (vocab_size, max_len, d_model, d_ff, "
-                             f"n_layers); the limit is {MAX_PARAMETERS:,}")
+                             f"n_layers, budget_hidden, n_classes); the limit is {MAX_PARAMETERS:,}")
         if self.n_classes < 2:
             raise ValueError(f"n_classes must be >= 2, got {self.n_classes}")
         if self.d_model % self.n_heads:

@@ -26,6 +26,8 @@ from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides, 
     ("max_len=8000000", "max_len must be <= 65,536"),
     ("vocab_size=1", "vocab_size must be >= 3"),
     ("d_model=65536", "weights"),
+    ("budget_hidden=1000000000", "weights"),
+    ("n_heads=four", "expected int"),
 ])
 def test_bad_overrides_are_refused_with_the_field_named(item, message):
     with pytest.raises(ValueError, match=message):
@@ -41,6 +43,7 @@ def test_bad_overrides_are_refused_with_the_field_named(item, message):
     ("max_len", 8_000_000, "max_len must be <= 65,536"),
     ("vocab_size", 1, "vocab_size must be >= 3"),
     ("kept_heads", [["0"], ["1"]], "kept_heads must be a list"),
+    ("n_classes", 10**10, "weights"),
 ])
 def test_config_json_values_are_checked_before_use(field, value, message):
     with pytest.raises(ValueError, match=message):
