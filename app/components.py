@@ -13,6 +13,7 @@ import re
 
 import streamlit as st
 
+from app.examples import readable
 from app.state import (
     DEFAULT_MODEL,
     LOCAL_COPY_HELP,
@@ -86,8 +87,9 @@ def model_card(name: str) -> None:
     if "accuracy" in test:
         lines.append(f"test accuracy **{test['accuracy']:.1%}** on {test.get('n', '?')} texts")
     if model.get("variant") != "dense" and "mean_budget" in test:
+        sym = "b" if model.get("variant") == "bba" else "s"  # bba: the requested budget b
         lines.append(
-            f"mean budget s **{test['mean_budget']:.2f}**, "
+            f"mean budget {sym} **{test['mean_budget']:.2f}**, "
             f"{test.get('mean_heads_fraction', 0):.0%} of heads run"
         )
     st.sidebar.caption("  \n".join(lines))
@@ -198,7 +200,7 @@ def open_in_explore(dataset: str, index: int, text: str, key: str, label: str | 
 
 def _one_line(text: str, width: int = 80) -> str:
     """The start of ``text`` on one line (an option label)."""
-    flat = " ".join(text[: width * 2].split())
+    flat = " ".join(readable(text[: width * 2]).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 

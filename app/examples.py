@@ -10,11 +10,26 @@ computed from those tables, and so is the reading of the adaptivity figures (SPE
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+_BARE_ENTITY = re.compile(r"(?<!&)(#\d+);|(?<![&\w])(quot|amp|lt|gt|apos);")
+"""An HTML entity that lost its "&" ("it#39;s", " quot;no quot;"), as AG News' texts have them."""
+
+
+def readable(text: str) -> str:
+    """``text`` with AG News' HTML-entity leftovers decoded ("it#39;s" → "it's", "#36;10" → "$10",
+    "&lt;b&gt;" → "<b>") and its backslashes (lost line breaks) as spaces. The result is still
+    shown as plain text, never rendered as HTML."""
+    def restore(m: re.Match) -> str:  # a control character's number stays as it is ("item #1;")
+        return m.group(0) if m.group(1) and int(m.group(1)[1:]) < 32 else f"&{m.group(1) or m.group(2)};"
+
+    restored = _BARE_ENTITY.sub(restore, text)
+    return html.unescape(restored).replace("\\", " ")
 
 
 def per_example_table(frame: pd.DataFrame, texts: list[str] | None, label_names: list[str]) -> pd.DataFrame:
@@ -99,9 +114,14 @@ def example_label(row) -> str:
 
 
 def preview(text: str, width: int = 160) -> str:
-    """The start of ``text`` on one line, for table cells."""
-    flat = " ".join(text[: width * 3].split())
+    """The start of ``text`` on one line, :func:`readable`, for table cells."""
+    flat = " ".join(readable(text[: width * 3]).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def excerpt(text: str, limit: int = 3000) -> str:
+    """``text`` to read on a page (shown with ``st.text``): :func:`readable`, cut at ``limit``."""
+    return readable(text[:limit]) + ("…" if len(text) > limit else "")
 
 
 PER_EXAMPLE_KEYS = ("index", "label", "prediction")

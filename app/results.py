@@ -190,8 +190,9 @@ def ablation_table(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return table, [m for m, r in found if r is None]
 
 
-def sweep_cards(row: pd.Series, dense: pd.Series | None) -> list[Card]:
-    """The sweep page's headline numbers at one budget, each against dense when it is known."""
+def sweep_cards(row: pd.Series, dense: pd.Series | None, symbol: str = "s") -> list[Card]:
+    """The sweep page's headline numbers at one budget, each against dense when it is known
+    (``symbol``: the model's budget, s or bba's b)."""
 
     def versus(column: str, fmt) -> str | None:
         if dense is None or pd.isna(dense[column]) or pd.isna(row[column]):
@@ -215,7 +216,7 @@ def sweep_cards(row: pd.Series, dense: pd.Series | None) -> list[Card]:
         Card(
             "Heads run",
             show(row["heads_fraction"], ".0%"),
-            None if pd.isna(row["mean_s"]) else f"mean s {row['mean_s']:.2f}",
+            None if pd.isna(row["mean_s"]) else f"mean {symbol} {row['mean_s']:.2f}",
         ),
         Card("FLOPs vs dense", show(row["flops_ratio"], ".0%"), None),
         Card(

@@ -106,4 +106,4 @@ if "text" in differ and not differ.empty:
         key="ablation_pick",
     )
     open_in_explore(dataset, int(pick), by_index.loc[pick, "text"], key="ablation_open")
-    st.text(by_index.loc[pick, "text"][:3000])  # plain text, never HTML
+    st.text(examples.excerpt(by_index.loc[pick, "text"]))  # plain text, never HTML

@@ -20,6 +20,7 @@ from app.examples import (
     adaptivity_figures,
     adaptivity_reading,
     example_label,
+    excerpt,
     extremes,
     figure_text,
     in_terms_of,
@@ -349,7 +350,7 @@ for side, col, index in zip("ab", st.columns(2, gap="large"), indices, strict=Tr
         key=f"chart_eh_heads_{side}",
     )
     with col.expander("Text"):
-        st.text(row["text"][:3000] + ("…" if len(row["text"]) > 3000 else ""))
+        st.text(excerpt(row["text"]))
 st.caption(
     f"★ = the head ran (the top k by {'gate score z' if method.kind == 'bba' else 'relevance p'}); "
     "grey cells = heads that were not computed. Both maps use one colour scale."

@@ -12,7 +12,7 @@ import streamlit as st
 from app import charts
 from app.analysis import method_of
 from app.components import md_escape, open_in_explore, per_example_or_stop
-from app.examples import confusion_matrix, example_label, filter_examples, layer_columns, preview
+from app.examples import confusion_matrix, example_label, excerpt, filter_examples, layer_columns, preview
 from app.state import dataset_of, is_dense, model_config, selected_model
 
 PICK_KEY = "errors_pick"
@@ -182,4 +182,4 @@ st.caption(
     + ("" if dense else f" · mean {sym} {row['mean_s']:.3f}")
     + f" · {int(row['tokens'])} tokens read"
 )
-st.text(row["text"][:3000] + ("…" if len(row["text"]) > 3000 else ""))  # plain text, never HTML
+st.text(excerpt(row["text"]))  # plain text, never HTML

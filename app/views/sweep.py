@@ -13,8 +13,17 @@ import pandas as pd
 import streamlit as st
 
 from app import charts, results
+from app.analysis import method_of
 from app.components import csv_download, md_escape, result_column_config, sweeps_or_stop
-from app.state import available_models, dataset_of, get_checkpoint, is_dense, selected_model, test_samples
+from app.state import (
+    available_models,
+    dataset_of,
+    get_checkpoint,
+    is_dense,
+    model_config,
+    selected_model,
+    test_samples,
+)
 
 CHARTS = [  # (column, title, y axis, percent)
     ("accuracy", "Accuracy vs budget", "test accuracy", True),
@@ -24,15 +33,15 @@ CHARTS = [  # (column, title, y axis, percent)
 ]
 
 st.title("Budget sweep")
-st.caption(
-    "The model run at a requested budget b (the fraction of heads it may use), from 0.05 to 1, "
-    "on the held-out test split: accuracy and cost against dense (dotted), the zero-shot "
-    "post-hoc sweep and the per-budget specialists trained for one budget each."
-)
-
 name = selected_model()
 dataset = dataset_of(name)
 model = name.removeprefix(f"{dataset}-")
+if not is_dense(name):
+    st.caption(
+        "The model run at a requested budget b (the fraction of heads it may use), from 0.05 to 1, "
+        "on the held-out test split: accuracy and cost against dense (dotted), the zero-shot "
+        "post-hoc sweep and the per-budget specialists trained for one budget each."
+    )
 rows = sweeps_or_stop(dataset)
 config = result_column_config()
 
@@ -123,7 +132,8 @@ budget = st.slider("Budget b", 0.05, 1.0, 0.5, 0.05, key="sweep_budget", format=
 row = results.at_budget(curve, budget)
 if abs(row["b"] - budget) > 1e-6:
     st.caption(f"No point at b = {budget:.2f}; showing the nearest one, b = {row['b']:.2f}.")
-for col, card in zip(st.columns(6), results.sweep_cards(row, results.own_point(rows, "dense")), strict=True):
+sym = method_of(model_config(name)).symbol  # bba: its requested budget b
+for col, card in zip(st.columns(6), results.sweep_cards(row, results.own_point(rows, "dense"), sym), strict=True):
     col.metric(card.label, card.value, card.note, help=card.help, delta_color="off", delta_arrow="off")
 
 # ----------------------------------------------------------------------------- curves

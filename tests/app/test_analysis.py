@@ -145,7 +145,11 @@ def test_search_texts():
 def test_head_heatmap_marks_the_heads_that_ran():
     values = [[0.1, 0.6, 0.2, 0.1], [0.25, 0.25, 0.25, 0.25]]
     fig = charts.head_heatmap(values, [[1, 2], [0]], "p", colorbar_title="p")
-    heat, grey = fig.data
+    heat, grey, ran_key, not_run_key = fig.data
+    # the legend beside the map: what ★ and the grey cells are; those two traces draw nothing
+    assert (ran_key.name, not_run_key.name) == ("head ran (its p)", "not computed")
+    assert ran_key.marker.symbol == "star" and not_run_key.marker.color == charts.NOT_RUN
+    assert list(ran_key.x) == [None] and fig.layout.showlegend
     assert len(heat.z) == 2 and len(heat.z[0]) == 4
     stars = [[cell.startswith("★") for cell in row] for row in heat.text]
     assert stars == [[False, True, True, False], [True, False, False, False]]
@@ -158,6 +162,7 @@ def test_head_heatmap_marks_the_heads_that_ran():
     assert fig.layout.xaxis.title.text == "head" and fig.layout.yaxis.title.text == "layer"
     with_values = charts.head_heatmap(values, [[1, 2], [0]], "p", unrun_values=True, zmax=1.0)
     assert list(with_values.data[1].text[0]) == ["(0.10)", "", "", "(0.10)"]
+    assert with_values.data[3].name == "not computed (value in brackets)"
     assert with_values.data[0].zmax == 1.0
 
 
@@ -363,11 +368,21 @@ def test_page_charts():
     cm = charts.confusion_heatmap([[1, 2], [0, 3]], ["x", "y"])
     assert [list(r) for r in cm.data[0].z] == [[1, 2], [0, 3]] and list(cm.data[0].y) == ["x", "y"]
     sc = charts.budget_scatter([1, 2, 3], [0.1, 0.2, 0.3], [True, False, True], "abc", "t", "x")
-    assert [len(t.x) for t in sc.data] == [2, 1] and list(sc.data[1].text) == ["b"]
+    # WebGL; the smaller group first (beneath), both translucent
+    assert [t.name for t in sc.data] == ["misclassified", "correct"] and list(sc.data[0].text) == ["b"]
+    assert [len(t.x) for t in sc.data] == [1, 2] and {t.type for t in sc.data} == {"scattergl"}
+    assert all(0 < t.marker.opacity < 1 for t in sc.data)
+    mostly_wrong = charts.budget_scatter([1, 2, 3], [0.1, 0.2, 0.3], [False, True, False], "abc", "t", "x")
+    assert [t.name for t in mostly_wrong.data] == ["correct", "misclassified"]
+    assert sc.layout.yaxis.title.text == "mean budget s"
+    bba = charts.budget_scatter([1], [0.5], [True], "a", "t", "x", symbol="b")
+    assert bba.layout.yaxis.title.text == "mean budget b"
     box = charts.budget_by_class(["x", "y", "x"], [0.1, 0.2, 0.3], ["x", "y"])
     assert [list(t.y) for t in box.data] == [[0.1, 0.3], [0.2]]
-    hist = charts.budget_histogram([0.1, 0.2], 0.1, 0.45)
+    hist = charts.budget_histogram([0.3, 0.4], 0.1, 0.9)
     assert hist.layout.shapes[0].x0 == 0.1 and len(hist.data[0].x) == 2
+    lo, hi = hist.layout.xaxis.range  # the data's range, not the band's
+    assert 0.25 < lo < 0.3 and 0.4 < hi < 0.45
 
 
 # --------------------------------------------------------------------------- precomputed results
@@ -490,3 +505,15 @@ def test_k_by_need_and_the_adaptivity_notes():
     assert other.heads_ratio_hard_easy is None and other.frac_k_at_least_needed is None
     assert "other inputs" in examples.null_reason(other.notes, "rho_s_reference_loss", "?")
     assert "2 needed-head counts" in examples.null_reason(other.notes, "rho_k_needed", "?")
+
+
+def test_readable_decodes_ag_news_entity_leftovers():
+    assert examples.readable("it#39;s a #36;10 deal") == "it's a $10 deal"
+    assert examples.readable("said quot;no quot; today") == 'said "no " today'
+    assert examples.readable("&lt;b&gt;Bold&lt;/b&gt; A\\team") == "<b>Bold</b> A team"  # still shown as text
+    assert examples.readable("#151; and x&#39;y") == "— and x'y"
+    for plain in ("AT&T and R&D", "item #1; ok", "aliquot; x", "Ünïcode 🎉"):
+        assert examples.readable(plain) == plain
+    text = "Wall St. #39;s rally " * 300
+    assert "#39;" not in examples.preview(text) and examples.preview(text).startswith("Wall St. 's")
+    assert examples.excerpt(text, 30) == examples.readable(text[:30]) + "…"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -841,11 +842,18 @@ def pick_model(at: AppTest, model: str) -> AppTest:
 
 
 def page_words(at: AppTest) -> str:
-    """Every text of the page the user reads: markdown, metrics, widget labels, chart titles."""
-    widgets = [w.label for kind in ("radio", "slider", "toggle") for w in at.get(kind)]
+    """Every text of the page the user reads: markdown, metrics, widget labels, chart and axis
+    titles."""
+    widgets = [w.label for kind in ("radio", "slider", "toggle", "multiselect") for w in at.get(kind)]
     widgets += [o for r in at.radio for o in r.options]
     metrics = [f"{m.label} {m.value} {m.proto.body}" for m in at.metric]
-    return " ".join([*all_markdown(at), *widgets, *metrics, *charts(at)])
+    axes = [axis_title(spec, key) for spec in charts(at).values() for key in spec["layout"] if key[1:5] == "axis"]
+    return " ".join([*all_markdown(at), *widgets, *metrics, *charts(at), *axes])
+
+
+def axis_title(spec: dict, key: str) -> str:
+    title = spec["layout"][key].get("title") or {}
+    return title.get("text", "") if isinstance(title, dict) else str(title)
 
 
 def class_axes_are_categories(spec: dict, labels: list[str], axes: tuple[str, ...]) -> None:
@@ -854,78 +862,120 @@ def class_axes_are_categories(spec: dict, labels: list[str], axes: tuple[str, ..
         assert spec["data"][0][axis] == [str(n) for n in labels]
 
 
+def every_axis_and_colour_bar_has_a_title(at: AppTest) -> None:
+    for title, spec in charts(at).items():
+        for key in (k for k in spec["layout"] if k[1:5] == "axis"):
+            assert axis_title(spec, key), (title, key)
+        for trace in spec["data"]:
+            if trace["type"] == "heatmap" and trace.get("showscale", True):
+                assert trace["colorbar"]["title"]["text"], title
+
+
+FOREIGN = {  # words of another method, case-insensitive: each page speaks its model's own
+    "bba": [r"f_θ", r"g_φ", r"s·H·p", r"\bbudget s\b", r"\bmean s\b", r"relevance p\b", r"ρ\(s\b",
+            r"\bs vs\b", r"\bs per layer", r"\bs went from"],
+    "budgetformer": [r"requested budget b", r"gate scores? z", r"ρ\(b\b", r"\bmean b\b", r"\bbudget b\b"],
+    "dense": [r"requested budget b", r"gate scores? z"],
+}  # fmt: skip
+PAGES = ("explore", "sweep", "easy_hard", "ablations", "errors", "dynamics")
+SAME_FOR_EVERY_MODEL = ("ablations",)
+"""Pages about the dataset's models side by side (BudgetFormer's ablations and BBA): each model
+is named there in its own words, whichever is picked in the sidebar."""
+
+
 @pytest.mark.parametrize("model", available_models())
-def test_explore_speaks_each_models_method(model):
+def test_every_page_speaks_the_models_method(model):
+    """Every page × every shipped model in one session: the method's own vocabulary, categorical
+    class axes, titled axes and colour bars, and what each page shows of that kind of model."""
     cfg = config(model)
-    mcfg, labels = cfg["model"], cfg["label_names"]
+    mcfg, labels, variant = cfg["model"], cfg["label_names"], cfg["model"]["variant"]
+    history = json.loads((CHECKPOINTS / model / "history.json").read_text() or "[]")
+    texts_here = cfg["dataset"] in ("bbc", "synthetic", "synthetic_var")
     at = pick_model(run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT)), model)
+    for view in PAGES:
+        if view != "explore":
+            open_page(at, view)
+        words = page_words(at)
+        if view not in SAME_FOR_EVERY_MODEL and not (view == "sweep" and variant == "budgetformer"):
+            # (the sweep runs a BudgetFormer at requested budgets b too: there b is its word)
+            for word in FOREIGN[variant]:
+                assert not re.search(word, words, re.IGNORECASE), (view, word)
+        every_axis_and_colour_bar_has_a_title(at)
+        check = PAGE_CHECKS.get(view)
+        if check is not None:
+            check(at, mcfg, labels, history, texts_here)
+
+
+def check_explore(at, mcfg, labels, history, texts_here):
+    variant = mcfg["variant"]
     assert at.title[0].value == "Explore an input"
     class_axes_are_categories(chart(at, "Class probabilities"), labels, ("y",))
     words = page_words(at)
-    variant = mcfg["variant"]
     if variant == "bba":
-        for foreign in ("f_θ", "g_φ", "s·H·p", "Budget s", "relevance p"):
-            assert foreign not in words, foreign
         assert metric(at, "Requested budget b per layer") == " / ".join(
             [f"{mcfg['default_budget']:.2f}"] * mcfg["n_layers"]
         )
         assert chart(at, "Gate scores z") and chart(at, "Requested budget b per layer")
         assert chart(at, "Head weight w")["layout"]["title"]["text"].endswith("1 on the heads that ran, 0 elsewhere")
     elif variant == "budgetformer":
-        assert "requested budget b" not in words.lower() and metric(at, "Budget s per layer")
+        assert metric(at, "Budget s per layer")
         gated = mcfg.get("head_weighting", "scaled") == "gated"
         weights = chart(at, "Head weight w")["layout"]["title"]["text"]
         assert weights == ("Head weight w = 1 on the heads that ran" if gated else "Head weight w = s·H·p")
         assert ("w = 1" in words) == gated and ("w = s·H·p" in words) != gated
     else:
-        assert "requested budget b" not in words.lower() and not at.toggle
+        assert not at.toggle  # nothing to ablate
     if variant != "dense":  # heads not computed: grey, no colour, w shown as —
-        ran, grey = chart(at, "Head weight w")["data"][:2]
+        ran, grey, *legend = chart(at, "Head weight w")["data"]
         ks = [int(k) for k in metric(at, "Heads run per layer").split(" / ")]
         assert [sum(v is not None for v in row) for row in ran["z"]] == ks
         assert [row.count("—") for row in grey["text"]] == [mcfg["n_heads"] - k for k in ks]
         relevance = chart(at, "Gate scores z" if variant == "bba" else "Head relevance p")
         assert relevance["data"][0]["colorbar"]["title"]["text"] in ("p", "softmax(z)")
         assert relevance["layout"]["xaxis"]["title"]["text"] == "head"
+        # the legend beside the map says what ★ and the grey cells are
+        names = [t["name"] for t in relevance["data"][2:]]
+        assert names[0].startswith("head ran") and names[1].startswith("not computed")
+        assert relevance["layout"]["showlegend"]
 
 
-@pytest.mark.parametrize("model", available_models())
-def test_training_dynamics_speaks_each_models_method(model):
-    mcfg = config(model)["model"]
-    at = pick_model(run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT)), model)
-    open_page(at, "dynamics")
-    words = page_words(at)
-    if not json.loads((CHECKPOINTS / model / "history.json").read_text() or "[]"):
+def check_errors(at, mcfg, labels, history, texts_here):
+    sym = "b" if mcfg["variant"] == "bba" else "s"
+    assert bool(at.get("plotly_chart")) or not texts_here
+    if at.get("plotly_chart"):
+        class_axes_are_categories(chart(at, "Confusion matrix"), labels, ("x", "y"))
+        assert metric(at, f"Mean {sym} when right")
+
+
+def check_easy_hard(at, mcfg, labels, history, texts_here):
+    if mcfg["variant"] == "dense" or not at.get("plotly_chart"):
         return
+    sym = "b" if mcfg["variant"] == "bba" else "s"
+    assert metric(at, f"Mean {sym} on the test split") and metric(at, f"ρ({sym}, dense loss)")
+    by_class = chart(at, f"Mean budget {sym} by true class")
+    assert by_class["layout"]["xaxis"]["type"] == "category"
+    assert by_class["layout"]["xaxis"]["categoryarray"] == [str(n) for n in labels]
+    assert [t["x"][0] for t in by_class["data"] if t["x"]] == [
+        str(n) for n, t in zip(labels, by_class["data"], strict=True) if t["x"]
+    ]
+    for title in (f"{sym} vs prediction entropy", f"{sym} vs loss", f"{sym} vs length"):
+        assert {t["type"] for t in chart(at, title)["data"]} == {"scattergl"}  # WebGL
+
+
+def check_dynamics(at, mcfg, labels, history, texts_here):
+    if not history:
+        return
+    words = page_words(at)
     if mcfg["variant"] == "bba":
-        assert "β" not in words and "band" not in words and "s went from" not in words
+        assert "β" not in words and "band" not in words
         assert "soft gate" in words and "hard-gate adaptation" in words
         assert chart(at, "Share of heads run") and not [t for t in charts(at) if "β" in t]
     elif mcfg["variant"] == "budgetformer":
         assert chart(at, "Entropy weight β(t)") and "exploration" in words
 
 
-@pytest.mark.parametrize("model", available_models())
-def test_class_axes_are_categories_on_errors_and_easy_vs_hard(model):
-    cfg = config(model)
-    labels, shipped_texts = cfg["label_names"], cfg["dataset"] in ("bbc", "synthetic")
-    at = pick_model(run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT)), model)
-    sym = "b" if cfg["model"]["variant"] == "bba" else "s"
-    open_page(at, "errors")
-    assert bool(at.get("plotly_chart")) or not shipped_texts
-    if at.get("plotly_chart"):
-        class_axes_are_categories(chart(at, "Confusion matrix"), labels, ("x", "y"))
-        assert metric(at, f"Mean {sym} when right")
-    open_page(at, "easy_hard")
-    if cfg["model"]["variant"] != "dense" and at.get("plotly_chart"):
-        assert metric(at, f"Mean {sym} on the test split")
-    if cfg["model"]["variant"] != "dense" and at.get("plotly_chart"):
-        by_class = chart(at, "Mean budget s by true class")
-        assert by_class["layout"]["xaxis"]["type"] == "category"
-        assert by_class["layout"]["xaxis"]["categoryarray"] == [str(n) for n in labels]
-        assert [t["x"][0] for t in by_class["data"] if t["x"]] == [
-            str(n) for n, t in zip(labels, by_class["data"], strict=True) if t["x"]
-        ]
+PAGE_CHECKS = {"explore": check_explore, "errors": check_errors, "easy_hard": check_easy_hard,
+               "dynamics": check_dynamics}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- controls that are what they look
