@@ -95,8 +95,9 @@ def check_batches(n_rows: int, batch_size: int) -> None:
     """Refuse, before training, batches too small to give every process a row."""
     smallest = min(batch_size, n_rows % batch_size or batch_size)  # the last batch may be short
     if smallest < world_size():
-        raise ValueError(f"a batch of {smallest} rows cannot be shared by {world_size()} processes: choose "
-                         f"batch_size (and max_train) so that every batch holds at least {world_size()} rows")
+        rows = f"{smallest} row{'s' if smallest > 1 else ''}"
+        raise ValueError(f"a batch of {rows} cannot be shared by {world_size()} processes: choose batch_size (and "
+                         f"max_train) so that every batch, an epoch's last too, holds at least {world_size()} rows")
 
 
 def wrap(model: nn.Module, seed: int) -> nn.Module:

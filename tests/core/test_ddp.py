@@ -103,13 +103,27 @@ def gradient_gaps() -> dict[str, float]:
     return gaps
 
 
+def helpers() -> dict:
+    """What the small helpers give on this rank: sums over ranks (types kept), rank 0's text, the
+    refusal of a batch too small to share."""
+    try:
+        distributed.check_batches(33, 32)  # the last batch would hold 1 row for 2 processes
+        refused = None
+    except ValueError as e:
+        refused = str(e)
+    mine = distributed.sum_over_ranks({"loss": 0.5, "correct": distributed.rank() + 1})
+    return {"sums": mine, "int": type(mine["correct"]).__name__, "refused": refused,
+            "text": distributed.broadcast_text(f"rank {distributed.rank()}: β ✓")}
+
+
 def worker(data: str, out: str, report_dir: str) -> int:
-    """One torchrun rank: the gradient check, then ``budgetformer train``; writes rank<r>.json."""
+    """One torchrun rank: the helpers, the gradient check, then ``budgetformer train``; writes rank<r>.json."""
     with distributed.process_group():
-        gaps = gradient_gaps()
+        report = {"rank": distributed.rank(), "world_size": distributed.world_size(), "helpers": helpers(),
+                  "gaps": gradient_gaps()}
         with training_inputs() as seen:
             code = cli.main(["train", "--dataset", data, "--out", out, *TRAIN])
-        report = {"rank": distributed.rank(), "world_size": distributed.world_size(), "gaps": gaps, "batches": seen}
+        report["batches"] = seen
         Path(report_dir, f"rank{distributed.rank()}.json").write_text(json.dumps(report))
     return code
 
@@ -127,17 +141,22 @@ def one_thread():
 
 def test_two_processes_train_what_one_process_trains(tmp_path, capsys):
     data = str(write_task(tmp_path / "task.csv"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    two_processes = subprocess.Popen(  # torchrun starts its processes while this one trains alone
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", __file__, data,
+         str(tmp_path / "two"), str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        cwd=ROOT)
     with one_thread(), training_inputs() as single:
         assert cli.main(["train", "--dataset", data, "--out", str(tmp_path / "one"), *TRAIN]) == 0
     printed_single = json.loads(capsys.readouterr().out)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          __file__, data, str(tmp_path / "two"), str(tmp_path)],
-                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
+    try:
+        stdout, stderr = two_processes.communicate(timeout=300)
+    finally:
+        two_processes.kill()
+    assert two_processes.returncode == 0, stderr[-3000:]
 
-    printed = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    assert len(printed) == 1, run.stdout  # rank 0 alone prints
+    printed = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    assert len(printed) == 1, stdout  # rank 0 alone prints
     assert printed[0]["world_size"] == 2 and printed_single["world_size"] == 1
     one = json.loads((tmp_path / "one" / "config.json").read_text())
     two = json.loads((tmp_path / "two" / "config.json").read_text())
@@ -152,6 +171,10 @@ def test_two_processes_train_what_one_process_trains(tmp_path, capsys):
 
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["world_size"] for r in ranks] == [2, 2]
+    for r in ranks:
+        assert r["helpers"]["sums"] == {"loss": 1.0, "correct": 3} and r["helpers"]["int"] == "int"
+        assert r["helpers"]["text"] == "rank 0: β ✓"
+        assert "a batch of 1 row cannot be shared by 2 processes" in r["helpers"]["refused"]
     for r in ranks:  # DDP's reduced gradient of the shards is the gradient of the whole batch
         assert max(r["gaps"].values()) < 1e-5, r["gaps"]
     a, b = ranks[0]["batches"], ranks[1]["batches"]
