@@ -33,7 +33,7 @@ from .budget import ABLATIONS, Control, ablation
 from .checkpoint import check_out_dir, json_safe, load_checkpoint
 from .config import ModelConfig, TrainConfig, apply_overrides
 from .data import Split, load_dataset, source_path
-from .infer import analyze, check_texts, evaluate_split
+from .infer import MAX_CHARS, analyze, check_texts, evaluate_split
 from .model import BudgetFormer
 
 
@@ -139,6 +139,10 @@ def checkpoint_split(ckpt, args: argparse.Namespace, default: str = "test") -> t
             f"the {args.split} split ({n} rows, split seed {split_seed}) of {where}")
     if len(split) < n:
         rows = f"the first {len(split)} of {rows}"
+    too_long = next((i for i, t in enumerate(split.texts) if len(t) > MAX_CHARS), None)
+    if too_long is not None:  # the rule of every surface (predict, the app): budgetformer_core.infer.MAX_CHARS
+        raise ValueError(f"text {too_long + 1} of {rows} has {len(split.texts[too_long]):,} characters; the limit "
+                         f"is {MAX_CHARS:,} (the model reads only its first {ckpt.config.max_len} tokens: cut it)")
     return dataset_name, split, rows
 
 

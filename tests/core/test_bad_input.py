@@ -1,0 +1,406 @@
+"""Bad input on every surface — the command line, the Python API and the app — gets a correct
+result or a clear one-line error: exit status 2 (130 for Ctrl-C, tested in test_resume.py), never
+a traceback, and no good file changes (every file is hashed before and after each case).
+
+The cases are those of issue 14 ("Trust and scale") and SPEC §5: labels a checkpoint does not
+know, a dataset of another task, non-finite or out-of-range settings, sizes that would allocate
+gigabytes, a checkpoint in the way, changed or damaged checkpoint files, input files that are not
+UTF-8 or hold blank lines, and texts that are empty, odd or over the one length limit
+(:data:`budgetformer_core.infer.MAX_CHARS`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from budgetformer_core.checkpoint import CheckpointError, file_sha256, load_checkpoint
+from budgetformer_core.cli import main
+from budgetformer_core.infer import MAX_CHARS
+
+from ..conftest import PRECOMPUTED
+
+BBC = PRECOMPUTED / "bbc-dense"
+BBC_BF = PRECOMPUTED / "bbc-budgetformer"
+
+
+def snapshot(*roots: Path) -> dict[str, str]:
+    """sha256 of every file under ``roots``."""
+    return {str(p): file_sha256(p) for root in roots for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def ws(tiny_checkpoint, tmp_path_factory) -> Path:
+    """Good files: the tiny synthetic checkpoint (classes 00, 10, 01, 11) and data files for it."""
+    from budgetformer_core.data import load_synthetic
+
+    ws = tmp_path_factory.mktemp("ws")
+    shutil.copytree(tiny_checkpoint, ws / "ckpt")
+    split = load_synthetic().split("test").head(40)
+    names = ["00", "10", "01", "11"]
+
+    def write(name: str, labels, texts=None) -> None:
+        pd.DataFrame({"text": texts or split.texts, "label": labels}).to_csv(ws / name, index=False)
+
+    pairs = [(t, y) for t, y in zip(split.texts, split.labels) if y in (1, 3)]
+    write("two_classes.csv", [names[y] for _, y in pairs], [t for t, _ in pairs])
+    write("all.csv", [names[y] for y in split.labels])
+    write("unseen.csv", ["10", "tennis"] * 20)
+    write("ints.csv", [7, 8, 9, 10, 11] * 8)
+    write("nan.csv", ["NaN", "10"] * 20)
+    write("empty_label.csv", ["", "10"] * 20)
+    write("negative.csv", [-1, 0] * 20)
+    write("long.csv", ["10"] * 40, split.texts[:39] + ["w1 " * (MAX_CHARS // 3 + 1)])
+    pd.DataFrame({"text": ["a goal in the final", "a merger of two banks"] * 5,
+                  "label": [7, 8, 9, 10, 11] * 2}).to_csv(ws / "bbc_ints.csv", index=False)
+    (ws / "lines.txt").write_bytes("w1 m0 a\u2028w2 m1 b\r\nw3 m0 b\x85w4\n".encode())
+    (ws / "blank.txt").write_text("w1 m0 a\n\n   \nw2 m1 b\n")
+    (ws / "latin1.txt").write_bytes(b"w1 m0 a\nw2 \xff m1\nw3\n")
+    (ws / "empty.txt").write_text("")
+    (ws / "long.txt").write_text("w1 m0 a\n" + "w " * (MAX_CHARS // 2 + 1) + "\n")
+    (ws / "a_file").write_text("not a folder")
+    return ws
+
+
+def damaged(ws: Path, tmp_path: Path, how: str) -> Path:
+    """A copy of the good checkpoint with one thing wrong (the good one is left alone)."""
+    bad = tmp_path / "bad"
+    shutil.copytree(ws / "ckpt", bad)
+    weights, config = bad / "model.safetensors", bad / "config.json"
+    if how == "bit flip":
+        data = bytearray(weights.read_bytes())
+        data[-3] ^= 0x01
+        weights.write_bytes(bytes(data))
+    elif how == "truncated":
+        weights.write_bytes(weights.read_bytes()[:500])
+    elif how == "other tokenizer":
+        from budgetformer_core.tokenizer import train_tokenizer
+
+        other = train_tokenizer(["shares rose after record profits", "the match ended in a draw"] * 5, 200)
+        (bad / "tokenizer.json").write_text(other.to_str(pretty=False) + "\n")
+    else:  # a config value: "field=json"
+        field, value = how.split("=", 1)
+        cfg = json.loads(config.read_text())
+        cfg["model"][field] = json.loads(value)
+        config.write_text(json.dumps(cfg))  # json writes NaN bare
+    return bad
+
+
+def cli(capsys, argv: list[str]) -> tuple[int, str, str]:
+    """``budgetformer ARGV`` in this process: exit status (argparse's usage errors too), stdout, stderr."""
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def rows(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def scored(split: str = "all") -> Callable[[str], None]:
+    """A JSON evaluation of every row of the file (``all``) or of its split."""
+    def check(out: str) -> None:
+        r = json.loads(out)
+        path = r["rows"].rsplit(" of ", 1)[1]
+        n = len(pd.read_csv(path))
+        assert r["split"] == split and 0.0 <= r["accuracy"] <= 1.0
+        assert r["n"] == n if split == "all" else 0 < r["n"] < n
+
+    return check
+
+
+def predicted(lines: list[int | None], errors: dict[int, str] | None = None) -> Callable[[str], None]:
+    def check(out: str) -> None:
+        got = rows(out)
+        assert [r.get("line") for r in got] == lines
+        for r in got:
+            if r.get("line") in (errors or {}):
+                assert errors[r["line"]] in r["error"]
+            else:
+                assert sum(r["probs"].values()) == pytest.approx(1, abs=1e-5)
+
+    return check
+
+
+TRAIN = ["train", "--dataset", "synthetic", "--out", "{tmp}/new", "--quiet"]
+# id, argv ({ckpt}: the good checkpoint, {ws}: the data files, {bad}: a damaged copy, {tmp}: a
+# fresh folder), the expected exit status, and for 2 a pattern of the one-line error, for 0 a check
+CLI_CASES = [
+    # labels: the checkpoint's label_names are the truth
+    ("eval: a file of two of the four classes, by name", ["eval", "--checkpoint", "{ckpt}", "--dataset",
+     "{ws}/two_classes.csv", "--json"], 0, scored()),
+    ("eval: a single file is scored whole", ["eval", "--checkpoint", "{ckpt}", "--dataset", "{ws}/all.csv",
+     "--json"], 0, scored()),
+    ("eval: --split test of a file", ["eval", "--checkpoint", "{ckpt}", "--dataset", "{ws}/all.csv", "--split",
+     "test", "--json"], 0, scored("test")),
+    ("eval: unseen label strings", ["eval", "--checkpoint", "{ckpt}", "--dataset", "{ws}/unseen.csv"], 2,
+     r"labels the model does not know \('tennis'\)"),
+    ("eval: integer labels 7-11", ["eval", "--checkpoint", "{ckpt}", "--dataset", "{ws}/ints.csv"], 2,
+     r"labels must lie in \[0, 4\)"),
+    ("eval: integer labels 7-11 on the 5-class BBC model", ["eval", "--checkpoint", str(BBC), "--dataset",
+     "{ws}/bbc_ints.csv"], 2, r"labels must lie in \[0, 5\)"),
+    ("eval: a label 'NaN' is not a new class", ["eval", "--checkpoint", "{ckpt}", "--dataset", "{ws}/nan.csv"], 2,
+     r"does not know \('NaN'\)"),
+    ("eval: negative integer labels", ["eval", "--checkpoint", "{ckpt}", "--dataset", "{ws}/negative.csv"], 2,
+     r"labels must lie in \[0, 4\)"),
+    ("eval: empty label cells", ["eval", "--checkpoint", "{ckpt}", "--dataset", "{ws}/empty_label.csv"], 2,
+     "empty label"),
+    ("eval: --dataset synthetic on a BBC checkpoint", ["eval", "--checkpoint", str(BBC), "--dataset", "synthetic"],
+     2, "a different task"),
+    ("eval: --limit -1", ["eval", "--checkpoint", "{ckpt}", "--limit", "-1"], 2, "positive integer"),
+    ("eval: --limit 0", ["eval", "--checkpoint", "{ckpt}", "--limit", "0"], 2, "positive integer"),
+    ("eval: an unknown dataset", ["eval", "--checkpoint", "{ckpt}", "--dataset", "imagenet"], 2, "unknown dataset"),
+    ("eval: a text over the length limit", ["eval", "--checkpoint", "{ckpt}", "--dataset", "{ws}/long.csv"], 2,
+     f"text 40 of all 40 labelled rows .* the limit is {MAX_CHARS:,}"),
+    ("eval: --budget 0", ["eval", "--checkpoint", "{ckpt}", "--budget", "0"], 2, r"budget must be in \(0, 1\]"),
+    ("eval: --budget nan", ["eval", "--checkpoint", "{ckpt}", "--budget", "nan"], 2, r"budget must be in \(0, 1\]"),
+    ("eval: --budget on a dense model", ["eval", "--checkpoint", str(BBC), "--budget", "0.5"], 2,
+     "a dense checkpoint has no budget"),
+    ("prune: unknown labels, before ranking", ["prune", "--checkpoint", str(BBC), "--dataset", "{ws}/unseen.csv",
+     "--out", "{tmp}/p"], 2, "'10', 'tennis'|does not know"),
+    ("prune: not a dense checkpoint", ["prune", "--checkpoint", "{ckpt}", "--out", "{tmp}/p"], 2,
+     "ranks the heads of a dense checkpoint"),
+    # checkpoints: missing, damaged, changed
+    ("predict: a checkpoint that is not there", ["predict", "--checkpoint", "/nonexistent/ckpt", "hi"], 2,
+     "not a directory"),
+    ("eval: a checkpoint folder without its files", ["eval", "--checkpoint", "{ws}"], 2, "lacks model.safetensors"),
+    ("eval: a bit-flipped model.safetensors", ["eval", "--checkpoint", "{bad}"], 2,
+     r"model\.safetensors has changed since the checkpoint was written", "bit flip"),
+    ("predict: a tokenizer.json from another checkpoint", ["predict", "--checkpoint", "{bad}", "w1 m0 a"], 2,
+     r"tokenizer\.json has changed since the checkpoint was written", "other tokenizer"),
+    ("eval: truncated weights", ["eval", "--checkpoint", "{bad}"], 2, "corrupt or truncated", "truncated"),
+    ("predict: config.json with tau NaN", ["predict", "--checkpoint", "{bad}", "w1"], 2, "NaN", "tau=NaN"),
+    ("predict: config.json with max_len 8000000", ["predict", "--checkpoint", "{bad}", "w1"], 2,
+     "max_len must be <= 65,536", "max_len=8000000"),
+    ("predict: config.json with a string n_heads", ["predict", "--checkpoint", "{bad}", "w1"], 2,
+     "n_heads must be an integer", 'n_heads="4"'),
+    ("predict: config.json with vocab_size 1", ["predict", "--checkpoint", "{bad}", "w1"], 2,
+     "vocab_size must be >= 3", "vocab_size=1"),
+    # texts
+    ("predict: an empty text", ["predict", "--checkpoint", "{ckpt}", ""], 2, "empty"),
+    ("predict: a text of white space", ["predict", "--checkpoint", "{ckpt}", " \n\t "], 2, "empty"),
+    ("predict: no input", ["predict", "--checkpoint", "{ckpt}"], 2, "no input"),
+    ("predict: a text over the length limit", ["predict", "--checkpoint", "{ckpt}", "x" * (MAX_CHARS + 1)], 2,
+     f"the limit is {MAX_CHARS:,}"),
+    ("predict: a text of exactly the limit", ["predict", "--checkpoint", "{ckpt}", "--json", "w " * (MAX_CHARS // 2)],
+     0, predicted([None])),
+    ("predict: markup, emoji, RTL, NUL", ["predict", "--checkpoint", "{ckpt}", "--json", "<b>x</b> 🚀 שלום \x00"],
+     0, predicted([None])),
+    ("predict --input-file: lines end at \\n only", ["predict", "--checkpoint", "{ckpt}", "--json", "--input-file",
+     "{ws}/lines.txt"], 0, predicted([1, 2])),
+    ("predict --input-file: blank lines are numbered error rows", ["predict", "--checkpoint", "{ckpt}", "--json",
+     "--input-file", "{ws}/blank.txt"], 2, "2 of 4 inputs were not classified"),
+    ("predict --input-file: invalid UTF-8 names the line", ["predict", "--checkpoint", "{ckpt}", "--json",
+     "--input-file", "{ws}/latin1.txt"], 2, "line 2 is not valid UTF-8"),
+    ("predict --input-file: a line over the length limit", ["predict", "--checkpoint", "{ckpt}", "--json",
+     "--input-file", "{ws}/long.txt"], 2, "1 of 2 inputs were not classified"),
+    ("predict --input-file: an empty file", ["predict", "--checkpoint", "{ckpt}", "--input-file", "{ws}/empty.txt"],
+     2, "has no lines"),
+    ("predict --input-file: a file that is not there", ["predict", "--checkpoint", "{ckpt}", "--input-file",
+     "{ws}/nowhere.txt"], 2, "cannot read"),
+    # training settings, checked before anything runs
+    *[(f"train: --set {item}", [*TRAIN, "--set", item], 2, message) for item, message in [
+        ("lr=inf", "lr must be a finite number"), ("tau=nan", "tau must be a finite number"),
+        ("grad_clip=nan", "grad_clip must be a finite number"), ("weight_decay=nan", "weight_decay must be a finite"),
+        ("lambda_budget=nan", "lambda_budget must be a finite"), ("grad_clip=-1", "grad_clip must be > 0"),
+        ("max_train=-5", "max_train must be >= 0"), ("budget_hidden=0", "budget_hidden must be >= 1"),
+        ("max_len=8000000", "max_len must be <= 65,536"), ("vocab_size=1", "vocab_size must be >= 3"),
+        ("n_heads=four", "expected int"), ("d_model=65536", "implies about"), ("warp_speed=9", "unknown config key"),
+    ]],
+    ("train: --out an existing file", [*TRAIN[:3], "--out", "{ws}/a_file"], 2, "existing file"),
+    ("train: --out inside a file", [*TRAIN[:3], "--out", "/dev/null/ckpt"], 2, "is a file, not a folder"),
+    ("train: --out a folder of other files", [*TRAIN[:3], "--out", "{ws}"], 2, "holding other files"),
+    ("train: --out an existing checkpoint, no --force", [*TRAIN[:3], "--out", "{ckpt}"], 2,
+     "already holds a checkpoint; pass --force"),
+    ("prune: --out an existing checkpoint, no --force", ["prune", "--checkpoint", str(BBC), "--out", "{ckpt}"], 2,
+     "already holds a checkpoint; pass --force"),
+    ("train: an unknown dataset", ["train", "--dataset", "imagenet", "--out", "{tmp}/x"], 2, "unknown dataset"),
+    ("train: --resume a folder without a saved run", ["train", "--resume", "{ws}"], 2, "not the saved state"),
+    ("train: no --out", ["train", "--dataset", "synthetic"], 2, "train needs --out"),
+    ("bench: --set max_len=8000000", ["bench", "--set", "max_len=8000000"], 2, "max_len must be <= 65,536"),
+    ("bench: --seq-len over max_len", ["bench", "--checkpoint", "{ckpt}", "--seq-len", "100000"], 2,
+     r"seq_len must be in \[1, 64\]"),
+    ("an unknown command", ["transmogrify"], 2, "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("case", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+def test_cli(capsys, ws, tmp_path, case):
+    name, argv, expected, check, *damage = case
+    bad = damaged(ws, tmp_path, damage[0]) if damage else None
+    argv = [a.format(ckpt=ws / "ckpt", ws=ws, tmp=tmp_path, bad=bad) for a in argv]
+    good = (ws, BBC, BBC_BF)
+    before = snapshot(*good)
+    code, out, err = cli(capsys, argv)
+    assert code == expected, (code, out, err)
+    assert "Traceback" not in out + err
+    if expected:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 or lines[0].startswith("usage:"), err  # argparse's usage errors: usage, then the error
+        assert re.search(check, lines[-1]), err
+    else:
+        check(out)
+    assert snapshot(*good) == before  # no good file changed
+    assert not (tmp_path / "new").exists() and not (tmp_path / "p").exists()  # nothing half-written
+
+
+API_CASES = [
+    ("analyze: an empty text", lambda c: _analyze(c, [""]), ValueError, "empty"),
+    ("analyze: white space", lambda c: _analyze(c, ["   \n\t"]), ValueError, "empty"),
+    ("analyze: no texts", lambda c: _analyze(c, []), ValueError, "no texts"),
+    ("analyze: a string, not a list", lambda c: _analyze(c, "a string"), ValueError, "list"),
+    ("analyze: None in the list", lambda c: _analyze(c, [None]), ValueError, "not text"),
+    ("analyze: over the length limit", lambda c: _analyze(c, ["x" * (MAX_CHARS + 1)]), ValueError,
+     f"the limit is {MAX_CHARS:,}"),
+    ("load_checkpoint: a bit-flipped weight file", lambda c: load_checkpoint(c.bad("bit flip")), CheckpointError,
+     "has changed"),
+    ("load_checkpoint: another checkpoint's tokenizer", lambda c: load_checkpoint(c.bad("other tokenizer")),
+     CheckpointError, "tokenizer.json has changed"),
+    ("load_checkpoint: tau NaN in config.json", lambda c: load_checkpoint(c.bad("tau=NaN")), CheckpointError, "NaN"),
+    ("ModelConfig: max_len 8000000", lambda c: _model(max_len=8_000_000), ValueError, "max_len must be <="),
+    ("ModelConfig: a string n_heads", lambda c: _model(n_heads="8"), ValueError, "n_heads must be an integer"),
+    ("ModelConfig: vocab_size 1", lambda c: _model(vocab_size=1), ValueError, "vocab_size must be >= 3"),
+    ("TrainConfig: lr inf", lambda c: _train_cfg(lr=float("inf")), ValueError, "lr must be a finite number"),
+    ("load_dataset: an unknown name", lambda c: _load("imagenet"), ValueError, "unknown dataset"),
+    ("load_dataset: another task's classes", lambda c: _load("bbc", classes=["00", "10", "01", "11"]), ValueError,
+     "different task"),
+    ("save_checkpoint: over a folder of other files", lambda c: _save_into(c, c.ws), CheckpointError,
+     "other than a checkpoint"),
+    ("train: over a checkpoint without force", lambda c: _train_into(c.ws / "ckpt"), CheckpointError,
+     "pass --force"),
+]
+
+
+class Ctx:
+    def __init__(self, ws: Path, tmp_path: Path):
+        self.ws, self.tmp_path = ws, tmp_path
+
+    def ckpt(self):
+        return load_checkpoint(self.ws / "ckpt")
+
+    def bad(self, how: str) -> Path:
+        return damaged(self.ws, self.tmp_path, how)
+
+
+def _analyze(c: Ctx, texts):
+    from budgetformer_core.infer import analyze
+
+    return analyze(c.ckpt(), texts)
+
+
+def _model(**kw):
+    from budgetformer_core.config import ModelConfig
+
+    return ModelConfig(**kw)
+
+
+def _train_cfg(**kw):
+    from budgetformer_core.config import TrainConfig
+
+    return TrainConfig(**kw)
+
+
+def _load(name: str, **kw):
+    from budgetformer_core.data import load_dataset
+
+    return load_dataset(name, **kw)
+
+
+def _save_into(c: Ctx, path: Path):
+    from budgetformer_core.checkpoint import save_checkpoint
+
+    ckpt = c.ckpt()
+    return save_checkpoint(path, ckpt.model, ckpt.tokenizer, ckpt.label_names)
+
+
+def _train_into(out: Path):
+    from budgetformer_core.config import ModelConfig, TrainConfig
+    from budgetformer_core.data import load_synthetic
+    from budgetformer_core.train import train
+
+    return train(load_synthetic(), ModelConfig(), TrainConfig(), out, progress=False)
+
+
+@pytest.mark.parametrize("case", API_CASES, ids=[c[0] for c in API_CASES])
+def test_api(ws, tmp_path, case):
+    _, call, error, message = case
+    before = snapshot(ws, BBC)
+    with pytest.raises(error, match=message):
+        call(Ctx(ws, tmp_path))
+    assert snapshot(ws, BBC) == before
+
+
+# --------------------------------------------------------------------------- the app
+
+def test_app_cuts_at_the_one_limit():
+    from app.analysis import prepare_text
+
+    for text, kept, cut in [("x" * (MAX_CHARS + 5), MAX_CHARS, True), ("x" * MAX_CHARS, MAX_CHARS, False),
+                            (None, 0, False), ("", 0, False)]:
+        prepared = prepare_text(text)
+        assert (len(prepared.text), prepared.cut, prepared.limit) == (kept, cut, MAX_CHARS)
+
+
+def test_app_reads_no_folder_outside_the_operators_list(tmp_path, monkeypatch):
+    from app import state
+
+    allowed, private = tmp_path / "data", tmp_path / "private"
+    allowed.mkdir()
+    private.mkdir()
+    (private / "secret.csv").write_text("text,label\nmy diary,World\n")
+    (allowed / "one.csv").write_text("text,label\na text,World\n")
+    monkeypatch.setenv(state.DATA_ROOTS_ENV, str(allowed))
+    before = snapshot(tmp_path)
+    for typed in (str(private), str(private / "secret.csv"), str(allowed / ".." / "private"), "/etc", "bad\0name"):
+        assert state.local_copy(typed) is None, typed
+    assert state.local_copy(str(allowed / "one.csv")) == (allowed / "one.csv").resolve()  # a single file is fine
+    assert snapshot(tmp_path) == before
+
+
+APP_TEXTS = {
+    "empty": ("", "text is empty"),
+    "white space": (" \n\t ", "text is empty"),
+    "markup": ("<script>alert(1)</script><b>x</b>", None),
+    "emoji, RTL, zero-width, NUL": ("🚀 שלום مرحبا \u200b \x00 x", None),
+    "over the limit": ("The minister spoke about the election. " * (MAX_CHARS // 39 + 10),
+                       f"only the first {MAX_CHARS:,} were kept"),
+}
+
+
+@pytest.fixture(scope="module")
+def explore():
+    from streamlit.testing.v1 import AppTest
+
+    from app.state import CHECKPOINTS, DEFAULT_MODEL, available_models
+
+    if DEFAULT_MODEL not in available_models():
+        pytest.skip(f"{CHECKPOINTS / DEFAULT_MODEL} is missing")
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app" / "main.py"), default_timeout=120)
+    at.run(timeout=120)
+    assert not at.exception
+    return at
+
+
+@pytest.mark.parametrize("name", list(APP_TEXTS))
+def test_app_explore_page(explore, name):
+    text, message = APP_TEXTS[name]
+    before = snapshot(PRECOMPUTED)
+    explore.text_area(key="text").input(text).run(timeout=120)
+    assert not explore.exception, [e.value for e in explore.exception]
+    shown = [str(el.value) for kind in ("info", "warning", "error") for el in explore.get(kind)]
+    if message:
+        assert any(message in s for s in shown), shown
+    else:  # a prediction, and the text never rendered as markup
+        assert [m for m in explore.metric if m.label == "Prediction"]
+        assert not any("<script>" in str(m.value) for m in explore.markdown)
+    assert not any("Traceback" in s for s in shown)
+    assert snapshot(PRECOMPUTED) == before
