@@ -107,7 +107,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     importance = head_importance(dense.model, ids, split.labels)
     meta = {"dataset": dataset_name, "init": str(args.checkpoint), "importance": importance.tolist(),
             "command": shlex.join(["budgetformer", *(a for a in args.argv if a != "--force")])}
-    posthoc_checkpoint(dense, importance, args.out, meta)
+    posthoc_checkpoint(dense, importance, args.out, meta, force=args.force)
     print(dumps({"checkpoint": args.out, "rows": rows, "importance": importance.tolist()}))
     return 0
 

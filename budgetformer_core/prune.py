@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .checkpoint import Checkpoint, save_checkpoint
+from .checkpoint import Checkpoint, check_out_dir, save_checkpoint
 from .model import BudgetFormer
 from .tokenizer import pad
 from .train import warm_start
@@ -85,8 +85,11 @@ def head_importance(
     return importance / importance.norm(dim=1, keepdim=True).clamp_min(1e-12)
 
 
-def posthoc_checkpoint(dense: Checkpoint, importance: Tensor, out_dir: str | Path, meta: dict) -> Path:
-    """Write a static-gate ``bba`` checkpoint with the dense weights and heads ranked by importance."""
+def posthoc_checkpoint(dense: Checkpoint, importance: Tensor, out_dir: str | Path, meta: dict,
+                       force: bool = False) -> Path:
+    """Write a static-gate ``bba`` checkpoint with the dense weights and heads ranked by importance
+    (an existing checkpoint at ``out_dir`` is replaced only with ``force``)."""
+    check_out_dir(out_dir, force=force)
     cfg = dataclasses.replace(dense.config, variant="bba", gate_input=False)
     model = BudgetFormer(cfg)
     warm_start(model, dense.model)

@@ -277,6 +277,8 @@ API_CASES = [
      "other than a checkpoint"),
     ("train: over a checkpoint without force", lambda c: _train_into(c.ws / "ckpt"), CheckpointError,
      "pass --force"),
+    ("posthoc_checkpoint: over a checkpoint without force", lambda c: _posthoc_into(c.ws / "ckpt"), CheckpointError,
+     "pass --force"),
 ]
 
 
@@ -328,6 +330,15 @@ def _train_into(out: Path):
     from budgetformer_core.train import train
 
     return train(load_synthetic(), ModelConfig(), TrainConfig(), out, progress=False)
+
+
+def _posthoc_into(out: Path):
+    import torch
+
+    from budgetformer_core.prune import posthoc_checkpoint
+
+    dense = load_checkpoint(BBC)
+    return posthoc_checkpoint(dense, torch.ones(dense.config.n_layers, dense.config.n_heads), out, {})
 
 
 @pytest.mark.parametrize("case", API_CASES, ids=[c[0] for c in API_CASES])
