@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import re
@@ -75,6 +76,14 @@ def budgets(n: int) -> list[float]:
 # --------------------------------------------------------------------------- expected results
 
 
+@functools.cache
+def checkpoint():
+    """The model the page shows, loaded by the engine here (once)."""
+    from budgetformer_core.checkpoint import load_checkpoint
+
+    return load_checkpoint(ROOT / "precomputed" / "checkpoints" / MODEL)
+
+
 @dataclass(frozen=True)
 class Shown:
     """What the Explore page shows of one result: the values compared."""
@@ -91,10 +100,8 @@ def expected_results(texts: list[str], moves: int) -> dict[tuple[int, float | No
     """What each session's page must show: (session, slider budget or None for the model's
     own s) → :class:`Shown`, computed with the engine exactly as the page computes it."""
     from app import analysis as an
-    from budgetformer_core.checkpoint import load_checkpoint
 
-    ckpt = load_checkpoint(ROOT / "precomputed" / "checkpoints" / MODEL)
-    out = {}
+    ckpt, out = checkpoint(), {}
     for i, text in enumerate(texts):
         for b in [None, 0.5, *budgets(moves)]:
             settings = an.Settings() if b is None else an.Settings(budget_mode="slider", budget=b)
@@ -107,11 +114,9 @@ def session_texts(n: int) -> list[str]:
     """``n`` BBC test texts, the classes taking turns, no two read as the same number of tokens
     (so a result shows whose text it is)."""
     from app import analysis as an
-    from budgetformer_core.checkpoint import load_checkpoint
     from budgetformer_core.data import load_dataset
 
-    test = load_dataset("bbc").split("test")
-    ckpt = load_checkpoint(ROOT / "precomputed" / "checkpoints" / MODEL)
+    test, ckpt = load_dataset("bbc").split("test"), checkpoint()
     per_class = -(-n // len(ckpt.label_names))  # ceil
     picked: dict[int, str] = {}  # tokens read → text
     for text, label in zip(test.texts, test.labels, strict=True):
