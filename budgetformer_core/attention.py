@@ -22,6 +22,10 @@ mask, which the fused CPU kernel does faster (the model passes ``None`` for unpa
 A fixed head set (a post-hoc pruned model, a fixed-budget specialist) is not gathered on every
 call: :meth:`HeadAttention.prune_heads` slices the weights once, as Hugging Face BERT's
 ``prune_heads`` does, and the layer is then a plain attention layer with fewer heads.
+
+Head weights that are exactly 1 on the heads that run (``LayerTrace.unit_weights``: the adaptive
+recipe and bba at inference) are not multiplied in, and all H heads at unit weight run as
+:meth:`dense`.
 """
 
 from __future__ import annotations
@@ -74,13 +78,16 @@ class HeadAttention(nn.Module):
             return self.weighted(x, key_mask, trace.head_weights)
         if mode == "masked":
             return self.weighted(x, key_mask, trace.head_weights * trace.selected)
-        return self.run_selected(x, key_mask, trace.order, trace.k, trace.head_weights)
+        return self.run_selected(x, key_mask, trace.order, trace.k, None if trace.unit_weights else trace.head_weights)
 
-    def run_selected(self, x: Tensor, key_mask: Tensor | None, order: Tensor, k: Tensor, w: Tensor) -> Tensor:
+    def run_selected(
+        self, x: Tensor, key_mask: Tensor | None, order: Tensor, k: Tensor, w: Tensor | None
+    ) -> Tensor:
         """The structural path for a batch whose inputs may run different numbers of heads.
 
         One call when the batch shares k (always at batch size 1); otherwise one call per
-        distinct k — at most H groups, never a loop over heads. order, w: (B, H); k: (B,).
+        distinct k — at most H groups, never a loop over heads. order, w: (B, H), w None for
+        unit weights; k: (B,).
         """
         if k.shape[0] == 1 or bool((k == k[0]).all()):
             return self._run_group(x, key_mask, order, w, int(k[0]))
@@ -88,12 +95,12 @@ class HeadAttention(nn.Module):
         for kg in k.unique().tolist():
             rows = (k == kg).nonzero().squeeze(1)
             group_mask = None if key_mask is None else key_mask[rows]
-            out[rows] = self._run_group(x[rows], group_mask, order[rows], w[rows], kg)
+            out[rows] = self._run_group(x[rows], group_mask, order[rows], None if w is None else w[rows], kg)
         return out
 
-    def _run_group(self, x: Tensor, key_mask: Tensor | None, order: Tensor, w: Tensor, k: int) -> Tensor:
+    def _run_group(self, x: Tensor, key_mask: Tensor | None, order: Tensor, w: Tensor | None, k: int) -> Tensor:
         idx = order[:, :k]  # (Bg, k) the k most relevant heads of each input
-        return self.structural(x, key_mask, idx, w.gather(1, idx))
+        return self.structural(x, key_mask, idx, None if w is None else w.gather(1, idx))
 
     def _attend(self, qkv: Tensor, key_mask: Tensor | None, n: int) -> Tensor:
         """Scaled dot-product attention of ``n`` heads packed in ``qkv``.
@@ -162,7 +169,7 @@ class HeadAttention(nn.Module):
         )
 
     def structural(
-        self, x: Tensor, key_mask: Tensor | None, selected: Tensor, weights: Tensor
+        self, x: Tensor, key_mask: Tensor | None, selected: Tensor, weights: Tensor | None
     ) -> Tensor:
         """Compute only the selected heads.
 
@@ -170,7 +177,7 @@ class HeadAttention(nn.Module):
             x: (B, T, D) layer input (after layer norm).
             key_mask: (B, T) True for real tokens, or None when all are real.
             selected: (B, k) indices of the heads to run, the same k for every input.
-            weights: (B, k) the selected heads' weights w.
+            weights: (B, k) the selected heads' weights w, or None when they are all 1.
 
         Returns:
             (B, T, D), equal to :meth:`weighted` with the other heads' weights set to zero.
@@ -178,17 +185,19 @@ class HeadAttention(nn.Module):
         B, k = selected.shape
         if k == self.n_heads:
             # every head runs: the layer's own weights, nothing to gather
+            if weights is None:
+                return self.dense(x, key_mask)
             all_weights = weights.new_zeros(B, k).scatter_(1, selected, weights)  # (B, H) by head
             return self.weighted(x, key_mask, all_weights)
-        scale = weights.view(B, k, 1, 1)
         if B == 1 or bool((selected == selected[:1]).all()):
             # one head set for the whole batch: slice the weights once, plain matmuls
             w_qkv, b_qkv, w_out = self.head_slices(selected[0])
-            qkv = F.linear(x, w_qkv, b_qkv)  # (B, T, 3·k·Dh)
-            heads = self._attend(qkv, key_mask, k) * scale  # (B, k, T, Dh)
+            heads = self._attend(F.linear(x, w_qkv, b_qkv), key_mask, k)  # (B, k, T, Dh)
+            heads = heads if weights is None else heads * weights.view(B, k, 1, 1)
             return F.linear(self._merge(heads), w_out, self.out.bias)
         # a head set per input: per-input weight slices, batched matmuls
         w_qkv, b_qkv, w_out = self.head_slices(selected)
         qkv = torch.baddbmm(b_qkv, x, w_qkv.transpose(1, 2))  # (B, T, 3·k·Dh)
-        heads = self._attend(qkv, key_mask, k) * scale  # (B, k, T, Dh)
+        heads = self._attend(qkv, key_mask, k)  # (B, k, T, Dh)
+        heads = heads if weights is None else heads * weights.view(B, k, 1, 1)
         return torch.baddbmm(self.out.bias, self._merge(heads), w_out)  # (B, T, D)

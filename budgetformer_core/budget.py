@@ -308,6 +308,9 @@ class LayerTrace:
     every_head: bool = False
     """True when the layer runs all the heads its attention has at weight 1 (dense, or heads
     pruned once): executed as plain attention, nothing gathered."""
+    unit_weights: bool = False
+    """True when ``head_weights`` are exactly ``selected`` (1 on the heads that run, no
+    gradient): the structural path then skips scaling the heads' outputs."""
 
     @property
     def est_cost(self) -> Tensor:
@@ -452,7 +455,7 @@ class BudgetAllocator(Allocator):
             weights = gated_weights(selected, z, learnt_s, order, k, cfg.gate_temperature, h.dtype,
                                     soft=control.soft_gates)
         else:
-            weights = selected.to(h.dtype)
+            return LayerTrace(s, p, selected.to(h.dtype), k, selected, order, unit_weights=True)
         return LayerTrace(s, p, weights, k, selected, order)
 
 
@@ -492,13 +495,14 @@ class GateAllocator(Allocator):
         else:
             k = torch.full((B,), heads_for_budget_value(b, H), device=xn.device)
         selected = select_top_k(z, k, order)
-        if ctx.mode == "soft" or self.training:
+        unit = ctx.mode != "soft" and not self.training
+        if unit:
+            weights = selected.to(xn.dtype)
+        else:
             gates = soft_gates(z, order, k, cfg.gate_temperature)
             weights = gates if ctx.mode == "soft" else selected + gates - gates.detach()
-        else:
-            weights = selected.to(xn.dtype)
         return LayerTrace(xn.new_full((B,), b), torch.softmax(z, -1), weights, k, selected, order, z,
-                          cfg.gate_temperature)
+                          cfg.gate_temperature, unit_weights=unit)
 
 
 def make_allocators(cfg: ModelConfig) -> list[Allocator]:

@@ -97,3 +97,64 @@ def test_no_mask_equals_an_all_true_mask(attn):
     torch.testing.assert_close(attn.dense(x, None), attn.dense(x, mask), atol=1e-6, rtol=0)
     sel, w = torch.tensor([[0, 3], [5, 1], [2, 7]]), torch.rand(3, 2)
     torch.testing.assert_close(attn.structural(x, None, sel, w), attn.structural(x, mask, sel, w), atol=1e-6, rtol=0)
+
+
+# --------------------------------------------------------------------------- unit head weights
+# At inference the adaptive recipe and bba weight the heads that run by exactly 1; the structural
+# path then skips scaling (weights=None) and runs all H heads as dense attention. Each shortcut
+# must give what the plain structural path gives with the weights multiplied in.
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_unit_weights_skip_equals_plain_structural_per_input_heads(attn, k):
+    x, mask = inputs()
+    torch.manual_seed(10 + k)
+    selected = torch.stack([torch.randperm(8)[:k] for _ in range(3)])  # a head set per input
+    plain = attn.structural(x, mask, selected, torch.ones(3, k))
+    torch.testing.assert_close(attn.structural(x, mask, selected, None), plain, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("k", [2, 8])
+def test_unit_weights_skip_equals_plain_structural_shared_heads(attn, k):
+    x, mask = inputs()
+    selected = torch.randperm(8, generator=torch.Generator().manual_seed(k))[:k].repeat(3, 1)  # one set
+    plain = attn.structural(x, mask, selected, torch.ones(3, k))
+    for key_mask in (mask, None):
+        torch.testing.assert_close(
+            attn.structural(x, key_mask, selected, None),
+            attn.structural(x, key_mask, selected, torch.ones(3, k)),
+            atol=1e-5, rtol=0,
+        )
+    torch.testing.assert_close(attn.structural(x, mask, selected, None), plain, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("variant", ["budgetformer", "bba"])
+def test_models_mark_unit_weights_only_where_the_weights_are_one(variant):
+    """The model's structural pass (unit weights skipped) equals its masked pass, per-input k and
+    a shared budget, and the flag is set exactly when the trace's weights are the selection."""
+    from budgetformer_core.budget import Control
+    from budgetformer_core.model import BudgetFormer
+
+    from ..conftest import small_config
+
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config(head_weighting="gated", variant=variant)).eval()
+    with torch.no_grad():
+        for alloc in model.allocators:  # varied head choices per input
+            net = getattr(alloc, "scorer", None) or alloc.gate
+            net.net[-1].weight.normal_(0, 3.0)
+    ids = torch.randint(3, 50, (4, 12))
+    mask = torch.ones(4, 12, dtype=torch.bool)
+    mask[1, 8:] = False
+    for control in (Control(k=[1, 2, 3, 4]), Control(budget=0.5), Control(budget=1.0), None):
+        with torch.no_grad():
+            out = model(ids, mask, mode="structural", control=control)
+            masked = model(ids, mask, mode="masked", control=control)
+        torch.testing.assert_close(out.logits, masked.logits, atol=1e-5, rtol=0)
+        for t in out.layers:
+            assert t.unit_weights and torch.equal(t.head_weights, t.selected.float())
+    scaled = BudgetFormer(small_config(head_weighting="scaled")).eval()
+    assert not any(t.unit_weights for t in scaled(ids, mask).layers)  # w = s·H·p is not 1
+    model.train()  # training weights carry the soft gates' gradients (bba straight through)
+    modes = ["soft", "structural"] if variant == "bba" else ["soft"]
+    assert not any(t.unit_weights for mode in modes for t in model(ids, mask, mode=mode).layers)
