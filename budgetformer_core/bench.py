@@ -25,6 +25,13 @@ f_θ, g_φ for BudgetFormer; pooling and the gate network for bba) and the whole
 
 Inputs are random token ids filling all ``seq_len`` positions (no padding): the cost of a
 forward pass does not depend on which tokens they are.
+
+:func:`bench_lengths` runs the same benchmark at several input lengths: the per-call overhead of
+budgeting (a few dozen small tensor operations per layer) is fixed while the work it saves grows
+with the length, so short inputs can be slower budgeted than dense. Its table gives, per length,
+the measured and ideal speed-up and the efficiency at each budget, the masked path beside them,
+and per budget the **crossover**: the shortest length from which budgeting pays (measured
+speed-up ≥ 1 there and at every longer length measured).
 """
 
 from __future__ import annotations
@@ -166,6 +173,86 @@ class BenchResult:
         return "\n".join(lines)
 
 
+@dataclass
+class LengthSweep:
+    """:func:`bench` at several input lengths, shortest first."""
+
+    results: list[BenchResult]
+
+    @property
+    def seq_lens(self) -> list[int]:
+        return [r.seq_len for r in self.results]
+
+    def crossover(self) -> dict[str, int | None]:
+        """Row name → the shortest length from which its measured speed-up is ≥ 1 at this and
+        every longer length measured; None where budgeting is slower at the longest one."""
+        out = {}
+        for i, row in enumerate(self.results[0].rows):
+            speedups = [r.rows[i].measured_speedup for r in self.results]
+            start = None
+            for length, x in zip(self.seq_lens, speedups, strict=True):
+                start = None if x < 1.0 else (start or length)
+            out[row.budget] = start
+        return out
+
+    def to_dict(self) -> dict:
+        return {"seq_lens": self.seq_lens, "crossover": self.crossover(),
+                "results": [r.to_dict() for r in self.results]}
+
+    def table(self) -> str:
+        """Header lines, a table of measured × / ideal × (efficiency) per length and budget, the
+        masked path's measured × per length, and the crossover of each budget."""
+        first, m = self.results[0], self.results[0].machine
+        names = [r.budget for r in first.rows]
+        c = first.model
+        lines = [
+            f"model: {first.source}; d_model={c['d_model']}, n_heads={c['n_heads']}, "
+            f"n_layers={c['n_layers']}, d_ff={c['d_ff']}; batch {first.batch_size}; "
+            f"{first.repeats} interleaved rounds per length",
+            f"machine: {m.cpu_model}, {m.n_cpus} CPUs, {m.threads} thread(s), torch {m.torch_version}, "
+            f"load average {m.load_average} at start, {self.results[-1].machine.load_average} at the last length",
+            "",
+            "measured × / ideal × (efficiency) by budget:",
+            "",
+            "| tokens | dense ms | budgeting % | " + " | ".join(names) + " |",
+            "|---" * (3 + len(names)) + "|",
+        ]
+        for r in self.results:
+            cells = [f"{x.measured_speedup:.2f} / {x.ideal_speedup:.2f} ({x.efficiency:.2f})" for x in r.rows]
+            lines.append(f"| {r.seq_len} | {r.dense_latency.median_ms:.3f} | {r.allocation_frac:.1%} | "
+                         + " | ".join(cells) + " |")
+        masked = [n for n, x in zip(names, first.rows, strict=True) if x.masked_latency]
+        lines += ["", "masked path, measured × by budget:", "",
+                  "| tokens | " + " | ".join(masked) + " |", "|---" * (1 + len(masked)) + "|"]
+        for r in self.results:
+            cells = [f"{x.masked_speedup:.2f}" for x in r.rows if x.masked_latency]
+            lines.append(f"| {r.seq_len} | " + " | ".join(cells) + " |")
+        longest = self.seq_lens[-1]
+        pays = [f"{n}: from {L} tokens" if L is not None else f"{n}: not by {longest} tokens"
+                for n, L in self.crossover().items()]
+        lines += ["", "crossover (budgeting pays from): " + "; ".join(pays)]
+        return "\n".join(lines)
+
+
+def bench_lengths(model: BudgetFormer, seq_lens: list[int], **kwargs) -> LengthSweep:
+    """:func:`bench` at each of ``seq_lens`` (sorted, duplicates dropped); same options.
+
+    Raises:
+        ValueError: for no lengths, or any that :func:`bench` refuses.
+    """
+    lengths = sorted(set(seq_lens))
+    if not lengths:
+        raise ValueError("give at least one sequence length")
+    for length in lengths:  # refuse a bad length before timing anything
+        _check_seq_len(model.cfg.max_len, length)
+    return LengthSweep([bench(model, seq_len=length, **kwargs) for length in lengths])
+
+
+def _check_seq_len(max_len: int, seq_len: int) -> None:
+    if not 1 <= seq_len <= max_len:
+        raise ValueError(f"seq_len must be in [1, {max_len}] (max_len), got {seq_len}")
+
+
 def per_input_ks(budgets: tuple[float, ...], n_heads: int, batch_size: int, seed: int) -> list[int]:
     """Deal the budgets' k values out over a batch, in a seeded random order."""
     ks = [heads_for_budget_value(b, n_heads) for b in budgets]
@@ -208,8 +295,7 @@ def bench(
     if cfg.variant == "dense":
         raise ValueError("bench needs a budgetformer model: a dense model has no heads to skip")
     seq_len = seq_len or cfg.max_len
-    if not 1 <= seq_len <= cfg.max_len:
-        raise ValueError(f"seq_len must be in [1, {cfg.max_len}] (max_len), got {seq_len}")
+    _check_seq_len(cfg.max_len, seq_len)
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if not budgets or any(not 0.0 < b <= 1.0 for b in budgets):

@@ -6,7 +6,7 @@
     budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --input-file F)
     budgetformer adaptivity --checkpoint DIR [--reference DIR] [--split test] [--budget S] [--json]
     budgetformer bench   (--checkpoint DIR | [--set key=value ...]) [--batch-size N] [--threads T]
-                         [--seq-len L] [--repeats R] [--budgets B,B,...] [--json]
+                         [--seq-len L | --seq-lens L,L,...] [--repeats R] [--budgets B,B,...] [--json]
 
 Errors the user can fix (unknown key, bad checkpoint, empty text, a label the checkpoint does
 not know, an existing checkpoint at --out without --force) print one line to stderr and exit
@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from . import distributed
-from .bench import BUDGETS, bench
+from .bench import BUDGETS, bench, bench_lengths
 from .budget import ABLATIONS, Control, ablation
 from .checkpoint import check_out_dir, json_safe, load_checkpoint
 from .config import ModelConfig, TrainConfig, apply_overrides
@@ -285,10 +285,15 @@ def bench_model(args: argparse.Namespace) -> tuple[BudgetFormer, str]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.seq_len and args.seq_lens:
+        raise ValueError("give --seq-len or --seq-lens, not both")
     model, source = bench_model(args)
-    result = bench(model, batch_size=args.batch_size, seq_len=args.seq_len, threads=args.threads,
-                   budgets=args.budgets, repeats=args.repeats, warmup=args.warmup, seed=args.seed,
-                   source=source)
+    options = dict(batch_size=args.batch_size, threads=args.threads, budgets=args.budgets,
+                   repeats=args.repeats, warmup=args.warmup, seed=args.seed, source=source)
+    if args.seq_lens:
+        result = bench_lengths(model, args.seq_lens, **options)
+    else:
+        result = bench(model, seq_len=args.seq_len, **options)
     print(dumps(result.to_dict()) if args.json else result.table())
     return 0
 
@@ -305,6 +310,13 @@ def _budgets(value: str) -> tuple[float, ...]:
         return tuple(_budget(v) for v in value.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"budgets must be comma-separated numbers in (0, 1], got {value}") from None
+
+
+def _lengths(value: str) -> list[int]:
+    try:
+        return [_positive(v) for v in value.split(",")]
+    except (ValueError, argparse.ArgumentTypeError):
+        raise argparse.ArgumentTypeError(f"lengths must be comma-separated positive integers, got {value}") from None
 
 
 def _positive(value: str) -> int:
@@ -380,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_positive, default=1)
     p.add_argument("--threads", type=_positive, default=1, help="torch threads (1: single-thread latency)")
     p.add_argument("--seq-len", type=_positive, help="tokens per input (default: the model's max_len)")
+    p.add_argument("--seq-lens", type=_lengths, help="comma-separated lengths: one benchmark each, and the crossover")
     p.add_argument("--repeats", type=_positive, default=30, help="interleaved timing rounds")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls of each variant first")
     p.add_argument("--budgets", type=_budgets, default=BUDGETS, help="comma-separated budgets in (0, 1]")

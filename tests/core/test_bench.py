@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from budgetformer_core.bench import BUDGETS, PER_INPUT, bench, per_input_ks
+from budgetformer_core.bench import BUDGETS, PER_INPUT, bench, bench_lengths, per_input_ks
 from budgetformer_core.cli import main
 from budgetformer_core.model import BudgetFormer
 
@@ -88,8 +88,47 @@ def test_cli_bench_table_on_a_random_model_of_a_given_shape(capsys):
         (["--set", "max_len=8", "--seq-len", "9"], "seq_len"),
         (["--set", "epochs=3"], "only model keys"),
         (["--checkpoint", "/no/such/dir"], "not a directory"),
+        (["--set", "max_len=8", "--seq-lens", "4,9"], "seq_len"),
+        (["--set", "max_len=8", "--seq-len", "4", "--seq-lens", "4,8"], "not both"),
     ],
 )
 def test_cli_bench_errors_are_one_line(argv, message, capsys):
     assert main(["bench", "--repeats", "1", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def lengths():
+    torch.manual_seed(0)
+    return bench_lengths(BudgetFormer(small_config()).eval(), [16, 4, 8, 16], batch_size=2,
+                         budgets=(0.25, 1.0), **QUICK)
+
+
+def test_length_sweep_runs_each_length_once_shortest_first(lengths):
+    assert lengths.seq_lens == [4, 8, 16]
+    for r, length in zip(lengths.results, [4, 8, 16], strict=True):
+        assert r.seq_len == length and [x.budget for x in r.rows] == ["0.25", "1", PER_INPUT]
+    assert lengths.results[0].dense_flops < lengths.results[-1].dense_flops  # longer inputs cost more
+
+
+def test_crossover_is_the_length_from_which_budgeting_keeps_paying(lengths):
+    def crossover(*speedups):  # the 0.25 row's measured speed-up at 4, 8 and 16 tokens
+        for r, x in zip(lengths.results, speedups, strict=True):
+            r.rows[0].measured_speedup = x
+        return lengths.crossover()["0.25"]
+
+    assert crossover(0.8, 1.1, 1.3) == 8
+    assert crossover(1.2, 0.9, 1.1) == 16  # a dip resets it
+    assert crossover(1.0, 1.2, 1.3) == 4
+    assert crossover(1.2, 1.3, 0.9) is None  # slower at the longest length
+
+
+def test_length_sweep_table_and_json(lengths, capsys):
+    table = lengths.table()
+    assert table.count("\n| 4 |") == 2 and "crossover" in table  # structural and masked rows
+    data = json.loads(json.dumps(lengths.to_dict()))
+    assert data["seq_lens"] == [4, 8, 16] and set(data["crossover"]) == {"0.25", "1", PER_INPUT}
+    shape = ["--set", "d_model=32", "--set", "n_heads=4", "--set", "max_len=12"]
+    assert main(["bench", *shape, "--repeats", "1", "--warmup", "0", "--budgets", "0.5",
+                 "--seq-lens", "6,12", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["seq_lens"] == [6, 12]
