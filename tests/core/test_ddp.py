@@ -146,13 +146,15 @@ def test_two_processes_train_what_one_process_trains(tmp_path, capsys):
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", __file__, data,
          str(tmp_path / "two"), str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         cwd=ROOT)
-    with one_thread(), training_inputs() as single:
-        assert cli.main(["train", "--dataset", data, "--out", str(tmp_path / "one"), *TRAIN]) == 0
-    printed_single = json.loads(capsys.readouterr().out)
     try:
+        with one_thread(), training_inputs() as single:
+            assert cli.main(["train", "--dataset", data, "--out", str(tmp_path / "one"), *TRAIN]) == 0
         stdout, stderr = two_processes.communicate(timeout=300)
     finally:
-        two_processes.kill()
+        if two_processes.poll() is None:  # torchrun stops its workers on SIGTERM
+            two_processes.terminate()
+            two_processes.wait(30)
+    printed_single = json.loads(capsys.readouterr().out)
     assert two_processes.returncode == 0, stderr[-3000:]
 
     printed = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
