@@ -390,20 +390,21 @@ def bba_dynamics_story(frame, train_cfg: dict, model_cfg: dict) -> str:
 
 TIME_BUDGET_S = 0.06
 """About this much time of timed forward passes per measurement, so the page stays responsive."""
-MAX_ROUNDS = 15
+MAX_ROUNDS = 40
 """Rounds of a measurement at most (a short text fits many in the time budget)."""
+WARMUP = 2
+"""Untimed calls of each path before timing (allocator, caches, lazy initialisation)."""
 
 
 @dataclass
 class Timing:
     """Single-thread latency of one forward pass of an input, budgeted (structural) and dense:
-    the statistics of :func:`budgetformer_core.timing.time_interleaved`, one call per sample."""
+    the statistics of :func:`budgetformer_core.timing.time_interleaved`, one call per sample,
+    both paths timed in the same rounds."""
 
     dense: TimingStats
     structural: TimingStats | None
     """None for a dense checkpoint."""
-    dense_reused: bool = False
-    """True when the dense time was measured earlier on the same text (see :func:`time_input`)."""
     threads: int = 1
 
     @property
@@ -416,20 +417,28 @@ class Timing:
 
     @property
     def repeats(self) -> int:
-        """Timed rounds of the path measured now (the structural one, unless dense only)."""
-        return len((self.structural or self.dense).samples_ms)
+        """Timed rounds (one call of each path per round)."""
+        return len(self.dense.samples_ms)
+
+    def speedups(self) -> list[float]:
+        """Dense / structural latency in each round (empty for a dense checkpoint)."""
+        if self.structural is None:
+            return []
+        return [d / s for d, s in zip(self.dense.samples_ms, self.structural.samples_ms, strict=True)]
 
     @property
     def speedup(self) -> float | None:
-        """Dense / structural latency: the median of per-round ratios when both were timed in
-        the same rounds, else the ratio of the medians."""
+        """The median of the per-round ratios dense / structural (> 1: budgeting is faster)."""
         from budgetformer_core.timing import paired_speedup
 
-        if self.structural is None:
-            return None
-        if self.dense_reused:
-            return self.dense.median_ms / self.structural.median_ms
-        return paired_speedup(self.dense, self.structural)
+        return None if self.structural is None else paired_speedup(self.dense, self.structural)
+
+    def speedup_iqr(self) -> tuple[float, float] | None:
+        """The first and third quartiles of the per-round ratios: the spread of the verdict."""
+        import numpy as np
+
+        ratios = self.speedups()
+        return tuple(float(q) for q in np.percentile(ratios, [25, 75])) if ratios else None
 
     def to_dict(self) -> dict:
         return {
@@ -438,6 +447,7 @@ class Timing:
             "structural_ms": self.structural_ms,
             "structural_iqr_ms": None if self.structural is None else self.structural.iqr_ms,
             "speedup": self.speedup,
+            "speedup_iqr": self.speedup_iqr(),
             "repeats": self.repeats,
             "threads": self.threads,
             "samples_ms": {
@@ -445,27 +455,19 @@ class Timing:
                 for name, stats in (("dense", self.dense), ("structural", self.structural))
                 if stats is not None
             },
-            "dense_reused": self.dense_reused,
         }
 
 
 def time_input(
-    ckpt: Checkpoint,
-    text: str,
-    control: Control | None = None,
-    dense: Timing | None = None,
-    budget_s: float = TIME_BUDGET_S,
+    ckpt: Checkpoint, text: str, control: Control | None = None, budget_s: float = TIME_BUDGET_S
 ) -> Timing:
     """Time ``ckpt.model`` on ``text`` in structural and dense mode with the engine's timer.
 
     :func:`budgetformer_core.timing.time_interleaved` warms both paths up, then times one call
     of each per round, taking turns, on one thread, for as many rounds as fit in ``budget_s``
-    (3 to :data:`MAX_ROUNDS`): a burst of load from elsewhere hits both alike.
-
-    The dense path does not depend on the budget, so when the slider moves the page passes the
-    full model's timing of the same text as ``dense`` and only the structural path is timed
-    again: a dense forward pass of 512 tokens takes ~15 ms on one thread, and timing it again
-    on every slider step would use most of the page's 150 ms.
+    (3 to :data:`MAX_ROUNDS`) — the same timer as ``budgetformer bench``. Both paths are timed
+    afresh for every setting and compared round by round, so a burst of load from elsewhere hits
+    both alike and a dense time measured at another moment never enters the ratio.
     """
     import torch
 
@@ -478,25 +480,39 @@ def time_input(
     def forward(mode: str):
         return lambda: ckpt.model(batch.ids, batch.mask, mode=mode, control=control)
 
-    fns = {"structural": forward("structural")} if is_budgeted(ckpt) else {}
-    if dense is None or not fns:
-        fns["dense"] = forward("dense")
+    fns = {"dense": forward("dense")}
+    if is_budgeted(ckpt):
+        fns["structural"] = forward("structural")
     with torch.no_grad():
         stats = time_interleaved(
-            fns, repeats=MAX_ROUNDS, warmup=1, threads=1, min_sample_s=0, budget_s=budget_s
+            fns, repeats=MAX_ROUNDS, warmup=WARMUP, threads=1, min_sample_s=0, budget_s=budget_s
         )
-    if "dense" in stats:
-        return Timing(stats["dense"], stats.get("structural"))
-    return Timing(dense.dense, stats["structural"], dense_reused=True)
+    return Timing(stats["dense"], stats.get("structural"))
+
+
+def _pace(x: float) -> str:
+    return f"{x:.2f}× faster" if x >= 1 else f"{1 / x:.2f}× slower"
 
 
 def speed_note(timing: Timing) -> str:
-    """ "dense 3.1 ms · 1.40× faster" (or slower) for the latency metric."""
+    """ "dense 3.1 ms · 1.40× faster (IQR 1.31–1.52×)" (or slower) for the latency metric."""
     if timing.structural_ms is None:
         return "dense model"
-    x = timing.speedup or 1.0
-    pace = f"{x:.2f}× faster" if x >= 1 else f"{1 / x:.2f}× slower"
-    return f"dense {timing.dense_ms:.1f} ms · {pace}"
+    x, (lo, hi) = timing.speedup, timing.speedup_iqr()
+    spread = f"{lo:.2f}–{hi:.2f}×" if x >= 1 else f"{1 / hi:.2f}–{1 / lo:.2f}×"
+    return f"dense {timing.dense_ms:.1f} ms · {_pace(x)} (IQR {spread})"
+
+
+def slower_note(timing: Timing | None, n_tokens: int) -> str | None:
+    """Why the budgeted path is slower than dense on this input, in one line (None when not)."""
+    if timing is None or timing.speedup is None or timing.speedup >= 1:
+        return None
+    return (
+        f"Budgeting is slower than dense here: at {n_tokens} tokens, choosing the heads (pooling, "
+        "the budget and scoring networks, top-k: a few dozen tiny operations per layer) costs "
+        "more than the skipped heads save. The Budget sweep page's *cost vs input length* chart "
+        "shows from which length it pays."
+    )
 
 
 def metric_cards(
@@ -524,12 +540,9 @@ def metric_cards(
             speed_note(timing),
             f"Median of {timing.repeats} single-thread forward passes of this input through "
             f"the budgeted (structural) path (inter-quartile range {timing.structural.iqr_ms:.2f} ms) "
-            "and the dense path, each warmed up first"
-            + (
-                "; the dense time was measured when this text was first analysed."
-                if timing.dense_reused
-                else ", taking turns."
-            ),
+            f"and as many through the dense path ({timing.dense_ms:.2f} ms, IQR {timing.dense.iqr_ms:.2f} ms), "
+            "taking turns after a warm-up, with the engine's timer (as `budgetformer bench`). "
+            "The speed-up is the median of the per-round ratios; IQR is their spread.",
         )
     return [
         Card("Prediction", a.label, f"{max(a.probs):.1%} confident"),

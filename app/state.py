@@ -307,7 +307,7 @@ def _result(name: str, version: tuple, text: str, settings: an.Settings, measure
     if control is None:
         return base
     current = an.run_analysis(ckpt, text, control)
-    timing = an.time_input(ckpt, text, control, dense=base.timing) if measure else None
+    timing = an.time_input(ckpt, text, control) if measure else None
     return Result(base.full, current, timing, {k: v for k, v in vars(control).items() if k != "generator"})
 
 

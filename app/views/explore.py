@@ -24,6 +24,7 @@ from app.analysis import (
     prepare_text,
     probability_rows,
     same_run,
+    slower_note,
     tokens_read,
     unknown_share,
 )
@@ -330,6 +331,8 @@ for col, card in zip(st.columns(2), cards[3:], strict=True):
     col.metric(
         card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help
     )
+if why_slower := slower_note(timing, a.n_tokens):
+    st.caption(why_slower)
 notes = [f"The model read {a.n_tokens} tokens"]
 if a.truncated or prepared.cut:
     notes.append(f"**truncated**: the text is longer than the {cfg.max_len} tokens the model reads")
