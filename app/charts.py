@@ -461,48 +461,61 @@ def budget_histogram(
 
 
 def budget_scatter(
-    x: Sequence[float],
+    panels: Sequence[tuple[str, Sequence[float], bool]],
     mean_s: Sequence[float],
     correct: Sequence[bool],
     names: Sequence[str],
     title: str,
-    x_title: str,
-    log_x: bool = False,
     symbol: str = "s",
 ) -> go.Figure:
-    """Mean budget s (y) against a per-input quantity (x); misclassified inputs in red.
+    """Mean budget s (y, shared) against per-input quantities, one panel each, side by side;
+    misclassified inputs in red.
 
-    Drawn with WebGL (``scattergl``): thousands of SVG points take seconds to draw in a browser.
-    The smaller group (usually the misclassified inputs) is drawn first, beneath the larger one,
-    and both are translucent, so that neither hides the other.
+    One figure, drawn with WebGL (``scattergl``): thousands of SVG points take seconds to draw in
+    a browser, and each figure of its own would set up a WebGL context of its own. The smaller
+    group (usually the misclassified inputs) is drawn first, beneath the larger one, and both are
+    translucent, so that neither hides the other.
 
-    ``names`` label the points on hover (e.g. "#12 · sport → politics"): checkpoint names and
-    indices only, never the text. ``symbol`` is the budget's name (bba: the requested b).
+    Args:
+        panels: per panel, (x axis title, x per input, log x axis).
+        mean_s: y per input (bba: the requested budget b).
+        correct: per input, whether the model got it right.
+        names: hover labels (e.g. "#12 · sport → politics"): indices and class names only, never
+            the text.
+        symbol: the budget's name, s or b.
     """
-    xs, ys, ok_list = [float(v) for v in x], [float(v) for v in mean_s], [bool(c) for c in correct]
+    ys, ok_list = [float(v) for v in mean_s], [bool(c) for c in correct]
     groups = [(True, "correct", MUTED), (False, "misclassified", ACCENT)]
     groups.sort(key=lambda g: sum(c == g[0] for c in ok_list))  # the minority first: beneath
+    rows = {ok: [i for i, c in enumerate(ok_list) if c == ok] for ok, _, _ in groups}
+    layout = _layout(title, 400, yaxis=dict(title=f"mean budget {symbol}"))
+    gap = 0.05
+    width = (1 - gap * (len(panels) - 1)) / max(len(panels), 1)
     data = []
-    for ok, label, color in groups:
-        rows = [i for i, c in enumerate(ok_list) if c == ok]
-        data.append(
-            dict(
-                type="scattergl",
-                x=[xs[i] for i in rows],
-                y=[ys[i] for i in rows],
-                mode="markers",
-                marker=dict(color=color, size=8, opacity=0.55),
-                name=label,
-                text=[names[i] for i in rows],
-                hovertemplate=f"%{{text}}<br>x=%{{x:.3g}}, {symbol}=%{{y:.3f}}<extra></extra>",
+    for p, (x_title, x, log_x) in enumerate(panels):
+        axis = "" if p == 0 else str(p + 1)
+        xs = [float(v) for v in x]
+        for ok, label, color in groups:
+            data.append(
+                dict(
+                    type="scattergl",
+                    x=[xs[i] for i in rows[ok]],
+                    y=[ys[i] for i in rows[ok]],
+                    xaxis=f"x{axis}",
+                    mode="markers",
+                    marker=dict(color=color, size=7, opacity=0.55),
+                    name=label,
+                    legendgroup=label,
+                    showlegend=p == 0,
+                    text=[names[i] for i in rows[ok]],
+                    hovertemplate=f"%{{text}}<br>{x_title}: %{{x:.3g}}, {symbol}=%{{y:.3f}}<extra></extra>",
+                )
             )
-        )
-    layout = _layout(
-        title,
-        380,
-        xaxis=dict(title=x_title, type="log" if log_x else "linear"),
-        yaxis=dict(title=f"mean budget {symbol}"),
-    )
+        start = p * (width + gap)
+        layout[f"xaxis{axis}"] = dict(
+            tickfont=TICKS, title_font=TICKS, title=x_title, type="log" if log_x else "linear",
+            domain=[start, start + width], anchor="y",
+        )  # fmt: skip
     return go.Figure(data=data, layout=_with_legend(layout))
 
 
@@ -712,3 +725,34 @@ def model_bars(
     # labels that do not fit at a readable size are left out (the hover and the table have them)
     return go.Figure(data=data, layout={**layout, "barmode": "group",
                                         "uniformtext": dict(minsize=12, mode="hide")})
+
+
+def cost_by_length(
+    tokens: Sequence[int],
+    dense_ms: Sequence[float],
+    budgeted_ms: Sequence[float],
+    ideal_ms: Sequence[float],
+    budget_label: str,
+) -> go.Figure:
+    """Latency against input length, both axes logarithmic: dense (dotted), the budgeted path
+    measured, and its FLOP ideal (dashed). Where the measured line runs above the dense one,
+    the fixed per-call cost of choosing heads outweighs the heads skipped."""
+    xs = [int(t) for t in tokens]
+
+    def line(name: str, ys: Sequence[float], style: dict) -> dict:
+        return dict(type="scatter", x=xs, y=[float(y) for y in ys], mode="lines+markers", name=name,
+                    line=style, marker=dict(size=7, color=style["color"]),
+                    hovertemplate=f"{name}, %{{x}} tokens: %{{y:.3f}} ms<extra></extra>")
+
+    data = [
+        line("dense", dense_ms, REFERENCE),
+        line(f"budgeted, {budget_label} (measured)", budgeted_ms, dict(color=ACCENT, width=4)),
+        line(f"budgeted, {budget_label} (FLOP ideal)", ideal_ms, dict(color=BLUE, width=2, dash="dash")),
+    ]
+    layout = _layout(
+        "Cost vs input length (batch 1, 1 thread)",
+        420,
+        xaxis=dict(title="input length (tokens)", type="log", tickvals=xs, ticktext=[str(x) for x in xs]),
+        yaxis=dict(title="latency per input (ms)", type="log"),
+    )
+    return go.Figure(data=data, layout=_with_legend(layout))

@@ -232,37 +232,20 @@ g1.plotly_chart(charts.budget_histogram(s, *band, symbol=sym), key="chart_eh_his
 g2.plotly_chart(
     charts.budget_by_class(table["true"].tolist(), s, samples.label_names, symbol=sym), key="chart_eh_class"
 )
-g3, g4, g5 = st.columns(3, gap="medium")
-g3.plotly_chart(
+st.plotly_chart(
     charts.budget_scatter(
-        table["entropy"],
+        [
+            ("prediction entropy (nats)", table["entropy"], False),
+            ("loss −log p(true), log scale", table["loss"], True),
+            ("tokens read", table["tokens"], False),
+        ],
         s,
         table["correct"],
         hover,
-        f"{sym} vs prediction entropy",
-        "prediction entropy (nats)",
+        f"{sym} vs prediction entropy, loss and length",
         symbol=sym,
     ),
-    key="chart_eh_entropy",
-)
-g4.plotly_chart(
-    charts.budget_scatter(
-        table["loss"],
-        s,
-        table["correct"],
-        hover,
-        f"{sym} vs loss",
-        "loss −log p(true), log scale",
-        log_x=True,
-        symbol=sym,
-    ),
-    key="chart_eh_loss",
-)
-g5.plotly_chart(
-    charts.budget_scatter(
-        table["tokens"], s, table["correct"], hover, f"{sym} vs length", "tokens read", symbol=sym
-    ),
-    key="chart_eh_length",
+    key="chart_eh_scatter",
 )
 
 # ----------------------------------------------------------------------------- extremes

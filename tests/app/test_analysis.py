@@ -369,15 +369,19 @@ def test_page_charts():
     assert list(lines.data[0].y) == [1.0, None] and len(lines.data) == 2  # ≤ 0: not on a log axis
     cm = charts.confusion_heatmap([[1, 2], [0, 3]], ["x", "y"])
     assert [list(r) for r in cm.data[0].z] == [[1, 2], [0, 3]] and list(cm.data[0].y) == ["x", "y"]
-    sc = charts.budget_scatter([1, 2, 3], [0.1, 0.2, 0.3], [True, False, True], "abc", "t", "x")
-    # WebGL; the smaller group first (beneath), both translucent
-    assert [t.name for t in sc.data] == ["misclassified", "correct"] and list(sc.data[0].text) == ["b"]
-    assert [len(t.x) for t in sc.data] == [1, 2] and {t.type for t in sc.data} == {"scattergl"}
-    assert all(0 < t.marker.opacity < 1 for t in sc.data)
-    mostly_wrong = charts.budget_scatter([1, 2, 3], [0.1, 0.2, 0.3], [False, True, False], "abc", "t", "x")
-    assert [t.name for t in mostly_wrong.data] == ["correct", "misclassified"]
+    panels = [("entropy", [1, 2, 3], False), ("loss", [0.1, 1, 10], True)]
+    sc = charts.budget_scatter(panels, [0.1, 0.2, 0.3], [True, False, True], "abc", "t")
+    # one figure, WebGL; per panel the smaller group first (beneath), both translucent
+    assert [t.name for t in sc.data] == ["misclassified", "correct"] * 2 and list(sc.data[0].text) == ["b"]
+    assert [len(t.x) for t in sc.data] == [1, 2, 1, 2] and {t.type for t in sc.data} == {"scattergl"}
+    assert list(sc.data[3].x) == [0.1, 10] and [t.xaxis for t in sc.data] == ["x", "x", "x2", "x2"]
+    assert all(0 < t.marker.opacity < 1 for t in sc.data) and [t.showlegend for t in sc.data] == [1, 1, 0, 0]
+    assert (sc.layout.xaxis.title.text, sc.layout.xaxis2.title.text) == ("entropy", "loss")
+    assert sc.layout.xaxis2.type == "log" and sc.layout.xaxis.domain[1] < sc.layout.xaxis2.domain[0]
+    mostly_wrong = charts.budget_scatter(panels, [0.1, 0.2, 0.3], [False, True, False], "abc", "t")
+    assert [t.name for t in mostly_wrong.data][:2] == ["correct", "misclassified"]
     assert sc.layout.yaxis.title.text == "mean budget s"
-    bba = charts.budget_scatter([1], [0.5], [True], "a", "t", "x", symbol="b")
+    bba = charts.budget_scatter(panels[:1], [0.5, 0.5, 0.5], [True] * 3, "abc", "t", symbol="b")
     assert bba.layout.yaxis.title.text == "mean budget b"
     box = charts.budget_by_class(["x", "y", "x"], [0.1, 0.2, 0.3], ["x", "y"])
     assert [list(t.y) for t in box.data] == [[0.1, 0.3], [0.2]]

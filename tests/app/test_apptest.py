@@ -432,8 +432,8 @@ def test_easy_vs_hard_page(at):
     )
     hist = chart(at, "Mean budget s over")["data"][0]
     assert len(hist["x"]) == n and all(0 < s < 1 for s in hist["x"])
-    for title in ("s vs prediction entropy", "s vs loss", "s vs length"):
-        assert sum(len(t["x"]) for t in chart(at, title)["data"]) == n
+    scatter = chart(at, "s vs prediction entropy, loss and length")
+    assert [sum(len(t["x"]) for t in scatter["data"] if t["xaxis"] == x) for x in ("x", "x2", "x3")] == [n] * 3
     assert [t["name"] for t in chart(at, "Mean budget s by true class")["data"]] == cfg[
         "label_names"
     ]
@@ -958,8 +958,8 @@ def check_easy_hard(at, mcfg, labels, history, texts_here):
     assert [t["x"][0] for t in by_class["data"] if t["x"]] == [
         str(n) for n, t in zip(labels, by_class["data"], strict=True) if t["x"]
     ]
-    for title in (f"{sym} vs prediction entropy", f"{sym} vs loss", f"{sym} vs length"):
-        assert {t["type"] for t in chart(at, title)["data"]} == {"scattergl"}  # WebGL
+    scatter = chart(at, f"{sym} vs prediction entropy, loss and length")
+    assert {t["type"] for t in scatter["data"]} == {"scattergl"}  # WebGL
 
 
 def check_dynamics(at, mcfg, labels, history, texts_here):
