@@ -57,14 +57,19 @@ def launched() -> bool:
 def process_group() -> Iterator[None]:
     """Join the process group that torchrun set up for this process, for the ``with`` block.
 
-    gloo on CPU, nccl on GPU (each process on the GPU of its ``LOCAL_RANK``). Does nothing when
-    this process was not started by torchrun, or a group is already set up (by the caller).
+    gloo on CPU, nccl on GPU (each process on the GPU of its ``LOCAL_RANK``; more processes on a
+    machine than GPUs is refused). Does nothing when this process was not started by torchrun,
+    or a group is already set up (by the caller).
     """
     if not launched() or dist.is_initialized():
         yield
         return
     if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        local, gpus = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+        if local >= gpus:
+            raise ValueError(f"process {local} on this machine has no GPU of its own ({gpus} here): start at most "
+                             f"{gpus} per machine (--nproc_per_node), or train on CPU (CUDA_VISIBLE_DEVICES=)")
+        torch.cuda.set_device(local)
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     try:
         yield
