@@ -12,7 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.components import model_picker  # noqa: E402  (needs the path above)
 
 started = time.perf_counter()
-st.set_page_config(page_title="BudgetFormer Explorer", page_icon=":material/psychology:", layout="wide")
+# an emoji favicon is drawn in the browser; a :material/…: one is fetched from fonts.gstatic.com
+st.set_page_config(page_title="BudgetFormer Explorer", page_icon="🧠", layout="wide")
 
 pages = [
     st.Page("views/explore.py", title="Explore an input", icon=":material/search:", default=True),
