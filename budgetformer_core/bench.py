@@ -111,6 +111,8 @@ class BenchResult:
     batch_size: int
     seq_len: int
     repeats: int
+    clock: str
+    """``wall`` (latency) or ``cpu`` (the timing thread's CPU time)."""
     dense_flops: int
     dense_latency: TimingStats
     dense_peak_memory_mb: float
@@ -148,7 +150,7 @@ class BenchResult:
             f"{self.seq_len} tokens; QKᵀ and AV are {self.attention_share:.0%} of a layer's FLOPs",
             f"machine: {m.cpu_model}, {m.n_cpus} CPUs, {m.threads} thread(s), "
             f"torch {m.torch_version}, load average {m.load_average} at start; "
-            f"{self.repeats} interleaved rounds",
+            f"{self.repeats} interleaved rounds, {self.clock} clock",
             f"dense: {dense.median_ms:.3f} ms (IQR {dense.iqr_ms:.3f}), "
             f"{self.dense_flops / 1e6:.1f} MFLOPs, peak {self.dense_peak_memory_mb:.1f} MB",
             f"budget + scoring nets (pool, f_θ, g_φ): {self.nets_ms:.3f} ms = "
@@ -208,7 +210,7 @@ class LengthSweep:
         lines = [
             f"model: {first.source}; d_model={c['d_model']}, n_heads={c['n_heads']}, "
             f"n_layers={c['n_layers']}, d_ff={c['d_ff']}; batch {first.batch_size}; "
-            f"{first.repeats} interleaved rounds per length",
+            f"{first.repeats} interleaved rounds per length, {first.clock} clock",
             f"machine: {m.cpu_model}, {m.n_cpus} CPUs, {m.threads} thread(s), torch {m.torch_version}, "
             f"load average {m.load_average} at start, {self.results[-1].machine.load_average} at the last length",
             "",
@@ -248,6 +250,46 @@ def bench_lengths(model: BudgetFormer, seq_lens: list[int], **kwargs) -> LengthS
     return LengthSweep([bench(model, seq_len=length, **kwargs) for length in lengths])
 
 
+def read_length_sweep(path) -> dict:
+    """A saved ``budgetformer bench --seq-lens … --json`` (:meth:`LengthSweep.to_dict`).
+
+    Raises:
+        FileNotFoundError: nothing saved at ``path``.
+        ValueError: the file is not such a sweep (unreadable, not JSON, fields missing).
+    """
+    import json
+    from pathlib import Path
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        rows = [[row["budget"] for row in r["rows"]] for r in data["results"]]
+        ok = data["seq_lens"] == [r["seq_len"] for r in data["results"]] and rows and rows.count(rows[0]) == len(rows)
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"{path} is not a saved length sweep ({type(e).__name__})") from None
+    if not ok:
+        raise ValueError(f"{path} is not a saved length sweep (lengths or budgets do not match)")
+    return data
+
+
+def length_curve(sweep: dict, budget: float) -> list[dict]:
+    """Per length of a saved sweep (:func:`read_length_sweep`), the latency of dense and of the
+    saved budget nearest to ``budget``, and that budget's FLOP ideal: dense latency × FLOPs
+    ratio, what perfect structural pruning would take. One dict per length."""
+    rows = sweep["results"][0]["rows"]
+    saved = [r["budget"] for r in rows if r["budget"] != PER_INPUT]
+    name = min(saved, key=lambda b: abs(float(b) - budget))
+    out = []
+    for r in sweep["results"]:
+        row = next(x for x in r["rows"] if x["budget"] == name)
+        dense = r["dense_latency"]["median_ms"]
+        out.append({"tokens": r["seq_len"], "budget": name, "dense_ms": dense,
+                    "budgeted_ms": row["latency"]["median_ms"], "ideal_ms": dense * row["flops_ratio"],
+                    "measured_speedup": row["measured_speedup"], "ideal_speedup": row["ideal_speedup"]})
+    return out
+
+
 def _check_seq_len(max_len: int, seq_len: int) -> None:
     if not 1 <= seq_len <= max_len:
         raise ValueError(f"seq_len must be in [1, {max_len}] (max_len), got {seq_len}")
@@ -273,6 +315,7 @@ def bench(
     min_sample_s: float = 0.02,
     seed: int = 0,
     source: str = "random initialisation",
+    clock: str = "wall",
 ) -> BenchResult:
     """Time dense, structural and masked execution of ``model`` and compare with the FLOP ideal.
 
@@ -287,6 +330,8 @@ def bench(
         min_sample_s: length of one timed block of calls.
         seed: seed of the token ids and of the per-input k order.
         source: where the model came from, for the report.
+        clock: ``wall`` (latency) or ``cpu`` (the thread's CPU time, for a busy machine; see
+            :func:`budgetformer_core.timing.time_interleaved`).
 
     Raises:
         ValueError: for a dense model, a bad batch size or sequence length, or a bad budget.
@@ -323,7 +368,7 @@ def bench(
         controls[PER_INPUT] = Control(k=heads[PER_INPUT])
         fns[PER_INPUT] = run("structural", controls[PER_INPUT])
     fns.update(_budgeting(model, ids, mask))
-    stats = time_interleaved(fns, repeats, warmup, threads, min_sample_s)
+    stats = time_interleaved(fns, repeats, warmup, threads, min_sample_s, clock=clock)
 
     dense = stats["dense"]
     dense_total = dense_flops(cfg, seq_len) * batch_size
@@ -354,6 +399,7 @@ def bench(
         batch_size=batch_size,
         seq_len=seq_len,
         repeats=repeats,
+        clock=clock,
         dense_flops=dense_total,
         dense_latency=dense,
         dense_peak_memory_mb=peak_memory(fns["dense"]) / MB,

@@ -6,7 +6,8 @@
     budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --input-file F)
     budgetformer adaptivity --checkpoint DIR [--reference DIR] [--split test] [--budget S] [--json]
     budgetformer bench   (--checkpoint DIR | [--set key=value ...]) [--batch-size N] [--threads T]
-                         [--seq-len L | --seq-lens L,L,...] [--repeats R] [--budgets B,B,...] [--json]
+                         [--seq-len L | --seq-lens L,L,...] [--repeats R] [--budgets B,B,...]
+                         [--clock {wall,cpu}] [--json]
 
 Errors the user can fix (unknown key, bad checkpoint, empty text, a label the checkpoint does
 not know, an existing checkpoint at --out without --force) print one line to stderr and exit
@@ -289,7 +290,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise ValueError("give --seq-len or --seq-lens, not both")
     model, source = bench_model(args)
     options = dict(batch_size=args.batch_size, threads=args.threads, budgets=args.budgets,
-                   repeats=args.repeats, warmup=args.warmup, seed=args.seed, source=source)
+                   repeats=args.repeats, warmup=args.warmup, seed=args.seed, source=source,
+                   clock=args.clock)
     if args.seq_lens:
         result = bench_lengths(model, args.seq_lens, **options)
     else:
@@ -397,6 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=3, help="untimed calls of each variant first")
     p.add_argument("--budgets", type=_budgets, default=BUDGETS, help="comma-separated budgets in (0, 1]")
     p.add_argument("--seed", type=int, default=0, help="seed of the inputs and of a random model")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="wall: latency; cpu: the timing thread's CPU time (a busy machine's waits left out)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return parser
 

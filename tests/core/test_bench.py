@@ -10,7 +10,15 @@ import json
 import pytest
 import torch
 
-from budgetformer_core.bench import BUDGETS, PER_INPUT, bench, bench_lengths, per_input_ks
+from budgetformer_core.bench import (
+    BUDGETS,
+    PER_INPUT,
+    bench,
+    bench_lengths,
+    length_curve,
+    per_input_ks,
+    read_length_sweep,
+)
 from budgetformer_core.cli import main
 from budgetformer_core.model import BudgetFormer
 
@@ -130,5 +138,28 @@ def test_length_sweep_table_and_json(lengths, capsys):
     assert data["seq_lens"] == [4, 8, 16] and set(data["crossover"]) == {"0.25", "1", PER_INPUT}
     shape = ["--set", "d_model=32", "--set", "n_heads=4", "--set", "max_len=12"]
     assert main(["bench", *shape, "--repeats", "1", "--warmup", "0", "--budgets", "0.5",
-                 "--seq-lens", "6,12", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["seq_lens"] == [6, 12]
+                 "--seq-lens", "6,12", "--clock", "cpu", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["seq_lens"] == [6, 12] and {r["clock"] for r in data["results"]} == {"cpu"}
+
+
+def test_a_saved_sweep_reads_back_into_the_length_curve(lengths, tmp_path):
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(lengths.to_dict()))
+    curve = length_curve(read_length_sweep(path), budget=0.3)  # nearest saved budget: 0.25
+    assert [p["tokens"] for p in curve] == [4, 8, 16] and {p["budget"] for p in curve} == {"0.25"}
+    for p, r in zip(curve, lengths.results, strict=True):
+        assert p["dense_ms"] == r.dense_latency.median_ms and p["budgeted_ms"] == r.rows[0].latency.median_ms
+        assert p["ideal_ms"] == pytest.approx(p["dense_ms"] * r.rows[0].flops_ratio)
+    assert {p["budget"] for p in length_curve(read_length_sweep(path), budget=0.9)} == {"1"}
+
+
+@pytest.mark.parametrize("content", ["", "{not json", '{"seq_lens": [4]}', '{"seq_lens": [8], "results": []}',
+                                     "\udcff"])
+def test_a_bad_saved_sweep_is_a_clear_error(tmp_path, content):
+    path = tmp_path / "sweep.json"
+    path.write_bytes(content.encode("utf-8", "surrogateescape"))
+    with pytest.raises(ValueError, match="not a saved length sweep"):
+        read_length_sweep(path)
+    with pytest.raises(FileNotFoundError):
+        read_length_sweep(tmp_path / "missing.json")

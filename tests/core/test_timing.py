@@ -104,3 +104,17 @@ def test_peak_memory_counts_live_allocations_not_views_or_inputs():
 def test_bad_timer_arguments_are_refused():
     with pytest.raises(ValueError):
         time_interleaved({"x": lambda: None}, repeats=0)
+
+
+def test_the_cpu_clock_does_not_count_time_spent_waiting():
+    import time
+
+    def nap():
+        time.sleep(0.002)  # waits: wall time passes, almost no CPU time
+
+    wall = time_interleaved({"nap": nap}, repeats=3, warmup=0, min_sample_s=0)["nap"]
+    cpu = time_interleaved({"nap": nap}, repeats=3, warmup=0, min_sample_s=0, clock="cpu")["nap"]
+    assert wall.median_ms >= 2.0 and cpu.median_ms < 0.5 * wall.median_ms
+    for bad in (dict(clock="sundial"), dict(clock="cpu", threads=2)):
+        with pytest.raises(ValueError, match="clock"):
+            time_interleaved({"nap": nap}, repeats=1, **bad)
