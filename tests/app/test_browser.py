@@ -2,7 +2,10 @@
 
 The server is started the way ``make run`` starts it (``app/serve.py``) on a free
 port; the test waits for its health endpoint, then types a text, moves the budget slider with
-the keyboard and checks the page follows, without an error box. Screenshots of every page go to
+the keyboard and checks the page follows, without an error box. Every page is opened at
+1280×720, a projector's size (:data:`VIEWPORT`): on "Explore an input" the prediction, the budget
+control and the heatmap must be on screen at first load, without scrolling. Screenshots of every
+page at that size (``page-<page>.png``, and the whole page, ``page-<page>-full.png``) go to
 ``test-artifacts/`` (git-ignored). Nothing is downloaded: the browser is the system's
 ``/usr/bin/chromium`` (``make setup`` installs it with apt), never ``playwright install``.
 """
@@ -43,6 +46,8 @@ BUSINESS = (
     "Shares in the bank rose sharply after it reported record annual profits, and analysts "
     "said the company's sales and the wider economy would keep growing."
 )
+VIEWPORT = {"width": 1280, "height": 720}
+"""A projector's size: what a class sees."""
 REQUIRED = os.environ.get("BUDGETFORMER_REQUIRE_BROWSER") == "1"
 """Set by .ci/run: there a missing browser is a failure, not a skip."""
 
@@ -174,20 +179,35 @@ def screenshot(page, name: str) -> None:
     page.set_viewport_size(size)
 
 
+def screen(page, name: str) -> None:
+    """What is on screen, at the page's viewport size (no scrolling, no growing)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def text_box(page):
+    return page.get_by_role("textbox", name="Text to classify")
+
+
+def on_screen(locator) -> None:
+    """The element is wholly inside the viewport (seen without scrolling)."""
+    sync_api.expect(locator).to_be_in_viewport(ratio=1, timeout=10_000)
+
+
 def commit_text(page, text: str) -> None:
-    area = page.get_by_label("Text to classify")
+    area = text_box(page)
     area.fill(text)
     area.press("Control+Enter")  # a text area commits on Ctrl+Enter (or on blur)
 
 
 def test_explore_page_in_a_browser(server, browser):
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page = browser.new_page(viewport=VIEWPORT)
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
 
     t0 = time.perf_counter()
     page.goto(server, wait_until="domcontentloaded")
-    page.get_by_label("Text to classify").wait_for(timeout=60_000)
+    text_box(page).wait_for(timeout=60_000)
     t_input = time.perf_counter() - t0
     page.locator('[data-testid="stMetric"]').filter(has_text="Prediction").wait_for(timeout=60_000)
     t_results = time.perf_counter() - t0
@@ -197,6 +217,17 @@ def test_explore_page_in_a_browser(server, browser):
         f"\nfirst page load after the server is up: input shown {t_input:.2f} s, "
         f"results shown {t_results:.2f} s (server time {server_ms(page)} ms)"
     )
+    # the teaching layout: at 1280×720 the input, the budget control, the prediction, s and k per
+    # layer and the heatmap with its legend are on screen together, before any scrolling
+    relevance = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Head relevance p")
+    relevance.locator(".legend").wait_for(timeout=30_000)  # plotly draws after the run ends
+    for label in ("Prediction", "Budget s per layer", "Heads run per layer"):
+        on_screen(page.locator('[data-testid="stMetric"]').filter(has_text=label))
+    on_screen(page.locator('[data-testid="stSlider"]').filter(has_text="Budget s (share of heads)"))
+    on_screen(text_box(page))
+    on_screen(relevance)
+    assert "not computed" in relevance.locator(".legend").text_content()
+    screen(page, "explore-first-screen")
     screenshot(page, "explore-initial")
 
     # type texts: the prediction follows
@@ -250,7 +281,7 @@ def test_explore_page_in_a_browser(server, browser):
     no_error(page)
     assert dialogs == []
     assert page.locator('[data-testid="stMain"] b', has_text="x").count() == 0
-    assert page.get_by_label("Text to classify").input_value() == MARKUP
+    assert text_box(page).input_value() == MARKUP
 
     # empty text: a clear message, no results
     commit_text(page, "   ")
@@ -259,7 +290,7 @@ def test_explore_page_in_a_browser(server, browser):
     no_error(page)
     page.close()
 
-    warm = browser.new_page(viewport={"width": 1600, "height": 1000})
+    warm = browser.new_page(viewport=VIEWPORT)
     t0 = time.perf_counter()
     warm.goto(server, wait_until="domcontentloaded")
     warm.locator('[data-testid="stMetric"]').filter(has_text="Prediction").wait_for(timeout=60_000)
@@ -288,12 +319,14 @@ def no_error_box(page) -> None:
 
 
 def test_every_page_renders_in_a_browser(server, browser):
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page = browser.new_page(viewport=VIEWPORT)
     page.goto(server)
     page.locator('[data-testid="stMain"]').wait_for(timeout=60_000)
     wait_idle(page, 60_000)
     links = page.locator('[data-testid="stSidebarNav"] a')
     urls = [links.nth(i).get_attribute("href") for i in range(links.count())] or [server]
+    # Material icons, which ship with Streamlit (emoji need a font the machine may lack)
+    assert links.locator('[data-testid="stIconMaterial"]').count() == links.count() == len(PAGES)
     seen = []
     for url in urls:  # a single page has no navigation menu: then just the main page
         page.goto(url if url.startswith("http") else server + "/" + url.lstrip("/"))
@@ -313,7 +346,10 @@ def test_every_page_renders_in_a_browser(server, browser):
             assert value and value != "—", f"{slug}: {label} is empty"
             if label.startswith("Spearman"):
                 assert -1 <= float(value) <= 1
-        screenshot(page, "page-" + slug)
+        # nothing of Streamlit's own in front of a class: no Deploy button, no developer menu
+        assert page.locator('[data-testid="stAppDeployButton"], [data-testid="stMainMenu"]').count() == 0
+        screen(page, "page-" + slug)
+        screenshot(page, f"page-{slug}-full")
         seen.append(slug)
     assert sorted(seen) == sorted(PAGES)
     page.close()
@@ -321,7 +357,7 @@ def test_every_page_renders_in_a_browser(server, browser):
 
 def test_errors_page_opens_a_text_in_explore(server, browser):
     """Click-through: "Open in Explore an input" carries the picked test text to that page."""
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page = browser.new_page(viewport=VIEWPORT)
     page.goto(server + "/errors")
     page.locator("h1", has_text="Errors").wait_for(timeout=60_000)
     wait_idle(page, 120_000)
@@ -332,12 +368,102 @@ def test_errors_page_opens_a_text_in_explore(server, browser):
     picked = page.get_by_label("Text to read (or select a row in the table)")
     index = int(picked.input_value().split(" ")[0].lstrip("#"))
     page.get_by_role("button", name="Open in “Explore an input” →").click()
-    page.get_by_label("Text to classify").wait_for(timeout=60_000)
+    text_box(page).wait_for(timeout=60_000)
     page.locator('[data-testid="stMetric"]').filter(has_text="Prediction").wait_for(timeout=60_000)
     wait_idle(page, 60_000)
     no_error_box(page)
     page.get_by_text(f"Test text #{index} of bbc").wait_for()
     page.get_by_text(f"Misclassified: test text #{index}").wait_for()
-    assert len(page.get_by_label("Text to classify").input_value()) > 50
+    assert len(text_box(page).input_value()) > 50
     screenshot(page, "errors-open-in-explore")
+    page.close()
+
+
+SHARED_AG_NEWS = ROOT.parent / "shared" / "data" / "ag_news"
+AG_NEWS = "ag_news-budgetformer"
+
+
+def settled(page, timeout_ms: int = 120_000) -> None:
+    """The run has ended and every chart of the page is drawn (plotly draws after the run)."""
+    wait_idle(page, timeout_ms)
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+                   .every(c => c.querySelector('.main-svg'))""",
+        timeout=timeout_ms,
+    )
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) used so far by the processes this test started: the server and
+    the browser's processes (this process itself left out). On a machine that other work keeps
+    busy, wall-clock times stretch; this is what the work itself cost."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # not a process, or gone
+        procs[int(d.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))  # ppid, utime + stime
+    mine, total, grew = {os.getpid()}, 0, True
+    while grew:  # the descendants of this process
+        grew = False
+        for pid, (ppid, _) in procs.items():
+            if ppid in mine and pid not in mine:
+                mine.add(pid)
+                grew = True
+    for pid in mine - {os.getpid()}:
+        total += procs[pid][1]
+    return total / tick
+
+
+def open_in_nav(page, title: str) -> tuple[float, float]:
+    """Switch page through the sidebar (same session); the seconds until the page has settled,
+    wall clock and CPU time (:func:`cpu_seconds`)."""
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    page.locator('[data-testid="stSidebarNav"] a', has_text=title).click()
+    page.locator("h1", has_text=title).wait_for(timeout=120_000)
+    settled(page)
+    return time.perf_counter() - t0, cpu_seconds() - cpu0
+
+
+def pick_in_sidebar(page, label: str, option: str) -> None:
+    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text=label)
+    box.click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_idle(page, 60_000)
+
+
+@pytest.mark.skipif(
+    not (SHARED_AG_NEWS.is_dir() and (ROOT / "precomputed" / "checkpoints" / AG_NEWS).is_dir()),
+    reason="no local copy of ag_news or no shipped ag_news model",
+)
+def test_ag_news_easy_vs_hard_with_texts_in_a_browser(server, browser):
+    """AG News "Easy vs hard" with its 7,600 test texts: WebGL scatters, no error; the time from
+    the click in the navigation until every chart is drawn is printed (first visit, and again)."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server)
+    page.locator('[data-testid="stMetric"]').filter(has_text="Prediction").wait_for(timeout=60_000)
+    wait_idle(page, 60_000)
+    pick_in_sidebar(page, "Dataset", "ag_news")
+    local = page.get_by_role("textbox", name="Local copy of ag_news")
+    local.fill(str(SHARED_AG_NEWS))
+    local.press("Enter")
+    wait_idle(page, 120_000)
+    assert page.get_by_text("could be read from that path").count() == 0
+    first = open_in_nav(page, "Easy vs hard")
+    no_error_box(page)
+    scatter = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="vs prediction entropy, loss")
+    assert scatter.locator("canvas").count() > 0  # three panels of 7,600 points, drawn with WebGL
+    page.get_by_text("Two texts side by side").wait_for()
+    open_in_nav(page, "Explore an input")
+    again = open_in_nav(page, "Easy vs hard")
+    no_error_box(page)
+    print(f"\nAG News 'Easy vs hard' with texts, click to settled: first visit {first[0]:.2f} s "
+          f"(CPU {first[1]:.2f} s), again {again[0]:.2f} s (CPU {again[1]:.2f} s; server time "
+          f"{server_ms(page)} ms); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    screen(page, "page-easy_hard-ag_news")
     page.close()
