@@ -56,7 +56,8 @@ def probabilities_bar(label_names: Sequence[str], probs: Sequence[float]) -> go.
     layout = _layout(
         "Class probabilities",
         80 + 48 * len(probs),
-        xaxis=dict(range=[0, 1.15], tickformat=".0%", showgrid=False, title="probability"),
+        # room right of the longest bar for its label ("99.9%"), which would be cut off
+        xaxis=dict(range=[0, 1.35], tickvals=[0, 0.5, 1], tickformat=".0%", showgrid=False, title="probability"),
         yaxis=dict(type="category", autorange="reversed", title="class"),
     )
     return go.Figure(data=[bar], layout=layout)
@@ -128,6 +129,7 @@ def head_heatmap(
     zmax: float | None = None,
     colorbar_title: str = "",
     unrun_values: bool = False,
+    text_size: int = 16,
 ) -> go.Figure:
     """A layers × heads heatmap: the heads that ran coloured, with a ★ above their value; the
     heads that were not computed grey, outside the colour scale.
@@ -145,6 +147,8 @@ def head_heatmap(
             same to maps that are compared, so that their colours mean the same.
         colorbar_title: what the colours are (e.g. "p").
         unrun_values: write the values of the heads that did not run in their grey cells.
+        text_size: font size of the cells' text (smaller for a map in a narrow column, so that
+            the numbers of neighbouring cells do not run together).
     """
     n_layers, n_heads = len(values), len(values[0])
     ran = [set(sel) for sel in selected]
@@ -158,7 +162,7 @@ def head_heatmap(
         y=y,
         text=[[f"{STAR}<br>{v:.2f}" if v is not None else "" for v in row] for row in shown],
         texttemplate="%{text}",
-        textfont=dict(size=16),
+        textfont=dict(size=text_size),
         colorscale=colorscale,
         zmin=0,
         zmax=max(float(top), 1e-9),
@@ -178,7 +182,7 @@ def head_heatmap(
             for row, r in zip(values, ran, strict=True)
         ],
         texttemplate="%{text}",
-        textfont=dict(size=14, color="#555555"),
+        textfont=dict(size=text_size - 2, color="#555555"),
         colorscale=[[0.0, NOT_RUN], [1.0, NOT_RUN]],
         showscale=False,
         xgap=3,

@@ -328,7 +328,7 @@ for side, col, index in zip("ab", st.columns(2, gap="large"), indices, strict=Tr
             f"#{int(index)}: " + ("gate scores softmax(z)" if method.kind == "bba" else "head relevance p"),
             zmax=top,
             colorbar_title=method.relevance_symbol,
-            unrun_values=True,
+            text_size=12,  # half a page wide: 8 heads' numbers fit only smaller
         ),
         key=f"chart_eh_heads_{side}",
     )

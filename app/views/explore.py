@@ -345,7 +345,7 @@ if budgeted:
         charts.budget_bars(a.budget, a.k, H, reference=full.budget if changed else None, symbol=sym),
         key="chart_budget",
     )
-    c3, _ = st.columns(2, gap="large")
+    c3, _ = st.columns([3, 2], gap="large")  # wide enough for a number in each head's cell
     c3.plotly_chart(
         charts.head_heatmap(
             a.head_weights,
