@@ -8,6 +8,7 @@ sweep and the per-budget specialists (static gates, post-hoc + recovery) of the 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -24,6 +25,10 @@ from app.state import (
     selected_model,
     test_samples,
 )
+from budgetformer_core.bench import length_curve, read_length_sweep
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+"""Saved ``budgetformer bench --seq-lens … --json`` runs, one ``<model>-lengths.json`` per model."""
 
 CHARTS = [  # (column, title, y axis, percent)
     ("accuracy", "Accuracy vs budget", "test accuracy", True),
@@ -155,6 +160,39 @@ st.caption(
     "Ideal = 1 / FLOPs ratio. Measured = dense latency / this latency on the same inputs, one "
     "thread; batch 32 was timed at b = 0.25, 0.5, 0.75 and 1 only."
 )
+
+# ----------------------------------------------------------------------------- cost vs input length
+st.subheader("Cost vs input length")
+try:
+    sweep = read_length_sweep(BENCHMARKS / f"{name}-lengths.json")
+except FileNotFoundError:
+    sweep = None
+    st.caption(
+        f"No length sweep is saved for {md_escape(name)}; `budgetformer bench --checkpoint "
+        f"precomputed/checkpoints/{md_escape(name)} --seq-lens 16,32,64,128 --json > "
+        f"benchmarks/{md_escape(name)}-lengths.json` measures one on this machine."
+    )
+except ValueError as e:
+    sweep = None
+    st.warning(md_escape(e))
+if sweep is not None:
+    by_length = pd.DataFrame(length_curve(sweep, budget))
+    b_saved = by_length["budget"].iloc[0]
+    st.plotly_chart(
+        charts.cost_by_length(by_length["tokens"], by_length["dense_ms"], by_length["budgeted_ms"],
+                              by_length["ideal_ms"], f"b = {b_saved}"),
+        key="chart_sweep_length",
+    )
+    pays, machine = sweep["crossover"].get(b_saved), sweep["results"][0]["machine"]
+    st.caption(
+        f"Random inputs of each length, b = {b_saved} (the saved budget nearest the slider), "
+        f"`budgetformer bench --seq-lens` on {md_escape(machine['cpu_model'])}, one thread "
+        f"({sweep['results'][0].get('clock', 'wall')} clock), load "
+        f"average {machine['load_average'][0] if machine['load_average'] else '?'}. Choosing heads "
+        "costs a few dozen tiny operations per layer whatever the length, while the heads skipped "
+        "save work that grows with it: "
+        + (f"budgeting pays from **{pays} tokens** here." if pays else "here it does not pay at any length measured.")
+    )
 
 # ----------------------------------------------------------------------------- table
 st.subheader("Per-budget comparison")

@@ -1,0 +1,67 @@
+"""What one small tensor operation costs at batch 1, against a dense forward pass.
+
+    .venv/bin/python scripts/op_overhead.py [--checkpoint DIR] [--seq-len 32] [--clock cpu]
+
+Times, on one thread with the engine's interleaved timer, the operations a BudgetFormer layer
+adds between its input and its structural attention (mean-pooling, g_φ's two matmuls and GELU,
+softmax, sort, the top-k mask) on the layer's real input, next to one layer's whole allocation
+and a dense forward pass of ``--seq-len`` tokens, and prints each as a share of the dense pass:
+the floor under the budgeting overhead at short lengths, whatever the code around it does.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+from budgetformer_core.budget import Control, ForwardContext, rank_heads, select_top_k
+from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.timing import machine_info, time_interleaved
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", default="precomputed/checkpoints/bbc-budgetformer")
+    ap.add_argument("--seq-len", type=int, default=32)
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="cpu")
+    ap.add_argument("--repeats", type=int, default=30)
+    args = ap.parse_args()
+    model = load_checkpoint(args.checkpoint).model.eval()
+    ids = torch.randint(3, model.cfg.vocab_size, (1, args.seq_len))
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    layer = model.layers[0]
+    first, _, last = layer.alloc.scorer.net
+    with torch.inference_mode():
+        x = model.tok_emb(ids) + model.pos_emb.weight[: args.seq_len]  # (1, T, D)
+        xn = layer.ln1(x)
+        h = xn.mean(1)  # (1, D)
+        hidden = F.linear(h, first.weight, first.bias)  # (1, M)
+        z = F.linear(F.gelu(hidden), last.weight, last.bias)  # (1, H)
+        order = rank_heads(z)
+        ctx = ForwardContext(None, Control(budget=0.5), "structural", x)
+        fns = {
+            "dense forward pass": lambda: model(ids, mask, mode="dense"),
+            "one layer's allocation (b = 0.5)": lambda: layer.alloc(xn, ctx),
+            "mean-pool (1, T, D)": lambda: xn.mean(1),
+            "linear (1, D) -> (1, M)": lambda: F.linear(h, first.weight, first.bias),
+            "GELU of (1, M)": lambda: F.gelu(hidden),
+            "erf of (1, M) (GELU's arithmetic)": lambda: torch.erf(hidden),
+            "linear (1, M) -> (1, H)": lambda: F.linear(hidden, last.weight, last.bias),
+            "softmax (1, H)": lambda: torch.softmax(z, -1),
+            "sort (1, H)": lambda: rank_heads(z),
+            "top-k mask (1, H)": lambda: select_top_k(z, 4, order),
+        }
+        stats = time_interleaved(fns, repeats=args.repeats, min_sample_s=0.01, clock=args.clock)
+    dense = stats["dense forward pass"].median_ms
+    m = machine_info(1)
+    print(f"{args.checkpoint}, batch 1 × {args.seq_len} tokens, {args.clock} clock; {m.cpu_model}, "
+          f"torch {m.torch_version}, load average {m.load_average}")
+    print("| operation | µs | share of a dense pass |\n|---|---|---|")
+    for name, s in stats.items():
+        print(f"| {name} | {s.median_ms * 1e3:.1f} | {s.median_ms / dense:.1%} |")
+
+
+if __name__ == "__main__":
+    main()
