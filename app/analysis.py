@@ -465,9 +465,10 @@ def time_input(
 
     :func:`budgetformer_core.timing.time_interleaved` warms both paths up, then times one call
     of each per round, taking turns, on one thread, for as many rounds as fit in ``budget_s``
-    (3 to :data:`MAX_ROUNDS`) — the same timer as ``budgetformer bench``. Both paths are timed
-    afresh for every setting and compared round by round, so a burst of load from elsewhere hits
-    both alike and a dense time measured at another moment never enters the ratio.
+    (3 to :data:`MAX_ROUNDS`) — the same timer as ``budgetformer bench --clock cpu``. The clock
+    is the timing thread's CPU time: on a server shared by several sessions, time spent waiting
+    for a core is not this input's cost. Both paths are timed afresh for every setting and
+    compared round by round, so a dense time measured at another moment never enters the ratio.
     """
     import torch
 
@@ -485,7 +486,8 @@ def time_input(
         fns["structural"] = forward("structural")
     with torch.no_grad():
         stats = time_interleaved(
-            fns, repeats=MAX_ROUNDS, warmup=WARMUP, threads=1, min_sample_s=0, budget_s=budget_s
+            fns, repeats=MAX_ROUNDS, warmup=WARMUP, threads=1, min_sample_s=0, budget_s=budget_s,
+            clock="cpu",
         )
     return Timing(stats["dense"], stats.get("structural"))
 
@@ -541,7 +543,8 @@ def metric_cards(
             f"Median of {timing.repeats} single-thread forward passes of this input through "
             f"the budgeted (structural) path (inter-quartile range {timing.structural.iqr_ms:.2f} ms) "
             f"and as many through the dense path ({timing.dense_ms:.2f} ms, IQR {timing.dense.iqr_ms:.2f} ms), "
-            "taking turns after a warm-up, with the engine's timer (as `budgetformer bench`). "
+            "taking turns after a warm-up, with the engine's timer (as `budgetformer bench --clock cpu`: "
+            "the CPU time of one thread, so waiting for a core on a busy server is not counted). "
             "The speed-up is the median of the per-round ratios; IQR is their spread.",
         )
     return [
