@@ -272,8 +272,12 @@ BAND = "rgba(44, 160, 44, 0.15)"
 LEGEND = dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0, font=dict(size=14))
 
 
-def _with_legend(layout: dict) -> dict:
-    return {**layout, "showlegend": True, "legend": LEGEND, "margin": dict(l=10, r=10, t=90, b=10)}
+def _with_legend(layout: dict, n_items: int = 3, per_row: int = 2) -> dict:
+    """The layout with its legend above the plot, ``per_row`` entries to a row, and a top margin
+    that holds all its rows under the title (a legend wrapping upwards would cover the title)."""
+    rows = math.ceil(n_items / per_row)
+    legend = {**LEGEND, "entrywidth": 1 / per_row, "entrywidthmode": "fraction"}
+    return {**layout, "showlegend": True, "legend": legend, "margin": dict(l=10, r=10, t=50 + 24 * rows, b=10)}
 
 
 def training_budget(
@@ -327,7 +331,7 @@ def training_budget(
         xaxis=dict(title="epoch", dtick=1),
         yaxis=dict(title="mean budget s", range=[0, 1.02]),
     )
-    return go.Figure(data=data, layout=_with_legend(layout))
+    return go.Figure(data=data, layout=_with_legend(layout, len(data), per_row=3))
 
 
 def epoch_lines(
@@ -385,7 +389,7 @@ def epoch_lines(
     if percent:
         yaxis["tickformat"] = ".0%"
     layout = _layout(title, 360, xaxis=dict(title="epoch", dtick=1), yaxis=yaxis)
-    return go.Figure(data=data, layout=_with_legend(layout))
+    return go.Figure(data=data, layout=_with_legend(layout, len(data)))
 
 
 # --------------------------------------------------------------------------- errors
@@ -520,7 +524,7 @@ def budget_scatter(
             tickfont=TICKS, title_font=TICKS, title=x_title, type="log" if log_x else "linear",
             domain=[start, start + width], anchor="y",
         )  # fmt: skip
-    return go.Figure(data=data, layout=_with_legend(layout))
+    return go.Figure(data=data, layout=_with_legend(layout, 2))
 
 
 def budget_by_class(
@@ -602,7 +606,7 @@ def k_by_need(
         xaxis=dict(title="heads the input needs n", type="category"),
         yaxis=dict(title="mean heads run k", rangemode="tozero"),
     )
-    return go.Figure(data=data, layout={**_with_legend(layout), "barmode": "group"})
+    return go.Figure(data=data, layout={**_with_legend(layout, len(data)), "barmode": "group"})
 
 
 # --------------------------------------------------------------------------- budget sweep, ablations
@@ -725,7 +729,7 @@ def model_bars(
     ]
     yaxis = dict(title=y_title, tickformat=".0%") if percent else dict(title=y_title)
     layout = _layout(title, 400, xaxis=dict(title="model"), yaxis=yaxis)
-    layout = _with_legend(layout) if len(series) > 1 else layout
+    layout = _with_legend(layout, len(series)) if len(series) > 1 else layout
     # labels that do not fit at a readable size are left out (the hover and the table have them)
     return go.Figure(data=data, layout={**layout, "barmode": "group",
                                         "uniformtext": dict(minsize=12, mode="hide")})

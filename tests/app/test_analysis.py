@@ -367,6 +367,10 @@ def test_page_charts():
     assert len(charts.training_budget([1, 2], [], [[0.5, 0.4]]).data) == 1  # no band, no train
     lines = charts.epoch_lines([1, 2], {"a": [1.0, -1.0]}, "t", "y", log_y=True, reference={"r": 1})
     assert list(lines.data[0].y) == [1.0, None] and len(lines.data) == 2  # ≤ 0: not on a log axis
+    # a legend of three entries takes two rows of two, and the top margin holds both under the title
+    three = charts.epoch_lines([1, 2], {"total": [1, 2], "task": [1, 2], "budget": [1, 2]}, "Loss terms", "y")
+    assert three.layout.legend.entrywidth == 0.5 and three.layout.legend.entrywidthmode == "fraction"
+    assert three.layout.margin.t == 50 + 24 * 2 > lines.layout.margin.t == 50 + 24
     cm = charts.confusion_heatmap([[1, 2], [0, 3]], ["x", "y"])
     assert [list(r) for r in cm.data[0].z] == [[1, 2], [0, 3]] and list(cm.data[0].y) == ["x", "y"]
     panels = [("entropy", [1, 2, 3], False), ("loss", [0.1, 1, 10], True)]
