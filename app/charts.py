@@ -761,6 +761,6 @@ def cost_by_length(
         "Cost vs input length (batch 1, 1 thread)",
         420,
         xaxis=dict(title="input length (tokens)", type="log", tickvals=xs, ticktext=[str(x) for x in xs]),
-        yaxis=dict(title="latency per input (ms)", type="log"),
+        yaxis=dict(title="latency per input (ms)", type="log", dtick="D2"),  # 1, 2, 5, 10, …
     )
     return go.Figure(data=data, layout=_with_legend(layout))

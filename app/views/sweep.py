@@ -27,8 +27,8 @@ from app.state import (
 )
 from budgetformer_core.bench import length_curve, read_length_sweep
 
+# saved `budgetformer bench --seq-lens … --json` runs, one <model>-lengths.json per model
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-"""Saved ``budgetformer bench --seq-lens … --json`` runs, one ``<model>-lengths.json`` per model."""
 
 CHARTS = [  # (column, title, y axis, percent)
     ("accuracy", "Accuracy vs budget", "test accuracy", True),
