@@ -260,21 +260,20 @@ config = {
 }
 for title, rows in (("Lowest budgets", lowest), ("Highest budgets", highest)):
     st.subheader(title)
-    key = f"eh_table_{title.split()[0].lower()}"
-    event = st.dataframe(
+    st.dataframe(
         rows[columns].assign(text=[preview(t, 120) for t in rows["text"]]),
         hide_index=True,
         column_config=config,
-        on_select="rerun",
-        selection_mode="single-row",
-        key=key,
+        key=f"eh_table_{title.split()[0].lower()}",
     )
-    picked = event.selection.rows if event is not None else []
-    if picked and picked[0] < len(rows):
-        row = rows.iloc[picked[0]]
-        open_in_explore(dataset, int(row["index"]), row["text"], key=f"{key}_open")
-    else:
-        st.caption("Select a row to open its text in “Explore an input”.")
+ends = {
+    **{int(i): f"#{int(i)} · lowest {sym} {v:.3f}" for i, v in zip(lowest["index"], lowest["mean_s"], strict=True)},
+    **{int(i): f"#{int(i)} · highest {sym} {v:.3f}" for i, v in zip(highest["index"], highest["mean_s"], strict=True)},
+}
+o1, o2 = st.columns([3, 2], vertical_alignment="bottom")
+end = o1.selectbox("Open one of them", list(ends), format_func=ends.get, key="eh_open_pick")
+with o2:
+    open_in_explore(dataset, end, table.iloc[end]["text"], key="eh_open")
 
 # ----------------------------------------------------------------------------- side by side
 st.subheader("Two texts side by side")

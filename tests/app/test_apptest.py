@@ -717,6 +717,57 @@ def test_ablation_page(at, results):
     assert any(c.value.startswith("Not in sweeps") and "bba" in c.value for c in at.caption)
 
 
+def test_disagreements_and_extremes_open_in_explore(at, results):
+    from budgetformer_core.data import load_dataset
+
+    texts = load_dataset("bbc").split("test").texts
+    open_page(at, "ablations")
+    assert at.selectbox(key="ablation_pick").value == 3  # the first input they disagree on
+    at.button(key="ablation_open").click()
+    run(at)
+    assert at.title[0].value == "Explore an input" and at.text_area(key="text").value == texts[3]
+    assert any(c.value.startswith("Test text #3 of bbc") for c in at.caption)
+
+    open_page(at, "easy_hard")
+    highest = at.dataframe[1].value
+    pick = int(highest["index"].iloc[0])
+    at.selectbox(key="eh_open_pick").set_value(pick)
+    run(at)
+    at.button(key="eh_open").click()
+    run(at)
+    assert at.title[0].value == "Explore an input" and at.text_area(key="text").value == texts[pick]
+    assert any(c.value.startswith(f"Test text #{pick} of bbc") for c in at.caption)
+
+
+def test_errors_keeps_its_filters_and_picked_text_across_pages(at):
+    open_page(at, "errors")
+    table = at.dataframe[0].value
+    cls = table["true"].value_counts().index[0]
+    at.multiselect(key="err_true").set_value([cls])
+    at.slider(key="err_conf").set_value((0.2, 1.0))
+    at.toggle(key="err_all").set_value(True)
+    run(at)
+    picked = int(at.dataframe[0].value["index"].iloc[-1])
+    at.selectbox(key="errors_pick").set_value(picked)
+    run(at)
+    shown = at.dataframe[0].value
+    for view in ("dynamics", "explore", "errors"):  # away and back
+        open_page(at, view)
+    assert at.multiselect(key="err_true").value == [cls] and at.slider(key="err_conf").value == (0.2, 1.0)
+    assert at.toggle(key="err_all").value and at.selectbox(key="errors_pick").value == picked
+    assert at.dataframe[0].value.equals(shown)
+    other = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))  # another session: its own
+    open_page(other, "errors")
+    assert other.multiselect(key="err_true").value == [] and not other.toggle(key="err_all").value
+
+
+def test_a_text_of_mostly_unknown_tokens_is_flagged(at):
+    type_text(at, "qzxv wprk ǂʘǁ ꙮꙮ 𒀱𒀱 ⵣⵣⵣ")
+    assert any("unknown to its vocabulary ([UNK])" in w.value for w in at.warning)
+    type_text(at, SPORT)
+    assert not any("[UNK]" in w.value for w in at.warning)
+
+
 @pytest.mark.parametrize("case", ["missing", "unreadable", "other dataset", "no sweep"])
 def test_sweep_and_ablation_pages_without_results(tmp_path, monkeypatch, case):
     import app.state
