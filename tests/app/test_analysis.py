@@ -234,6 +234,8 @@ def test_bar_charts():
     assert list(one.data[0].text) == ["0.984", ""] and one.data[0].textangle == 0
     pair = charts.model_bars(["full", "dense"], {"accuracy": [0.98, 0.97], "macro-F1": [0.98, 0.97]}, "t", "y")
     assert all(bar.textangle == -90 for bar in pair.data)  # side by side labels stand up
+    assert pair.layout.uniformtext.minsize == 12 and pair.layout.uniformtext.mode == "hide"  # never tiny
+    assert fig.layout.xaxis.range[1] > 1.3  # room for the label of a bar at 100%
 
 
 def test_metric_cards(bbc_budgetformer, dense):
