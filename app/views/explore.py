@@ -110,20 +110,14 @@ no_f = no_g = False
 head_ablation = "uniform"
 seed = 0
 with below:
-    if not budgeted:
-        st.info(
-            "This is a **dense** model: every layer runs all of its heads on every input, so there "
-            "is no budget to move and nothing to ablate. Pick a BudgetFormer model in the sidebar to "
-            "use the slider and the ablations."
-        )
-    elif is_bba:  # bba has no f_θ or g_φ: no toggles named after them
+    if is_bba:  # bba has no f_θ or g_φ: no toggles named after them
         st.caption(
             "A budgeted-attention-allocation (bba) model: the slider is the requested budget b; each "
             f"layer runs the ⌊b·H⌋ heads its gates rank highest, nested across budgets (no b "
             f"requested: b = {method.default_budget:g}). It has no budget network or head scorer to "
             "ablate."
         )
-    else:
+    elif budgeted:
         st.subheader("Ablations")
         a1, a2, a3 = st.columns([3, 3, 2], gap="medium", vertical_alignment="bottom")
         no_f = a1.toggle(
@@ -171,56 +165,60 @@ with below:
             on_click=lambda: st.session_state.update(head_seed=st.session_state.get("head_seed", 0) + 1),
             help="The next seed: k other heads drawn at random.",
         )
+settings = Settings()  # a dense model: nothing to set
 with left:
-    budget_mode = st.radio(
-        "Requested budget b per layer" if is_bba else "Budget s per layer",
-        list(method.mode_labels),
-        format_func=method.mode_labels.get,
-        key="budget_mode",
-        horizontal=True,
-        disabled=not budgeted or no_f,
-        persist_state="session",
-    )
-    live = budgeted and not no_f  # a slider is live only in its own mode
-    s = st.slider(
-        "Requested budget b (share of heads)" if is_bba else "Budget s (share of heads)",
-        0.05,
-        1.0,
-        0.5,
-        0.05,
-        key="budget_s",
-        disabled=not (live and budget_mode == "slider"),
-        persist_state="session",
-        help=f"Live in the mode “{method.mode_labels['slider']}”.",
-    )
-    k = st.slider(
-        f"Heads per layer k (of {H})",
-        1,
-        max(H, 2),  # a slider needs two values; k is capped at H anyway
-        max(1, H // 4),
-        1,
-        key="force_k",
-        disabled=not (live and budget_mode == "force_k"),
-        persist_state="session",
-        help="Live in the mode “force k heads”.",
-    )
-    if live and budget_mode == "learned":
-        st.caption(
-            f"The sliders are off: the model uses its own {'default b' if is_bba else 's'} "
-            "(on the right). Pick another mode to set it."
+    if not budgeted:
+        st.info(
+            "This is a **dense** model: every layer runs all of its heads on every input, so there "
+            "is no budget to move and nothing to ablate. Pick a BudgetFormer model in the sidebar to "
+            "use the slider and the ablations."
         )
-settings = (
-    Settings(
-        budget_mode=budget_mode,
-        budget=float(s),
-        k=int(k),
-        no_budget_net=bool(no_f and has_f),
-        head_ablation=head_ablation if (no_g and has_g) else None,
-        seed=int(seed),
-    )
-    if budgeted
-    else Settings()
-)
+    else:
+        budget_mode = st.radio(
+            "Requested budget b per layer" if is_bba else "Budget s per layer",
+            list(method.mode_labels),
+            format_func=method.mode_labels.get,
+            key="budget_mode",
+            horizontal=True,
+            disabled=no_f,
+            persist_state="session",
+        )
+        live = not no_f  # a slider is live only in its own mode
+        s = st.slider(
+            "Requested budget b (share of heads)" if is_bba else "Budget s (share of heads)",
+            0.05,
+            1.0,
+            0.5,
+            0.05,
+            key="budget_s",
+            disabled=not (live and budget_mode == "slider"),
+            persist_state="session",
+            help=f"Live in the mode “{method.mode_labels['slider']}”.",
+        )
+        k = st.slider(
+            f"Heads per layer k (of {H})",
+            1,
+            max(H, 2),  # a slider needs two values; k is capped at H anyway
+            max(1, H // 4),
+            1,
+            key="force_k",
+            disabled=not (live and budget_mode == "force_k"),
+            persist_state="session",
+            help="Live in the mode “force k heads”.",
+        )
+        if live and budget_mode == "learned":
+            st.caption(
+                f"The sliders are off: the model uses its own {'default b' if is_bba else 's'} "
+                "(on the right). Pick another mode to set it."
+            )
+        settings = Settings(
+            budget_mode=budget_mode,
+            budget=float(s),
+            k=int(k),
+            no_budget_net=bool(no_f and has_f),
+            head_ablation=head_ablation if (no_g and has_g) else None,
+            seed=int(seed),
+        )
 with below:
     if budgeted and not is_bba and not has_f:
         st.caption("This checkpoint has no budget network f_θ: its s is fixed by its config.")
