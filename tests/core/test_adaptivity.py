@@ -97,7 +97,10 @@ def test_precomputed_tables_give_the_same_figures(bbc):
     frame, reference = (pd.read_parquet(tables / f"bbc-{m}.parquet") for m in ("budgetformer", "dense"))
     result = from_frames(frame, n_heads("bbc-budgetformer"), reference).to_dict()
     assert result["layers"] == bbc["layers"] and result["n"] == bbc["n"]
-    assert result["accuracy"] == bbc["accuracy"] and result["heads_ratio_hard_easy"] == bbc["heads_ratio_hard_easy"]
+    assert result["accuracy"] == bbc["accuracy"]
+    # the tables keep losses to 6 decimals: near-zero dense losses tie there, and a tie at a
+    # third's edge can swap one input between the thirds (one input of 142 moves the ratio ~0.005)
+    assert result["heads_ratio_hard_easy"] == pytest.approx(bbc["heads_ratio_hard_easy"], abs=0.01)
     assert result["rho_s_reference_loss"] == pytest.approx(bbc["rho_s_reference_loss"], abs=1e-3)  # 6 decimals
     with pytest.raises(ValueError, match="same inputs"):
         from_frames(frame, n_heads("bbc-budgetformer"), reference.head(10))
