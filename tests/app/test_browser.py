@@ -15,27 +15,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from loadtest import CHROMIUM, CHROMIUM_ARGS, Server  # noqa: E402  (scripts/ is not a package)
+
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SPORT = (
     "The striker scored a hat-trick as the champions beat their rivals 3-1 in the league, "
     "and the coach praised the team's defence after the football match."
@@ -66,64 +57,15 @@ if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
     unavailable(f"{CHROMIUM} is missing (apt-get install chromium; `make setup` does it)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
-    """Poll Streamlit's health endpoint (directly: no proxy from the environment)."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with code {proc.returncode}")
-        try:
-            with opener.open(url + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.25)
-    raise TimeoutError(f"{url} not healthy after {timeout:.0f} s (see test-artifacts/)")
-
-
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server():
     """The app's server as ``make run`` starts it (``app/serve.py`` = ``streamlit run
-    app/main.py`` with torch imported first) on a free port; yields its URL, stops it afterwards."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("streamlit") / "server.log"
-    cmd = [
-        sys.executable,
-        "app/serve.py",
-        "--server.headless",
-        "true",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.fileWatcherType",
-        "none",
-    ]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        ARTIFACTS.mkdir(exist_ok=True)  # the server's output, for when a test fails
-        (ARTIFACTS / "streamlit-server.log").write_bytes(log.read_bytes())
+    app/main.py`` with torch imported first) on a free port of 127.0.0.1 — the load test's
+    :class:`loadtest.Server`; yields its URL, stops it afterwards."""
+    ARTIFACTS.mkdir(exist_ok=True)  # the server's output, for when a test fails
+    with Server(ARTIFACTS / "streamlit-server.log") as srv:
+        srv.wait_healthy()
+        yield srv.url
 
 
 @pytest.fixture(scope="module")
