@@ -23,7 +23,7 @@ import itertools
 import json
 import shlex
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -34,7 +34,8 @@ from .budget import ABLATIONS, Control, ablation
 from .checkpoint import check_out_dir, json_safe, load_checkpoint
 from .config import ModelConfig, TrainConfig, apply_overrides
 from .data import Split, load_dataset, source_path
-from .infer import MAX_CHARS, analyze, check_texts, evaluate_split
+from .infer import MAX_CHARS, check_texts, evaluate_split, predict_rows
+from .inputs import input_rows
 from .model import BudgetFormer
 
 
@@ -188,30 +189,6 @@ def cmd_adaptivity(args: argparse.Namespace) -> int:
     return 0
 
 
-PREDICT_BATCH = 32
-"""Inputs classified together; each batch's rows are printed as soon as it is done."""
-
-
-def input_lines(path: str) -> Iterator[tuple[int, str]]:
-    """(1-based line number, text) for each line of ``path``, read as it goes.
-
-    Lines end at ``\\n`` only (a ``\\r`` before it is dropped; U+2028 and NEL stay inside a
-    line); bytes that are not UTF-8 stop the reading with an error naming the line.
-    """
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror}") from None
-    with f:
-        for number, raw in enumerate(f, 1):  # a binary file's lines end at b"\n" only
-            raw = raw.removesuffix(b"\n").removesuffix(b"\r")
-            try:
-                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(f"{path}: line {number} is not valid UTF-8 (byte {e.start + 1} of the line)") from None
-            yield number, text
-
-
 def cmd_predict(args: argparse.Namespace) -> int:
     ckpt = load_checkpoint(args.checkpoint)
     control = Control(budget=args.budget) if args.budget is not None else None
@@ -223,45 +200,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise ValueError("no input: give TEXT arguments or --input-file")
     inputs = ((None, t) for t in args.text)
     if args.input_file:
-        inputs = itertools.chain(inputs, input_lines(args.input_file))
-    batch: list[tuple[int | None, str]] = []
+        inputs = itertools.chain(inputs, input_rows(args.input_file))
     errors = total = 0
-
-    def flush() -> None:
-        for (line, _), a in zip(batch, analyze(ckpt, [t for _, t in batch], control) if batch else []):
-            row = {"label": a.label, "probs": dict(zip(ckpt.label_names, a.probs)), "budget": a.budget,
-                   "k": a.k, "selected_heads": a.selected_heads, "n_tokens": a.n_tokens,
-                   "truncated": a.truncated, "flops": a.flops, "dense_flops": a.dense_flops}
-            if args.json:
-                print(dumps({"line": line, **row} if line is not None else row, ensure_ascii=False))
-            else:
-                print(f"{'' if line is None else f'{line}: '}{a.label}\t{max(a.probs):.3f}\tk={a.k}\t{a.text[:60]!r}")
-        batch.clear()
-        sys.stdout.flush()
-
-    while True:
-        try:
-            line, text = next(inputs)
-        except StopIteration:
-            break
-        except ValueError:  # unreadable input: what came before it is printed first
-            flush()
-            raise
+    for p in predict_rows(ckpt, inputs, control):  # the batch page's rows too
         total += 1
-        try:
-            if line is not None and not text.strip():
-                raise ValueError("blank line")
-            check_texts([text])
-        except ValueError as e:  # a row that says why, in its place
-            flush()
+        if p.error is not None:
             errors += 1
-            message = str(e).replace("input 0 ", "the line ")
-            print(dumps({"line": line, "error": message}) if args.json else f"{line}: error: {message}", flush=True)
-            continue
-        batch.append((line, text))
-        if len(batch) == PREDICT_BATCH:
-            flush()
-    flush()
+            print(dumps({"line": p.line, "error": p.error}) if args.json else f"{p.line}: error: {p.error}", flush=True)
+        elif args.json:
+            print(dumps({"line": p.line, **p.row} if p.line is not None else p.row, ensure_ascii=False), flush=True)
+        else:
+            confidence = max(p.row["probs"].values())
+            print(f"{'' if p.line is None else f'{p.line}: '}{p.row['label']}\t{confidence:.3f}\tk={p.row['k']}\t"
+                  f"{p.text[:60]!r}", flush=True)
     if not total:
         raise ValueError(f"{args.input_file} has no lines")
     if errors:

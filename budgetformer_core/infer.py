@@ -11,6 +11,7 @@ Every surface (the CLI, the app) refuses or cuts a text at :data:`MAX_CHARS` cha
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -143,6 +144,76 @@ def analyze(
                 )
             )
     return results
+
+
+PREDICT_BATCH = 32
+"""Inputs classified together by :func:`predict_rows`; each batch's rows come out as it is done."""
+
+
+def prediction_row(ckpt: Checkpoint, a: Analysis) -> dict:
+    """One classified input as ``budgetformer predict --json`` prints it (and the batch page
+    tabulates it): label, probabilities by class, per layer the budget (s, or bba's b), k and
+    the heads that ran, tokens read, truncation and FLOPs."""
+    return {"label": a.label, "probs": dict(zip(ckpt.label_names, a.probs, strict=True)), "budget": a.budget,
+            "k": a.k, "selected_heads": a.selected_heads, "n_tokens": a.n_tokens, "truncated": a.truncated,
+            "flops": a.flops, "dense_flops": a.dense_flops}
+
+
+@dataclass
+class Prediction:
+    """What :func:`predict_rows` gives for one numbered input: its row, or why it has none."""
+
+    line: int | None
+    """The input's number (a file's line or row; None for a text given directly)."""
+    text: str
+    row: dict | None
+    """:func:`prediction_row` (None when the input could not be classified)."""
+    error: str | None = None
+
+
+def predict_rows(
+    ckpt: Checkpoint,
+    inputs: Iterable[tuple[int | None, str]],
+    control: Control | None = None,
+    batch_size: int = PREDICT_BATCH,
+) -> Iterator[Prediction]:
+    """Classify numbered texts as they come (``budgetformer predict`` and the app's batch page).
+
+    Inputs are classified :data:`PREDICT_BATCH` at a time and come out in their order: a
+    :class:`Prediction` with its :func:`prediction_row`, or with an ``error`` for a text that
+    cannot be classified (a blank line, one over :data:`MAX_CHARS`), in its place. A
+    ``ValueError`` raised by ``inputs`` itself (an unreadable file) is raised after the rows
+    before it have come out.
+    """
+    batch: list[tuple[int | None, str]] = []
+
+    def flush() -> Iterator[Prediction]:
+        done = analyze(ckpt, [t for _, t in batch], control) if batch else []
+        for (line, text), a in zip(batch, done, strict=True):
+            yield Prediction(line, text, prediction_row(ckpt, a))
+        batch.clear()
+
+    inputs = iter(inputs)
+    while True:
+        try:
+            line, text = next(inputs)
+        except StopIteration:
+            break
+        except ValueError:  # unreadable input: what came before it first
+            yield from flush()
+            raise
+        try:
+            if line is not None and isinstance(text, str) and not text.strip():
+                raise ValueError("blank line")
+            check_texts([text])
+        except ValueError as e:  # a row that says why, in its place
+            yield from flush()
+            yield Prediction(line, text, None, str(e).replace("input 0 ", "the line "))
+            continue
+        batch.append((line, text))
+        if len(batch) == batch_size:
+            yield from flush()
+    yield from flush()
 
 
 @dataclass

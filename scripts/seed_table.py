@@ -1,41 +1,66 @@
-"""Train a dataset's dense and BudgetFormer models over several seeds; print the README table.
+"""Train shipped models again with other seeds; print the README's seed table and save it.
 
-    python scripts/seed_table.py --dataset bbc --seeds 0 1 2 [--out runs/seeds]
+    python scripts/seed_table.py --dataset bbc --seeds 0 1 2 [--models dense budgetformer] [--out runs/seeds]
+                                 [--csv precomputed/results/seeds.csv]
 
-Each run is an ordinary ``budgetformer train`` (same recipe, only ``seed`` differs); the table
-reports test accuracy, mean budget s, heads used and FLOPs, averaged over the seeds, and the
-wall-clock time of each training subprocess as timed by this script.
+Each run is the shipped checkpoint's own recorded ``budgetformer train`` command (its recipe, so
+``bbc-budgetformer`` keeps ``BBC_ADAPTIVE``) with ``--set seed=S`` added and another ``--out``;
+seed 0 is the shipped checkpoint itself (every shipped model is trained with seed 0), so it is
+not trained again. The table reports test accuracy (mean ± sd over the seeds and each seed's),
+heads run and FLOPs, and the wall-clock time of each training subprocess as timed here.
+``--csv`` writes a row per model and seed (the file the app's error bars read, see
+``budgetformer_core.bootstrap.read_seed_runs``); rows of other datasets in it are kept.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 
-def train(dataset: str, variant: str, seed: int, out: Path) -> dict:
-    """Train one run unless its checkpoint exists; its test metrics and wall-clock training time.
+ROOT = Path(__file__).resolve().parents[1]
+CHECKPOINTS = ROOT / "precomputed" / "checkpoints"
+
+
+def seed_command(shipped: Path, seed: int, out: Path) -> list[str]:
+    """The shipped checkpoint's recorded train command with ``seed`` and ``out`` (no other change)."""
+    argv = shlex.split(json.loads((shipped / "config.json").read_text())["command"])[1:]  # drop "budgetformer"
+    if "--out" not in argv:
+        raise ValueError(f"{shipped}/config.json records no --out in its command")
+    argv[argv.index("--out") + 1] = str(out)
+    if any(a.startswith("seed=") for a in argv):
+        raise ValueError(f"{shipped}/config.json already sets a seed: {shlex.join(argv)}")
+    return [*argv, "--set", f"seed={seed}", *(["--quiet"] if "--quiet" not in argv else []), "--force"]
+
+
+def train(shipped: Path, seed: int, out: Path) -> dict:
+    """One run's test metrics and wall-clock training time (seed 0: the shipped checkpoint).
 
     The time is measured here, around the subprocess, and kept in ``train_seconds.json`` beside
     the run folders (checkpoints hold no time-dependent values); a run trained before it was
-    recorded reports NaN.
+    recorded, or the shipped one, reports NaN.
     """
+    meta = json.loads((shipped / "config.json").read_text())
+    if seed == meta["train"].get("seed", 0):
+        return {**meta["test"], "seconds": float("nan"), "checkpoint": shipped.relative_to(ROOT).as_posix()}
     times_file = out.parent / "train_seconds.json"
     times = json.loads(times_file.read_text()) if times_file.is_file() else {}
     if not (out / "config.json").is_file() or "test" not in json.loads((out / "config.json").read_text()):
+        out.parent.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "budgetformer_core.cli", "train", "--dataset", dataset,
-                        "--variant", variant, "--out", str(out), "--set", f"seed={seed}", "--quiet", "--force"],
-                       check=True)
+        subprocess.run([sys.executable, "-m", "budgetformer_core.cli", *seed_command(shipped, seed, out)],
+                       check=True, cwd=ROOT)
         times[out.name] = time.perf_counter() - start
         times_file.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
-    meta = json.loads((out / "config.json").read_text())
-    return {**meta["test"], "seconds": times.get(out.name, float("nan"))}
+    run = json.loads((out / "config.json").read_text())
+    return {**run["test"], "seconds": times.get(out.name, float("nan")), "checkpoint": str(out)}
 
 
 def fmt(values: list[float], pct: bool = True) -> str:
@@ -49,17 +74,31 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="bbc")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--out", type=Path, default=Path("runs/seeds"))
+    ap.add_argument("--models", nargs="+", default=["dense", "budgetformer"])
+    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "seeds")
+    ap.add_argument("--csv", type=Path, help="write a row per model and seed here (other datasets' rows kept)")
     args = ap.parse_args()
-    print("| model | test accuracy % (mean ± sd) | per seed | mean s | heads used | FLOPs vs dense | train time (s) |")
-    print("|---|---|---|---|---|---|---|")
-    for variant in ("dense", "budgetformer"):
-        runs = [train(args.dataset, variant, s, args.out / f"{args.dataset}-{variant}-seed{s}") for s in args.seeds]
+    print("| model | test accuracy % (mean ± sd) | per seed | heads run | FLOPs vs dense | train time (s) |")
+    print("|---|---|---|---|---|---|")
+    rows = []
+    for model in args.models:
+        shipped = CHECKPOINTS / f"{args.dataset}-{model}"
+        runs = [train(shipped, s, args.out / f"{args.dataset}-{model}-seed{s}") for s in args.seeds]
         acc = [r["accuracy"] for r in runs]
-        mean = {k: fmt([r[k] for r in runs], False) for k in ("mean_budget", "mean_heads_fraction", "flops_ratio")}
-        print(f"| {variant} | {fmt(acc)} | {', '.join(f'{a * 100:.1f}' for a in acc)} | {mean['mean_budget']} | "
-              f"{mean['mean_heads_fraction']} | {mean['flops_ratio']} | "
-              f"{statistics.mean(r['seconds'] for r in runs):.0f} |")
+        rows += [{"dataset": args.dataset, "model": model, "seed": s, "accuracy": r["accuracy"],
+                  "macro_f1": r.get("macro_f1"), "heads_fraction": r["mean_heads_fraction"],
+                  "flops_ratio": r["flops_ratio"], "n": r["n"], "checkpoint": r["checkpoint"]}
+                 for s, r in zip(args.seeds, runs, strict=True)]
+        seconds = [r["seconds"] for r in runs if r["seconds"] == r["seconds"]]
+        print(f"| {model} | {fmt(acc)} | {', '.join(f'{a * 100:.1f}' for a in acc)} | "
+              f"{fmt([r['mean_heads_fraction'] for r in runs], False)} | {fmt([r['flops_ratio'] for r in runs], False)} | "
+              f"{statistics.mean(seconds) if seconds else float('nan'):.0f} |")
+    if args.csv:
+        frame = pd.DataFrame(rows)
+        if args.csv.is_file():
+            kept = pd.read_csv(args.csv)
+            frame = pd.concat([kept[kept["dataset"] != args.dataset], frame], ignore_index=True)
+        frame.to_csv(args.csv, index=False, float_format="%.6f")
 
 
 if __name__ == "__main__":

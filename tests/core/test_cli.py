@@ -184,18 +184,18 @@ def test_predict_file_refuses_invalid_utf8_naming_the_line(capsys, tiny_checkpoi
 
 
 def test_predict_file_streams_its_rows(capsys, tiny_checkpoint, tmp_path, monkeypatch):
-    from budgetformer_core import cli
+    from budgetformer_core import infer
 
     f = tmp_path / "in.txt"
-    f.write_text("w1 m0 a\n" * (2 * cli.PREDICT_BATCH + 1))
+    f.write_text("w1 m0 a\n" * (2 * infer.PREDICT_BATCH + 1))
     seen = []
-    real = cli.analyze
+    real = infer.analyze
 
     def counting(ckpt, texts, control=None):
         seen.append((len(texts), len(capsys.readouterr().out.splitlines())))
         return real(ckpt, texts, control)
 
-    monkeypatch.setattr(cli, "analyze", counting)
+    monkeypatch.setattr(infer, "analyze", counting)  # predict_rows, which predict runs, calls it
     code, _, _ = run(capsys, "predict", "--checkpoint", str(tiny_checkpoint), "--json", "--input-file", str(f))
     assert code == 0
-    assert seen == [(cli.PREDICT_BATCH, 0), (cli.PREDICT_BATCH, cli.PREDICT_BATCH), (1, cli.PREDICT_BATCH)]
+    assert seen == [(infer.PREDICT_BATCH, 0), (infer.PREDICT_BATCH, infer.PREDICT_BATCH), (1, infer.PREDICT_BATCH)]

@@ -1,0 +1,139 @@
+"""Files of texts to classify: one text per line, or a CSV / JSONL table with a text column.
+
+``budgetformer predict --input-file F`` and the app's "Batch analysis" page read their inputs
+here and classify them with :func:`budgetformer_core.infer.predict_rows`: a numbered input in,
+a row out, the same for both.
+
+* ``.csv``: a header row, then a row per text; the texts are the column named ``text`` (any
+  case), or the only column. Rows are numbered from 1 (the header is not a row).
+* ``.jsonl``: a JSON value per line, an object with a ``"text"`` string or a bare string;
+  blank lines are skipped; rows are numbered by line.
+* anything else: one text per line (``\\n`` ends a line; numbered by line), read as it goes.
+
+Every problem is a ``ValueError`` whose message names the file and, where it helps, the line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+TABLE_SUFFIXES = (".csv", ".jsonl")
+
+
+def input_lines(path: str) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) for each line of ``path``, read as it goes.
+
+    Lines end at ``\\n`` only (a ``\\r`` before it is dropped; U+2028 and NEL stay inside a
+    line); bytes that are not UTF-8 stop the reading with an error naming the line.
+    """
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror}") from None
+    with f:
+        for number, raw in enumerate(f, 1):  # a binary file's lines end at b"\n" only
+            raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+            try:
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}: line {number} is not valid UTF-8 (byte {e.start + 1} of the line)") from None
+            yield number, text
+
+
+def _text_column(header: list[str], name: str) -> int:
+    lowered = [h.strip().lower() for h in header]
+    if "text" in lowered:
+        return lowered.index("text")
+    if len(header) == 1:
+        return 0
+    shown = ", ".join(repr(h) for h in header[:10])
+    raise ValueError(f"{name}: no 'text' column (its columns: {shown}); name the column of texts 'text'")
+
+
+def _csv_rows(text: str, name: str) -> list[tuple[int, str]]:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+        if not header or not any(h.strip() for h in header):
+            raise ValueError(f"{name}: the first line should be a header naming the 'text' column")
+        column = _text_column(header, name)
+        rows = []
+        for row in reader:
+            if not row:  # a blank line between rows is not a row
+                continue
+            number = len(rows) + 1
+            if column >= len(row):
+                raise ValueError(f"{name}: row {number} has {len(row)} field(s), no 'text' field")
+            rows.append((number, row[column]))
+    except csv.Error as e:
+        raise ValueError(f"{name}: not a readable CSV file (line {reader.line_num}: {e})") from None
+    return rows
+
+
+def _jsonl_rows(text: str, name: str) -> list[tuple[int, str]]:
+    rows = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as e:
+            raise ValueError(f"{name}: line {number} is not JSON ({e.msg})") from None
+        if isinstance(value, dict):
+            value = value.get("text")
+        if not isinstance(value, str):
+            raise ValueError(f"{name}: line {number} has no \"text\" string")
+        rows.append((number, value))
+    return rows
+
+
+def read_text_table(
+    data: bytes, name: str, max_bytes: int | None = None, max_rows: int | None = None
+) -> list[tuple[int, str]]:
+    """(row number, text) for each text of a file's bytes: CSV, JSONL or one text per line, by
+    the suffix of ``name`` (see the module docstring).
+
+    Raises:
+        ValueError: empty, over ``max_bytes`` or ``max_rows``, not UTF-8, a broken CSV or JSON
+            line, or no text column; the message says which and where.
+    """
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ValueError(f"{name} has {len(data):,} bytes; the limit is {max_bytes:,}: split the file")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ValueError(f"{name}: line {line} is not valid UTF-8 (save the file as UTF-8)") from None
+    if "\0" in text:
+        raise ValueError(f"{name} holds NUL bytes: it is not a text file")
+    if not text.strip():
+        raise ValueError(f"{name} is empty: it holds no texts")
+    suffix = Path(name).suffix.lower()
+    if suffix == ".csv":
+        rows = _csv_rows(text, name)
+    elif suffix == ".jsonl":
+        rows = _jsonl_rows(text, name)
+    else:
+        rows = [(n, line.removesuffix("\r")) for n, line in enumerate(text.removesuffix("\n").split("\n"), 1)]
+    if not rows:
+        raise ValueError(f"{name} has a header but no rows of text")
+    if max_rows is not None and len(rows) > max_rows:
+        raise ValueError(f"{name} has {len(rows):,} texts; the limit is {max_rows:,}: split the file")
+    return rows
+
+
+def input_rows(path: str) -> Iterator[tuple[int, str]]:
+    """The numbered texts of ``budgetformer predict --input-file``: a CSV or JSONL table read
+    whole (:func:`read_text_table`), any other file line by line as it goes (:func:`input_lines`)."""
+    if Path(path).suffix.lower() not in TABLE_SUFFIXES:
+        yield from input_lines(path)
+        return
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror}") from None
+    yield from read_text_table(data, path)
