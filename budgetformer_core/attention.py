@@ -19,6 +19,11 @@ gathering k heads is one ``index_select`` per weight, with no index arithmetic p
 A ``key_mask`` of ``None`` means every position is a real token: attention then runs without a
 mask, which the fused CPU kernel does faster (the model passes ``None`` for unpadded batches).
 
+Asked to (an :class:`AttentionCapture` passed to :meth:`HeadAttention.forward`), the heads that
+run also keep their attention probabilities: the same projections, computed as softmax(QKᵀ/√Dh)
+written out instead of the fused kernel, so what is shown is what the path computed. Without a
+capture nothing changes (the fused kernel, no extra work).
+
 A fixed head set (a post-hoc pruned model, a fixed-budget specialist) is not gathered on every
 call: :meth:`HeadAttention.prune_heads` slices the weights once, as Hugging Face BERT's
 ``prune_heads`` does, and the layer is then a plain attention layer with fewer heads.
@@ -30,6 +35,9 @@ recipe and bba at inference) are not multiplied in, and all H heads at unit weig
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -37,6 +45,32 @@ from torch import Tensor, nn
 from .budget import LayerTrace
 
 MODES = ("dense", "soft", "masked", "structural")
+
+
+@dataclass
+class AttentionCapture:
+    """Where one layer's call writes the attention probabilities of the heads it computes."""
+
+    probs: Tensor
+    """(B, H, T, T) by head index: row q of head h is query q's attention over the keys. NaN
+    for the heads that were not computed."""
+
+    @classmethod
+    def empty(cls, batch: int, n_heads: int, seq_len: int, like: Tensor) -> AttentionCapture:
+        """Nothing computed yet: every entry NaN (dtype and device of ``like``)."""
+        return cls(like.new_full((batch, n_heads, seq_len, seq_len), float("nan")))
+
+    def write(self, heads: Tensor, probs: Tensor) -> None:
+        """Keep ``probs`` (B, n, T, T), the attention of heads ``heads`` (B, n) of each input."""
+        index = heads[:, :, None, None].expand_as(probs)  # (B, n, T, T)
+        self.probs.scatter_(1, index, probs.to(self.probs.dtype))
+
+    def rows(self, rows: Tensor) -> AttentionCapture:
+        """A capture for the inputs ``rows`` of the batch (a copy: :meth:`put` writes it back)."""
+        return AttentionCapture(self.probs[rows])
+
+    def put(self, rows: Tensor, part: AttentionCapture) -> None:
+        self.probs[rows] = part.probs
 
 
 class HeadAttention(nn.Module):
@@ -70,18 +104,25 @@ class HeadAttention(nn.Module):
             self.out.bias.copy_(b_out)
         self.n_heads = len(keep)
 
-    def forward(self, x: Tensor, key_mask: Tensor | None, trace: LayerTrace, mode: str) -> Tensor:
-        """Run the trace's heads on x (B, T, D) in ``mode`` (one of :data:`MODES`)."""
+    def forward(
+        self, x: Tensor, key_mask: Tensor | None, trace: LayerTrace, mode: str,
+        capture: AttentionCapture | None = None,
+    ) -> Tensor:
+        """Run the trace's heads on x (B, T, D) in ``mode`` (one of :data:`MODES`); with
+        ``capture``, the computed heads' attention is written into it (by original head index)."""
         if trace.every_head or mode == "dense":
-            return self.dense(x, key_mask)
+            # a pruned layer's heads are the trace's first ones (its kept heads, in order)
+            return self.dense(x, key_mask, capture, trace.order[:, : self.n_heads] if capture else None)
         if mode == "soft":
-            return self.weighted(x, key_mask, trace.head_weights)
+            return self.weighted(x, key_mask, trace.head_weights, capture)
         if mode == "masked":
-            return self.weighted(x, key_mask, trace.head_weights * trace.selected)
-        return self.run_selected(x, key_mask, trace.order, trace.k, None if trace.unit_weights else trace.head_weights)
+            return self.weighted(x, key_mask, trace.head_weights * trace.selected, capture)
+        w = None if trace.unit_weights else trace.head_weights
+        return self.run_selected(x, key_mask, trace.order, trace.k, w, capture)
 
     def run_selected(
-        self, x: Tensor, key_mask: Tensor | None, order: Tensor, k: Tensor, w: Tensor | None
+        self, x: Tensor, key_mask: Tensor | None, order: Tensor, k: Tensor, w: Tensor | None,
+        capture: AttentionCapture | None = None,
     ) -> Tensor:
         """The structural path for a batch whose inputs may run different numbers of heads.
 
@@ -90,24 +131,36 @@ class HeadAttention(nn.Module):
         unit weights; k: (B,).
         """
         if k.shape[0] == 1 or bool((k == k[0]).all()):
-            return self._run_group(x, key_mask, order, w, int(k[0]))
+            return self._run_group(x, key_mask, order, w, int(k[0]), capture)
         out = torch.empty_like(x)
         for kg in k.unique().tolist():
             rows = (k == kg).nonzero().squeeze(1)
             group_mask = None if key_mask is None else key_mask[rows]
-            out[rows] = self._run_group(x[rows], group_mask, order[rows], None if w is None else w[rows], kg)
+            part = None if capture is None else capture.rows(rows)
+            out[rows] = self._run_group(x[rows], group_mask, order[rows], None if w is None else w[rows], kg, part)
+            if part is not None:
+                capture.put(rows, part)
         return out
 
-    def _run_group(self, x: Tensor, key_mask: Tensor | None, order: Tensor, w: Tensor | None, k: int) -> Tensor:
+    def _run_group(
+        self, x: Tensor, key_mask: Tensor | None, order: Tensor, w: Tensor | None, k: int,
+        capture: AttentionCapture | None = None,
+    ) -> Tensor:
         idx = order[:, :k]  # (Bg, k) the k most relevant heads of each input
-        return self.structural(x, key_mask, idx, None if w is None else w.gather(1, idx))
+        return self.structural(x, key_mask, idx, None if w is None else w.gather(1, idx), capture)
 
-    def _attend(self, qkv: Tensor, key_mask: Tensor | None, n: int) -> Tensor:
+    def _attend(
+        self, qkv: Tensor, key_mask: Tensor | None, n: int,
+        capture: AttentionCapture | None = None, heads: Tensor | None = None,
+    ) -> Tensor:
         """Scaled dot-product attention of ``n`` heads packed in ``qkv``.
 
         Args:
             qkv: (B, T, 3·n·Dh) projected queries, keys and values.
             key_mask: (B, T) True for real tokens, or None when all are real.
+            capture: where to write the heads' attention probabilities (then computed as
+                softmax(QKᵀ/√Dh) written out, not by the fused kernel, which does not return them).
+            heads: (B, n) the original index of each packed head (for ``capture``).
 
         Returns:
             (B, n, T, Dh) per-head outputs.
@@ -115,7 +168,18 @@ class HeadAttention(nn.Module):
         B, T, _ = qkv.shape
         q, k, v = qkv.view(B, T, 3, n, self.d_head).permute(2, 0, 3, 1, 4)  # 3 × (B, n, T, Dh)
         attn_mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, 1, 1, T)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        if capture is None:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.d_head)  # (B, n, T, T) query × key
+        if attn_mask is not None:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        probs = scores.softmax(-1)  # (B, n, T, T), each query's row sums to 1 over real keys
+        capture.write(heads, probs)
+        return probs @ v  # (B, n, T, Dh)
+
+    def _all_heads(self, x: Tensor) -> Tensor:
+        """(B, H) the layer's heads in index order, for every input of x (B, T, D)."""
+        return torch.arange(self.n_heads, device=x.device).expand(x.shape[0], -1)
 
     @staticmethod
     def _merge(heads: Tensor) -> Tensor:
@@ -123,14 +187,23 @@ class HeadAttention(nn.Module):
         # (B, n, T, Dh) -> (B, T, n·Dh); a free view when the kernel laid heads out (B, T, n, Dh)
         return heads.transpose(1, 2).reshape(B, T, n * Dh)
 
-    def dense(self, x: Tensor, key_mask: Tensor | None) -> Tensor:
-        """Plain multi-head attention. x: (B, T, D) -> (B, T, D)."""
-        heads = self._attend(self.qkv(x), key_mask, self.n_heads)
-        return self.out(self._merge(heads))
+    def dense(
+        self, x: Tensor, key_mask: Tensor | None, capture: AttentionCapture | None = None,
+        heads: Tensor | None = None,
+    ) -> Tensor:
+        """Plain multi-head attention. x: (B, T, D) -> (B, T, D). ``heads`` (B, H'): the original
+        indices of the layer's heads when it is pruned (for ``capture``; default 0 … H−1)."""
+        if capture is not None and heads is None:
+            heads = self._all_heads(x)
+        out = self._attend(self.qkv(x), key_mask, self.n_heads, capture, heads)
+        return self.out(self._merge(out))
 
-    def weighted(self, x: Tensor, key_mask: Tensor | None, head_weights: Tensor) -> Tensor:
+    def weighted(
+        self, x: Tensor, key_mask: Tensor | None, head_weights: Tensor, capture: AttentionCapture | None = None
+    ) -> Tensor:
         """All heads computed, head i scaled by head_weights[:, i] (B, H)."""
-        heads = self._attend(self.qkv(x), key_mask, self.n_heads)  # (B, H, T, Dh)
+        all_heads = None if capture is None else self._all_heads(x)
+        heads = self._attend(self.qkv(x), key_mask, self.n_heads, capture, all_heads)  # (B, H, T, Dh)
         heads = heads * head_weights.view(*head_weights.shape, 1, 1)  # (B, H, 1, 1) scales
         return self.out(self._merge(heads))
 
@@ -169,7 +242,8 @@ class HeadAttention(nn.Module):
         )
 
     def structural(
-        self, x: Tensor, key_mask: Tensor | None, selected: Tensor, weights: Tensor | None
+        self, x: Tensor, key_mask: Tensor | None, selected: Tensor, weights: Tensor | None,
+        capture: AttentionCapture | None = None,
     ) -> Tensor:
         """Compute only the selected heads.
 
@@ -178,6 +252,7 @@ class HeadAttention(nn.Module):
             key_mask: (B, T) True for real tokens, or None when all are real.
             selected: (B, k) indices of the heads to run, the same k for every input.
             weights: (B, k) the selected heads' weights w, or None when they are all 1.
+            capture: where to write the selected heads' attention (the others stay NaN).
 
         Returns:
             (B, T, D), equal to :meth:`weighted` with the other heads' weights set to zero.
@@ -186,18 +261,18 @@ class HeadAttention(nn.Module):
         if k == self.n_heads:
             # every head runs: the layer's own weights, nothing to gather
             if weights is None:
-                return self.dense(x, key_mask)
+                return self.dense(x, key_mask, capture)
             all_weights = weights.new_zeros(B, k).scatter_(1, selected, weights)  # (B, H) by head
-            return self.weighted(x, key_mask, all_weights)
+            return self.weighted(x, key_mask, all_weights, capture)
         if B == 1 or bool((selected == selected[:1]).all()):
             # one head set for the whole batch: slice the weights once, plain matmuls
             w_qkv, b_qkv, w_out = self.head_slices(selected[0])
-            heads = self._attend(F.linear(x, w_qkv, b_qkv), key_mask, k)  # (B, k, T, Dh)
+            heads = self._attend(F.linear(x, w_qkv, b_qkv), key_mask, k, capture, selected)  # (B, k, T, Dh)
             heads = heads if weights is None else heads * weights.view(B, k, 1, 1)
             return F.linear(self._merge(heads), w_out, self.out.bias)
         # a head set per input: per-input weight slices, batched matmuls
         w_qkv, b_qkv, w_out = self.head_slices(selected)
         qkv = torch.baddbmm(b_qkv, x, w_qkv.transpose(1, 2))  # (B, T, 3·k·Dh)
-        heads = self._attend(qkv, key_mask, k)  # (B, k, T, Dh)
+        heads = self._attend(qkv, key_mask, k, capture, selected)  # (B, k, T, Dh)
         heads = heads if weights is None else heads * weights.view(B, k, 1, 1)
         return torch.baddbmm(self.out.bias, self._merge(heads), w_out)  # (B, T, D)

@@ -311,6 +311,10 @@ class LayerTrace:
     unit_weights: bool = False
     """True when ``head_weights`` are exactly ``selected`` (1 on the heads that run, no
     gradient): the structural path then skips scaling the heads' outputs."""
+    attention: Tensor | None = None
+    """(B, H, T, T) the attention probabilities each head computed in this layer (query × key,
+    by head index), NaN for the heads that were not computed; only when the forward pass was
+    asked for them (``BudgetFormer.forward(..., capture_attention=True)``), else None."""
 
     @property
     def est_cost(self) -> Tensor:
@@ -333,6 +337,8 @@ class ForwardContext:
     """``dense``, ``soft``, ``masked`` or ``structural`` (see :mod:`budgetformer_core.model`)."""
     embeddings: Tensor
     """(B, T, D) the embedding output (the input of the first layer)."""
+    capture_attention: bool = False
+    """Keep every layer's attention probabilities in its trace (``LayerTrace.attention``)."""
     _memo: dict = field(default_factory=dict, repr=False)
 
     def embedded(self) -> Tensor:

@@ -19,12 +19,13 @@ Execution modes of :meth:`BudgetFormer.forward`:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from .attention import MODES, HeadAttention
+from .attention import MODES, AttentionCapture, HeadAttention
 from .budget import Allocator, Control, ForwardContext, LayerTrace, make_allocators, masked_mean, mlp
 from .config import ModelConfig
 
@@ -47,6 +48,7 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig, alloc: Allocator, kept: list[int] | None = None):
         super().__init__()
+        self.n_heads = cfg.n_heads  # the trace's heads (the attention may be pruned to fewer)
         self.ln1 = nn.LayerNorm(cfg.d_model)
         self.alloc = alloc
         self.attn = HeadAttention(cfg.d_model, cfg.n_heads, kept)
@@ -58,7 +60,12 @@ class EncoderLayer(nn.Module):
         """x (B, T, D) -> the layer's output (B, T, D) and what its allocator decided."""
         xn = self.ln1(x)
         trace = self.alloc(xn, ctx)
-        x = x + self.dropout(self.attn(xn, ctx.mask, trace, ctx.mode))
+        if ctx.capture_attention:  # a copy of the trace: dense layers share one
+            capture = AttentionCapture.empty(x.shape[0], self.n_heads, x.shape[1], x)
+            x = x + self.dropout(self.attn(xn, ctx.mask, trace, ctx.mode, capture))
+            trace = dataclasses.replace(trace, attention=capture.probs)
+        else:
+            x = x + self.dropout(self.attn(xn, ctx.mask, trace, ctx.mode))
         return x + self.dropout(mlp(self.ff, self.ln2(x))), trace
 
     def dropout(self, x: Tensor) -> Tensor:
@@ -142,8 +149,6 @@ class BudgetFormer(nn.Module):
             raise ValueError(f"need one head set per layer ({self.cfg.n_layers}), got {len(keep)}")
         if self.cfg.kept_heads is not None:
             raise ValueError("this model's heads are pruned already")
-        import dataclasses
-
         from .budget import FixedHeads
 
         self.cfg = dataclasses.replace(self.cfg, kept_heads=[sorted(set(heads)) for heads in keep])
@@ -160,7 +165,8 @@ class BudgetFormer(nn.Module):
         return torch.cat([mean, masked.amax(1)], -1)
 
     def forward(
-        self, ids: Tensor, mask: Tensor, mode: str | None = None, control: Control | None = None
+        self, ids: Tensor, mask: Tensor, mode: str | None = None, control: Control | None = None,
+        capture_attention: bool = False,
     ) -> ModelOutput:
         """Classify a batch.
 
@@ -170,6 +176,8 @@ class BudgetFormer(nn.Module):
             mode: one of :data:`MODES`; default ``dense`` for a dense model, else ``soft`` in
                 training and ``structural`` in eval.
             control: inference overrides (forced budget or k, head-choice ablation).
+            capture_attention: keep the attention probabilities of every head that runs in its
+                layer's trace (``LayerTrace.attention``), as the execution path computes them.
         """
         if ids.shape[1] > self.cfg.max_len:
             raise ValueError(f"sequence of {ids.shape[1]} tokens exceeds max_len={self.cfg.max_len}")
@@ -183,7 +191,7 @@ class BudgetFormer(nn.Module):
         key_mask = None if bool(mask.all()) else mask  # no padding: unmasked (faster) attention
         x = self.tok_emb(ids) + self.pos_emb.weight[: ids.shape[1]]  # (B, T, D): token + position
         x = self.drop(x) if self.training else x
-        ctx = ForwardContext(key_mask, control or Control(), mode, x)
+        ctx = ForwardContext(key_mask, control or Control(), mode, x, capture_attention)
         traces = []
         for layer in self.layers:
             x, trace = layer(x, ctx)

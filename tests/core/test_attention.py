@@ -158,3 +158,70 @@ def test_models_mark_unit_weights_only_where_the_weights_are_one(variant):
     model.train()  # training weights carry the soft gates' gradients (bba straight through)
     modes = ["soft", "structural"] if variant == "bba" else ["soft"]
     assert not any(t.unit_weights for mode in modes for t in model(ids, mask, mode=mode).layers)
+
+
+# --------------------------------------------------------------------------- captured attention
+# What the app shows of a head is what the execution path computed: the structural path keeps
+# the attention of the heads it runs (NaN for the others) when asked, and changes nothing else.
+
+
+def captured(model, ids, mask, **kw):
+    with torch.no_grad():
+        return model(ids, mask, capture_attention=True, **kw)
+
+
+def check_rows(probs: torch.Tensor, mask: torch.Tensor, ran: torch.Tensor) -> None:
+    """probs (B, H, T, T): the heads that ran are distributions over real keys, the others NaN."""
+    for b in range(probs.shape[0]):
+        heads = probs[b, ran[b]]  # (k, T, T)
+        assert not torch.isnan(heads).any() and torch.isnan(probs[b, ~ran[b]]).all()
+        torch.testing.assert_close(heads[..., mask[b]].sum(-1), torch.ones(heads.shape[:2]), atol=1e-5, rtol=0)
+        assert (heads[..., ~mask[b]] == 0).all()  # no attention on padding
+
+
+def test_captured_attention_is_the_structural_paths_and_equals_dense_at_k_h(bbc_budgetformer):
+    from budgetformer_core.budget import Control
+    from budgetformer_core.tokenizer import encode_batch
+
+    model, H = bbc_budgetformer.model.eval(), bbc_budgetformer.config.n_heads
+    batch = encode_batch(bbc_budgetformer.tokenizer, ["the striker scored twice in the cup final"], 512)
+    ids, mask = batch.ids, batch.mask
+    dense = captured(model, ids, mask, mode="dense")
+    full = captured(model, ids, mask, control=Control(k=H))  # structural, every head
+    for d, s in zip(dense.layers, full.layers, strict=True):
+        torch.testing.assert_close(s.attention, d.attention, atol=1e-5, rtol=0)
+    with torch.no_grad():
+        plain = model(ids, mask)
+    own = captured(model, ids, mask)  # the model's own k (1 or 2 of 8 heads here)
+    torch.testing.assert_close(own.logits, plain.logits, atol=1e-5, rtol=0)  # capturing changes nothing
+    assert all(t.attention is None for t in plain.layers)
+    assert sum(int(t.k[0]) for t in own.layers) < 2 * H
+    for t in own.layers:
+        check_rows(t.attention, mask, t.selected)
+    # layer 0 reads the same input on both paths: the gathered heads' attention is dense's
+    ran = own.layers[0].selected[0]
+    torch.testing.assert_close(own.layers[0].attention[0, ran], dense.layers[0].attention[0, ran], atol=1e-5, rtol=0)
+
+
+def test_capture_with_per_input_head_sets_padding_and_pruned_heads(small_model):
+    from budgetformer_core.budget import Control
+
+    torch.manual_seed(3)
+    ids = torch.randint(3, 50, (4, 9))
+    mask = torch.ones(4, 9, dtype=torch.bool)
+    mask[2, 6:] = False
+    for control in (None, Control(k=[1, 2, 2, 4])):  # per-input k: one group per k
+        out = captured(small_model, ids, mask, control=control)
+        dense = captured(small_model, ids, mask, mode="dense")
+        with torch.no_grad():
+            torch.testing.assert_close(out.logits, small_model(ids, mask, control=control).logits, atol=1e-5, rtol=0)
+        for t in out.layers:
+            check_rows(t.attention, mask, t.selected)
+        first = out.layers[0]
+        expected = dense.layers[0].attention * first.selected[..., None, None]  # (B, H, T, T), not run: 0
+        torch.testing.assert_close(first.attention.nan_to_num(0), expected, atol=1e-5, rtol=0)
+    small_model.prune_heads([[0, 2], [1, 3]])
+    out = captured(small_model, ids, mask)
+    for t, kept in zip(out.layers, ([0, 2], [1, 3]), strict=True):
+        assert t.selected[0].nonzero().flatten().tolist() == kept
+        check_rows(t.attention, mask, t.selected)
