@@ -5,6 +5,7 @@
     budgetformer eval    --checkpoint DIR [--dataset D] [--split {test,...,all}] [--budget S] [--ablation A] [--json]
     budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --input-file F)
     budgetformer adaptivity --checkpoint DIR [--reference DIR] [--split test] [--budget S] [--json]
+    budgetformer explain --checkpoint DIR [--budget B] [--json] TEXT ...
     budgetformer bench   (--checkpoint DIR | [--set key=value ...]) [--batch-size N] [--threads T]
                          [--seq-len L | --seq-lens L,L,...] [--repeats R] [--budgets B,B,...]
                          [--clock {wall,cpu}] [--json]
@@ -221,6 +222,34 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .explain import explain, top_tokens
+
+    ckpt = load_checkpoint(args.checkpoint)
+    variant = ckpt.config.variant
+    if variant == "dense":
+        raise ValueError("a dense checkpoint has no budget to explain: every layer runs all of its heads")
+    if args.budget is not None and variant == "budgetformer":
+        raise ValueError("--budget forces s on a budgetformer model, leaving nothing to explain; "
+                         "it is the requested budget b of a bba model")
+    if not args.text:
+        raise ValueError("no input: give one or more TEXT arguments")
+    check_texts(list(args.text))
+    control = Control(budget=args.budget) if args.budget is not None else None
+    for e in explain(ckpt, list(args.text), control):
+        if args.json:
+            print(dumps({"tokens": e.tokens, "budget_attribution": e.budget_attribution, "attributed": e.attributed,
+                         "value": e.value, "budget": e.budget, "k": e.k, "selected_heads": e.selected_heads,
+                         "span": e.span}, ensure_ascii=False))
+            continue
+        print(f"{e.text[:60]!r} ({len(e.tokens)} tokens; attributed: {e.attributed})")
+        for layer, value in enumerate(e.value):
+            raised, lowered = top_tokens(e, layer)
+            fmt = lambda pairs: ", ".join(f"{t!r} {a:+.4f}" for t, a in pairs) or "none"  # noqa: E731
+            print(f"  layer {layer}: {value:.4f}, k={e.k[layer]} | raised by {fmt(raised)} | lowered by {fmt(lowered)}")
+    return 0
+
+
 def bench_model(args: argparse.Namespace) -> tuple[BudgetFormer, str]:
     """The model to benchmark and where it came from: a checkpoint, or a fresh random model
     of the default shape changed by ``--set`` (its weights do not matter for speed)."""
@@ -339,6 +368,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per input")
     p.add_argument("text", nargs="*")
 
+    p = sub.add_parser("explain", help="which tokens raised or lowered each layer's budget s (bba: its gate margin)")
+    p.add_argument("--checkpoint", required=True, help="a budgetformer or bba checkpoint")
+    p.add_argument("--budget", type=_budget, help="bba: the requested budget b (default: the model's own)")
+    p.add_argument("--json", action="store_true", help="one JSON object per input: tokens, budget_attribution, …")
+    p.add_argument("text", nargs="*")
+
     p = sub.add_parser("bench", help="measure structural speed-up per budget against the FLOP ideal")
     p.add_argument("--checkpoint", help="a budgetformer checkpoint (default: a random model, see --set)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="shape of the random model")
@@ -362,6 +397,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "adaptivity": cmd_adaptivity,
     "prune": cmd_prune,
     "predict": cmd_predict,
+    "explain": cmd_explain,
     "bench": cmd_bench,
 }
 

@@ -28,6 +28,7 @@ from ..conftest import PRECOMPUTED
 
 BBC = PRECOMPUTED / "bbc-dense"
 BBC_BF = PRECOMPUTED / "bbc-budgetformer"
+BBC_BBA = PRECOMPUTED / "bbc-bba"
 
 
 def snapshot(*roots: Path) -> dict[str, str]:
@@ -131,6 +132,18 @@ def predicted(lines: list[int | None], errors: dict[int, str] | None = None) -> 
     return check
 
 
+def explained(n_inputs: int, n_layers: int = 2) -> Callable[[str], None]:
+    """One JSON row per input: a number per token the model read, per layer."""
+    def check(out: str) -> None:
+        got = rows(out)
+        assert len(got) == n_inputs
+        for r in got:
+            assert len(r["budget_attribution"]) == n_layers
+            assert all(len(layer) == len(r["tokens"]) > 0 for layer in r["budget_attribution"])
+
+    return check
+
+
 TRAIN = ["train", "--dataset", "synthetic", "--out", "{tmp}/new", "--quiet"]
 # id, argv ({ckpt}: the good checkpoint, {ws}: the data files, {bad}: a damaged copy, {tmp}: a
 # fresh folder), the expected exit status, and for 2 a pattern of the one-line error, for 0 a check
@@ -207,6 +220,22 @@ CLI_CASES = [
      2, "has no lines"),
     ("predict --input-file: a file that is not there", ["predict", "--checkpoint", "{ckpt}", "--input-file",
      "{ws}/nowhere.txt"], 2, "cannot read"),
+    ("explain: two texts, markup and emoji among them", ["explain", "--checkpoint", "{ckpt}", "--json", "w1 m0 a",
+     "<b>x</b> 🚀 שלום"], 0, explained(2)),
+    ("explain: a bba model at a requested budget", ["explain", "--checkpoint", str(BBC_BBA), "--budget", "0.25",
+     "--json", "shares rose"], 0, explained(1)),
+    ("explain: a dense checkpoint", ["explain", "--checkpoint", str(BBC), "a text"], 2,
+     "a dense checkpoint has no budget to explain"),
+    ("explain: --budget on a budgetformer model", ["explain", "--checkpoint", "{ckpt}", "--budget", "0.5", "w1"], 2,
+     "--budget forces s on a budgetformer model"),
+    ("explain: --budget 1.5", ["explain", "--checkpoint", str(BBC_BBA), "--budget", "1.5", "w1"], 2,
+     r"budget must be in \(0, 1\]"),
+    ("explain: an empty text", ["explain", "--checkpoint", "{ckpt}", "  "], 2, "empty"),
+    ("explain: no input", ["explain", "--checkpoint", "{ckpt}"], 2, "no input"),
+    ("explain: a text over the length limit", ["explain", "--checkpoint", "{ckpt}", "x" * (MAX_CHARS + 1)], 2,
+     f"the limit is {MAX_CHARS:,}"),
+    ("explain: a checkpoint that is not there", ["explain", "--checkpoint", "/nonexistent/ckpt", "hi"], 2,
+     "not a directory"),
     # training settings, checked before anything runs
     *[(f"train: --set {item}", [*TRAIN, "--set", item], 2, message) for item, message in [
         ("lr=inf", "lr must be a finite number"), ("tau=nan", "tau must be a finite number"),
@@ -238,7 +267,7 @@ def test_cli(capsys, ws, tmp_path, case):
     name, argv, expected, check, *damage = case
     bad = damaged(ws, tmp_path, damage[0]) if damage else None
     argv = [a.format(ckpt=ws / "ckpt", ws=ws, tmp=tmp_path, bad=bad) for a in argv]
-    good = (ws, BBC, BBC_BF)
+    good = (ws, BBC, BBC_BF, BBC_BBA)
     before = snapshot(*good)
     code, out, err = cli(capsys, argv)
     assert code == expected, (code, out, err)
