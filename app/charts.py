@@ -629,9 +629,14 @@ def budget_curves(
     reference: dict[str, float] | None = None,
     mark: float | None = None,
     percent: bool = False,
+    x_title: str = "budget b",
+    errors: dict[str, tuple[Sequence[float], Sequence[float]]] | None = None,
 ) -> go.Figure:
-    """A metric against the budget b: lines (the first drawn thickest), single points as large
-    markers, dotted horizontal reference lines (dense) and a vertical line at ``mark``."""
+    """A metric against the budget b (or another share of dense, named ``x_title``): lines (the
+    first drawn thickest), single points as large markers, dotted horizontal reference lines
+    (dense) and a vertical line at ``mark``. ``errors``: (above, below) error bar lengths of the
+    named points (e.g. a bootstrap interval of an accuracy)."""
+    x_name = "b" if x_title == "budget b" else "cost"
     data = [
         dict(
             type="scatter",
@@ -641,7 +646,7 @@ def budget_curves(
             line=dict(color=LAYER_COLORS[i % len(LAYER_COLORS)], width=4 if i == 0 else 2),
             marker=dict(size=7 if i == 0 else 5),
             name=name,
-            hovertemplate=f"{name}, b=%{{x:.2f}}: %{{y:.4g}}<extra></extra>",
+            hovertemplate=f"{name}, {x_name}=%{{x:.2f}}: %{{y:.4g}}<extra></extra>",
         )
         for i, (name, (xs, ys)) in enumerate(lines.items())
     ]
@@ -659,9 +664,13 @@ def budget_curves(
                     line=dict(width=1, color="#333333"),
                 ),
                 name=name,
-                hovertemplate=f"{name}, b=%{{x:.2f}}: %{{y:.4g}}<extra></extra>",
+                hovertemplate=f"{name}, {x_name}=%{{x:.2f}}: %{{y:.4g}}<extra></extra>",
             )
         )
+        if name in (errors or {}):
+            above, below = errors[name]
+            data[-1]["error_y"] = dict(type="data", array=[_value(v) for v in above],
+                                       arrayminus=[_value(v) for v in below], thickness=2, width=8)
     for name, value in (reference or {}).items():
         data.append(
             dict(
@@ -678,7 +687,7 @@ def budget_curves(
     layout = _layout(
         title,
         380,
-        xaxis=dict(title="budget b", range=[0, 1.03], tickvals=[0, 0.25, 0.5, 0.75, 1.0]),
+        xaxis=dict(title=x_title, range=[0, 1.03], tickvals=[0, 0.25, 0.5, 0.75, 1.0]),
         yaxis=yaxis,
     )
     if mark is not None:
@@ -707,10 +716,12 @@ def model_bars(
     y_title: str,
     fmt: str = ".3f",
     percent: bool = False,
+    errors: dict[str, tuple[Sequence[float | None], Sequence[float | None]]] | None = None,
 ) -> go.Figure:
     """Grouped bars: one group per model, one bar per named series, values written on the bars
     (upright side by side, their labels would run into each other: several series write them
-    vertically, inside the bar where it fits)."""
+    vertically, inside the bar where it fits). ``errors``: (above, below) error bar lengths per
+    model of the named series (None: no bar)."""
     several = len(series) > 1
     data = [
         dict(
@@ -727,6 +738,12 @@ def model_bars(
         )
         for i, (name, values) in enumerate(series.items())
     ]
+    for trace in data:
+        if trace["name"] in (errors or {}):
+            above, below = errors[trace["name"]]
+            trace["error_y"] = dict(type="data", array=[None if v is None else _value(v) for v in above],
+                                    arrayminus=[None if v is None else _value(v) for v in below],
+                                    thickness=2, width=6, color="#333333")
     yaxis = dict(title=y_title, tickformat=".0%") if percent else dict(title=y_title)
     layout = _layout(title, 400, xaxis=dict(title="model"), yaxis=yaxis)
     layout = _with_legend(layout, len(series)) if len(series) > 1 else layout

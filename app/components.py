@@ -339,3 +339,55 @@ def result_column_config() -> dict:
         "speedup_b32": number("speed-up b32", format="%.2f×", help="Measured, batch 32"),
         "ideal_speedup": number("ideal speed-up", format="%.2f×", help="1 / FLOPs ratio"),
     }
+
+
+def error_bars_section(dataset: str, pairs, key: str, names: dict[str, str] | None = None):
+    """The paired bootstrap intervals of ``pairs`` of ``dataset``'s models and, where seed runs
+    exist, the spread over seeds: tables with a line on how they were made. Returns the
+    :class:`app.state.ErrorBars` (None when the tables cannot be compared)."""
+    from app import results
+    from app.state import error_bars, seed_spread
+
+    try:
+        bars = error_bars(dataset, pairs)
+    except ValueError as e:
+        st.warning(f"The per-example tables cannot be compared: {md_escape(e)}")
+        return None
+    if bars.compared.empty:
+        st.info(
+            "Error bars need the per-example results of two of these models "
+            f"(precomputed/results/per\\_example/{md_escape(dataset)}-<model>.parquet). Run `make precompute`."
+        )
+    else:
+        table = results.difference_table(bars.compared, names)
+        st.dataframe(
+            table,
+            hide_index=True,
+            column_config={
+                "accuracy": st.column_config.NumberColumn("accuracy", format="percent"),
+                "its accuracy": st.column_config.NumberColumn("its accuracy", format="percent"),
+                "difference (points)": st.column_config.NumberColumn(format="%+.2f"),
+            },
+            key=f"{key}_intervals",
+        )
+        st.caption(results.interval_note(bars.compared, bars.n, bars.resamples, bars.seed))
+        csv_download(table, f"intervals-{dataset}.csv", f"{key}_intervals_csv")
+    try:
+        spread = seed_spread(dataset)
+    except ValueError as e:
+        st.warning(f"precomputed/results/seeds\\.csv cannot be used: {md_escape(e)}")
+        spread = None
+    if spread is None:
+        st.caption(
+            f"No seed runs of {md_escape(dataset)} are shipped (every model here is seed 0): "
+            "`scripts/seed_table.py --csv precomputed/results/seeds.csv` trains them."
+        )
+    else:
+        st.markdown("**Spread over training seeds** (the same recipe, only the seed differs)")
+        st.dataframe(
+            results.seed_table(spread),
+            hide_index=True,
+            column_config={"accuracy (mean)": st.column_config.NumberColumn(format="percent")},
+            key=f"{key}_seeds",
+        )
+    return bars

@@ -285,3 +285,109 @@ def live_sweep(
             "timed": len(inputs),
             "seconds": time.perf_counter() - t0,
         }
+
+
+# --------------------------------------------------------------------------- error bars
+
+INTERVAL_MODELS = ("budgetformer", "budgetformer-paper", "no-budget-net", "no-head-scorer", "dense", "bba")
+"""The shipped models with a per-example test table: the ones paired bootstrap intervals exist for
+(the per-budget specialists ship only their accuracy, so they get none)."""
+ABLATION_PAIRS = (
+    ("budgetformer", "dense"),
+    ("no-budget-net", "budgetformer"),
+    ("no-head-scorer", "budgetformer"),
+    ("bba", "dense"),
+    ("bba", "budgetformer"),
+)
+"""The differences the Ablations page puts an interval on: each ablation against the full model,
+the full model and BBA against dense."""
+
+
+def sweep_pairs(chosen: str) -> tuple[tuple[str, str], ...]:
+    """The differences the sweep page puts an interval on: the chosen model at its own point
+    against every other model with a per-example table."""
+    return tuple((chosen, other) for other in INTERVAL_MODELS if other != chosen)
+
+
+def difference_table(compared: pd.DataFrame, names: dict[str, str] | None = None) -> pd.DataFrame:
+    """:func:`budgetformer_core.bootstrap.compare`'s rows as the pages show them: points, the
+    interval written out, and whether it excludes 0 (``names``: how to call each model)."""
+    name = (lambda m: names.get(m, m)) if names else (lambda m: m)
+    return pd.DataFrame({
+        "model": [name(m) for m in compared["a"]],
+        "against": [name(m) for m in compared["b"]],
+        "accuracy": compared["accuracy_a"],
+        "its accuracy": compared["accuracy_b"],
+        "difference (points)": (compared["difference"] * 100).round(2),
+        "95% interval (points)": [f"[{lo * 100:+.2f}, {hi * 100:+.2f}]" for lo, hi in
+                                  zip(compared["low"], compared["high"], strict=True)],
+        "only model right": compared["only_a"],
+        "only other right": compared["only_b"],
+        "verdict": ["beyond noise" if b else "within noise" for b in compared["beyond_noise"]],
+    })  # fmt: skip
+
+
+def interval_note(compared: pd.DataFrame, n: int, resamples: int, seed: int) -> str:
+    """One line under an interval table: how it was made and how many differences are noise."""
+    within = int((~compared["beyond_noise"]).sum())
+    return (
+        f"Paired bootstrap over the {n} test inputs ({resamples:,} resamples, seed {seed}): each resample "
+        "draws the inputs once and scores both models on it, so only the inputs where they disagree "
+        f"move the difference. {within} of these {len(compared)} differences are within noise (their "
+        "95% interval holds 0)."
+    )
+
+
+def accuracy_error_bars(intervals: dict, models: list[str]) -> tuple[list[float | None], list[float | None]]:
+    """(above, below) lengths of each model's accuracy error bar, None where it has no interval."""
+    above = [None if m not in intervals else intervals[m].high - intervals[m].estimate for m in models]
+    below = [None if m not in intervals else intervals[m].estimate - intervals[m].low for m in models]
+    return above, below
+
+
+def seed_table(spread: pd.DataFrame) -> pd.DataFrame:
+    """:func:`budgetformer_core.bootstrap.seed_spread` as the pages show it, in points."""
+    return pd.DataFrame({
+        "model": spread["model"], "seeds": spread["seeds"],
+        "accuracy (mean)": spread["mean"],
+        "sd (points)": (spread["sd"] * 100).round(2),
+        "range (points)": ((spread["max"] - spread["min"]) * 100).round(2),
+        "per seed (%)": spread["per_seed"],
+    })  # fmt: skip
+
+
+COST_AXES = {"heads_fraction": "heads run (exact attention cost)", "flops_ratio": "FLOPs vs dense"}
+"""The cost axes of the every-method chart."""
+
+
+def method_series(
+    rows: pd.DataFrame, column: str, cost: str = "heads_fraction", intervals: dict | None = None
+) -> dict:
+    """Every method of a dataset against the cost, for :func:`app.charts.budget_curves`:
+    ``lines`` BBA (one checkpoint, every budget) and zero-shot post-hoc pruning; ``points``
+    BudgetFormer at its own operating point, the static-gate and post-hoc + recovery specialists
+    (one model per budget) and dense at cost 1; ``errors`` the accuracy intervals of the points
+    that have one (``column == "accuracy"``)."""
+    def xy(frame: pd.DataFrame) -> tuple[list[float], list[float]]:
+        return frame[cost].tolist(), frame[column].tolist()
+
+    lines = {"BBA (one checkpoint)": xy(sweep_curve(rows, "bba")),
+             METHOD_NAMES[POSTHOC]: xy(sweep_curve(rows, POSTHOC))}
+    own = {"budgetformer": "BudgetFormer (its own point)", "dense": "dense"}
+    points = {}
+    for model, name in own.items():
+        row = own_point(rows, model)
+        if row is not None:
+            points[name] = ([row[cost]], [row[column]])
+    points |= {name: xy(specialist_rows(rows, p)) for p, name in SPECIALISTS.items()}
+    errors = {}
+    if column == "accuracy" and intervals:
+        for model, name in own.items():
+            if model in intervals and name in points:
+                iv = intervals[model]
+                errors[name] = ([iv.high - iv.estimate], [iv.estimate - iv.low])
+    return dict(
+        lines={k: v for k, v in lines.items() if v[0]},
+        points={k: v for k, v in points.items() if v[0]},
+        errors=errors,
+    )

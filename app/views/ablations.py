@@ -9,7 +9,14 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts, examples, results
-from app.components import csv_download, md_escape, open_in_explore, result_column_config, sweeps_or_stop
+from app.components import (
+    csv_download,
+    error_bars_section,
+    md_escape,
+    open_in_explore,
+    result_column_config,
+    sweeps_or_stop,
+)
 from app.state import checkpoint_config, dataset_of, precomputed_per_example, selected_model, test_samples
 
 BARS = [  # (title, y axis, {series name: column}, number format, percent)
@@ -44,12 +51,22 @@ if missing:
     st.caption(f"Not in sweeps\\.csv for {md_escape(dataset)}: {', '.join(md_escape(m) for m in missing)}.")
 
 models = table["model"].tolist()
+keys = [m for m, shown in results.ABLATIONS.items() if shown in models]  # the rows' model names
+chart_area = st.container()  # drawn above the intervals, once they are known
+# ----------------------------------------------------------------------------- error bars
+st.subheader("Are the differences beyond noise?")
+bars = error_bars_section(dataset, results.ABLATION_PAIRS, "ablation", results.ABLATIONS)
+errors = {"accuracy": results.accuracy_error_bars(bars.intervals, keys)} if bars and bars.intervals else None
 for pair in (BARS[:2], BARS[2:]):
-    for col, (title, y_title, series, fmt, percent) in zip(st.columns(2, gap="large"), pair, strict=True):
+    for col, (title, y_title, series, fmt, percent) in zip(chart_area.columns(2, gap="large"), pair, strict=True):
         values = {name: table[column].tolist() for name, column in series.items()}
         col.plotly_chart(
-            charts.model_bars(models, values, title, y_title, fmt, percent), key=f"chart_ablation_{title}"
+            charts.model_bars(models, values, title, y_title, fmt, percent, errors=errors),
+            key=f"chart_ablation_{title}",
         )
+if errors:
+    chart_area.caption("Error bars on accuracy: 95% bootstrap intervals over the test inputs (none where a model "
+               "has no per-example table).")
 
 # ----------------------------------------------------------------------------- disagreements
 st.subheader("Inputs on which they disagree")

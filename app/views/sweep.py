@@ -15,10 +15,11 @@ import streamlit as st
 
 from app import charts, results
 from app.analysis import method_of
-from app.components import csv_download, md_escape, result_column_config, sweeps_or_stop
+from app.components import csv_download, error_bars_section, md_escape, result_column_config, sweeps_or_stop
 from app.state import (
     available_models,
     dataset_of,
+    error_bars,
     get_checkpoint,
     is_dense,
     model_config,
@@ -160,6 +161,33 @@ st.caption(
     "Ideal = 1 / FLOPs ratio. Measured = dense latency / this latency on the same inputs, one "
     "thread; batch 32 was timed at b = 0.25, 0.5, 0.75 and 1 only."
 )
+
+# ----------------------------------------------------------------------------- every method, one chart
+st.subheader("Every method against its cost")
+cost = st.radio("Cost axis", list(results.COST_AXES), format_func=results.COST_AXES.get, horizontal=True,
+                key="sweep_cost_axis")
+bars = error_bars(dataset, results.sweep_pairs(model)) if model in results.INTERVAL_MODELS else None
+for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), (
+    ("accuracy", "Accuracy vs cost, every method", "test accuracy", True),
+    ("latency_ms", "Latency vs cost, every method (batch 1, 1 thread)", "ms per input", False),
+), strict=True):  # fmt: skip
+    dense = results.own_point(rows, "dense")
+    col.plotly_chart(
+        charts.budget_curves(
+            title, y_title, percent=percent, x_title=results.COST_AXES[cost],
+            reference={"dense level": dense[column]} if dense is not None and pd.notna(dense[column]) else None,
+            **results.method_series(rows, column, cost, bars.intervals if bars else None),
+        ),
+        key=f"chart_sweep_methods_{column}",
+    )  # fmt: skip
+st.caption(
+    "BBA is one checkpoint asked for every budget; the static-gate and post-hoc + recovery "
+    "specialists are a model per budget; BudgetFormer sits at the cost it chose itself. Error bars: "
+    "95% bootstrap intervals over the test inputs, where a per-example table is shipped."
+)
+if model in results.INTERVAL_MODELS:
+    with st.expander(f"Accuracy differences of {model} at its own point, with error bars", expanded=True):
+        error_bars_section(dataset, results.sweep_pairs(model), "sweep")
 
 # ----------------------------------------------------------------------------- cost vs input length
 st.subheader("Cost vs input length")

@@ -616,8 +616,15 @@ def csv_value(frame: pd.DataFrame, model: str, budget: str, column: str) -> floa
 
 
 def budget_charts(at: AppTest) -> dict[str, dict]:
-    """The sweep page's charts against the budget b (not the one against the input length)."""
-    return {t: spec for t, spec in charts(at).items() if not t.startswith("Cost vs input length")}
+    """The sweep page's charts against the budget b (not those against the input length or the cost)."""
+    return {t: spec for t, spec in charts(at).items()
+            if not t.startswith("Cost vs input length") and "every method" not in t}
+
+
+def frame_with(at: AppTest, column: str) -> pd.DataFrame:
+    """The one table on the page with ``column``."""
+    [table] = [d.value for d in at.dataframe if column in d.value.columns]
+    return table
 
 
 def test_sweep_page(at, results):
@@ -648,7 +655,7 @@ def test_sweep_page(at, results):
     assert metric(at, "Accuracy") != f"{csv_value(results, 'budgetformer', '0.5', 'accuracy'):.1%}"
     assert all(s["layout"]["shapes"][0]["x0"] == 0.25 for s in budget_charts(at).values())
 
-    table = at.dataframe[0].value
+    table = frame_with(at, "budget_b")
     assert table.loc[table["budget_b"] == 0.25, "method"].tolist() == [
         "budgetformer", "BBA", "static gates", "post-hoc (zero-shot)", "post-hoc + recovery"
     ]
@@ -667,7 +674,7 @@ def test_sweep_page_live_remeasure(at, results):
     assert list(live) == ["precomputed (whole split)", "live (first 5 texts)"]
     assert live["live (first 5 texts)"]["x"] == [0.1, 0.25, 0.5, 0.75, 1.0]
     assert all(round(y * 5) == pytest.approx(y * 5) for y in live["live (first 5 texts)"]["y"])
-    table = at.dataframe[1].value
+    table = frame_with(at, "timed")
     assert table["n"].tolist() == [5] * 5 and table["heads_fraction"].is_monotonic_increasing
     # latency is re-measured too, on the texts timed one at a time, not copied from sweeps.csv
     assert table["timed"].tolist() == [results_module.LIVE_TIMED] * 5
@@ -708,7 +715,7 @@ def test_ablation_page(at, results):
     assert len(charts(at)) == 4
 
     # inputs on which they disagree: the made-up tables differ at 3, 10 and 20
-    differ = at.dataframe[1].value
+    differ = frame_with(at, "right")
     labels = config()["label_names"]
     assert differ["index"].tolist() == [3, 10, 20]
     assert list(differ.columns) == ["index", "true", "budgetformer", "no-head-scorer", "dense", "right", "text"]
@@ -720,13 +727,60 @@ def test_ablation_page(at, results):
     from budgetformer_core.data import load_dataset
 
     assert at.text[0].value == load_dataset("bbc").split("test").texts[3][:3000]  # the first row, as text
-    assert len(at.get("download_button")) == 2
+    assert len(at.get("download_button")) == 3  # the table, its intervals, the disagreements
 
     # a model missing from sweeps.csv: one row per model that is there
     fake_sweeps(without=("no-budget-net", "bba")).to_csv(app.state.RESULTS / "sweeps.csv", index=False)
     run(at)
     assert at.dataframe[0].value["model"].tolist() == ["BudgetFormer (full)", "no head scorer (no g_φ)", "dense"]
     assert any(c.value.startswith("Not in sweeps") and "bba" in c.value for c in at.caption)
+
+
+@pytest.mark.skipif(not all((ROOT / "precomputed" / "results" / "per_example" / f"bbc-{m}.parquet").is_file()
+                            for m in results_module.INTERVAL_MODELS), reason="no shipped bbc tables")
+def test_error_bars_on_the_ablation_and_sweep_pages(at):
+    """The shipped per-example tables' paired bootstrap intervals, as the engine computes them, in
+    the Ablations page's table and on its accuracy bars, and on the sweep page's every-method chart."""
+    from budgetformer_core import bootstrap
+
+    tables = {m: pd.read_parquet(ROOT / "precomputed" / "results" / "per_example" / f"bbc-{m}.parquet")
+              for m in results_module.INTERVAL_MODELS}  # fmt: skip
+    expected = bootstrap.compare(tables, list(results_module.ABLATION_PAIRS))
+    open_page(at, "ablations")
+    shown = frame_with(at, "95% interval (points)")
+    names = results_module.ABLATIONS
+    assert shown["model"].tolist() == [names[m] for m in expected["a"]]
+    assert shown["against"].tolist() == [names[m] for m in expected["b"]]
+    assert shown["difference (points)"].tolist() == pytest.approx((expected["difference"] * 100).round(2).tolist())
+    assert shown["95% interval (points)"].tolist() == [
+        f"[{lo * 100:+.2f}, {hi * 100:+.2f}]" for lo, hi in zip(expected["low"], expected["high"], strict=True)
+    ]
+    for row in shown.itertuples():  # the point difference lies in its interval
+        lo, hi = (float(x) for x in row[6].strip("[]").split(", "))
+        assert lo <= row[5] <= hi
+    assert set(shown["verdict"]) <= {"within noise", "beyond noise"}
+    assert any("Paired bootstrap over the 426 test inputs (2,000 resamples, seed 0)" in c.value for c in at.caption)
+    intervals = bootstrap.accuracy_intervals(tables)
+    accuracy = chart(at, "Accuracy and macro-F1")["data"][0]
+    keys = [m for m, name in names.items() if name in accuracy["x"]]
+    assert accuracy["error_y"]["array"] == pytest.approx([intervals[m].high - intervals[m].estimate for m in keys])
+
+    open_page(at, "sweep")
+    methods = {t["name"]: t for t in chart(at, "Accuracy vs cost, every method")["data"]}
+    assert list(methods) == ["BBA (one checkpoint)", "post-hoc (zero-shot)", "BudgetFormer (its own point)", "dense",
+                             "static gates", "post-hoc + recovery", "dense level"]
+    rows = pd.read_csv(ROOT / "precomputed" / "results" / "sweeps.csv", dtype={"budget": str})
+    own = rows[(rows.dataset == "bbc") & (rows.model == "budgetformer") & (rows.budget == "own")].iloc[0]
+    assert methods["BudgetFormer (its own point)"]["x"] == [pytest.approx(own.heads_fraction)]
+    iv = intervals["budgetformer"]
+    assert methods["BudgetFormer (its own point)"]["error_y"]["array"] == [pytest.approx(iv.high - iv.estimate)]
+    assert methods["static gates"]["x"] == pytest.approx([0.25, 0.5, 0.75])
+    assert chart(at, "Latency vs cost, every method")["layout"]["xaxis"]["title"]["text"].startswith("heads run")
+    at.radio(key="sweep_cost_axis").set_value("flops_ratio")
+    run(at)
+    assert chart(at, "Accuracy vs cost, every method")["layout"]["xaxis"]["title"]["text"] == "FLOPs vs dense"
+    sweep_pairs = frame_with(at, "95% interval (points)")
+    assert sweep_pairs["model"].tolist() == ["budgetformer"] * 5 and "dense" in sweep_pairs["against"].tolist()
 
 
 def test_disagreements_and_extremes_open_in_explore(at, results):
