@@ -661,3 +661,88 @@ def search_texts(texts: list[str], query: str, limit: int = 50) -> list[int]:
     return [i for i, t in enumerate(texts) if q in t.lower()][:limit]
 
 
+
+
+# --------------------------------------------------------------------------- side by side
+
+
+def _heads(heads) -> str:
+    return "{" + ",".join(str(h) for h in sorted(heads)) + "}"
+
+
+def side_differences(
+    a: Analysis, b: Analysis, method_a: Method, method_b: Method, names: tuple[str, str] = ("A", "B")
+) -> list[str]:
+    """What differs between two analyses shown side by side, a line each (markdown-free): the
+    prediction, then per layer k, the budget (each side's own: s, or bba's b; none for dense) and
+    the heads only one side ran ("layer 1: k 3 vs 5; heads {1,2} only in A")."""
+    na, nb = names
+    conf_a, conf_b = max(a.probs), max(b.probs)
+    if a.label == b.label:
+        lines = [f"same prediction: {a.label} ({conf_a:.1%} in {na}, {conf_b:.1%} in {nb})"]
+    else:
+        lines = [f"prediction: {a.label} ({conf_a:.1%}) in {na}, {b.label} ({conf_b:.1%}) in {nb}"]
+
+    def budget(m: Method, x: float) -> str | None:
+        return None if m.kind == "dense" else f"{m.symbol} {x:.2f}"
+
+    for layer in range(max(len(a.k), len(b.k))):
+        if layer >= len(a.k) or layer >= len(b.k):
+            lines.append(f"layer {layer}: only {na if layer < len(a.k) else nb} has it")
+            continue
+        parts = [f"k {a.k[layer]} vs {b.k[layer]}" if a.k[layer] != b.k[layer] else f"k {a.k[layer]} in both"]
+        ba, bb = budget(method_a, a.budget[layer]), budget(method_b, b.budget[layer])
+        if (ba or bb) and ba != bb:
+            parts.append(f"{ba or 'no budget'} vs {bb or 'no budget'}")
+        sa, sb = set(a.selected_heads[layer]), set(b.selected_heads[layer])
+        if sa == sb:
+            parts.append(f"the same heads {_heads(sa)}")
+        else:
+            parts += [f"heads {_heads(s)} only in {n}" for s, n in ((sa - sb, na), (sb - sa, nb)) if s]
+        lines.append(f"layer {layer}: " + "; ".join(parts))
+    return lines
+
+
+def side_cards(a: Analysis, settings: Settings, n_heads: int, method: Method, side: str) -> list[Card]:
+    """The headline numbers of one side (:func:`metric_cards` without latency, labelled with the
+    side; a dense model has no budget card: it has no budget)."""
+    cards = metric_cards(a, None, settings, n_heads, method)[:4]
+    if method.kind == "dense":
+        cards = [c for c in cards if not c.label.startswith(method.budget_name)]
+    return [Card(f"{side} · {c.label}", c.value, c.note, c.help) for c in cards]
+
+
+# --------------------------------------------------------------------------- batch
+
+BATCH_MAX_BYTES = 2_000_000
+"""The largest file the batch page reads (the upload widget refuses larger ones too)."""
+BATCH_MAX_ROWS = 500
+"""The most texts the batch page classifies from one file."""
+
+
+def batch_table(predictions: list, symbol: str = "s"):
+    """A DataFrame, a row per input of :func:`budgetformer_core.infer.predict_rows`: its number, the text,
+    prediction, confidence, per layer the budget (``symbol``: s, or bba's b), k and the heads that
+    ran, tokens read and FLOPs vs dense; an input it could not classify has its ``error``."""
+    import pandas as pd
+
+    rows = []
+    for p in predictions:
+        row = {"row": p.line, "text": p.text}
+        if p.row is not None:
+            r = p.row
+            row |= {"prediction": r["label"], "confidence": max(r["probs"].values())}
+            for layer, (s, k, heads) in enumerate(zip(r["budget"], r["k"], r["selected_heads"], strict=True)):
+                row |= {f"{symbol}{layer}": s, f"k{layer}": k, f"heads{layer}": " ".join(map(str, heads))}
+            row |= {"tokens": r["n_tokens"], "truncated": r["truncated"],
+                    "flops_vs_dense": r["flops"] / r["dense_flops"]}
+        row["error"] = p.error or ""
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for column in [c for c in table.columns if c[:1] == "k" and c[1:].isdigit()] + ["tokens"]:
+        if column in table:  # whole numbers, blank where a row has none
+            table[column] = table[column].astype("Int64")
+    n_layers = max((len(p.row["k"]) for p in predictions if p.row is not None), default=0)
+    layers = [c for layer in range(n_layers) for c in (f"{symbol}{layer}", f"k{layer}", f"heads{layer}")]
+    order = ["row", "text", "prediction", "confidence", *layers, "tokens", "truncated", "flops_vs_dense", "error"]
+    return table[[c for c in order if c in table.columns]]

@@ -18,9 +18,11 @@ st.set_page_config(page_title="BudgetFormer Explorer", page_icon="🧠", layout=
 pages = [
     st.Page("views/explore.py", title="Explore an input", icon=":material/search:", default=True),
     st.Page("views/sweep.py", title="Budget sweep", icon=":material/tune:"),
+    st.Page("views/compare.py", title="Side by side", icon=":material/compare:"),
     st.Page("views/easy_hard.py", title="Easy vs hard", icon=":material/balance:"),
     st.Page("views/ablations.py", title="Ablations", icon=":material/science:"),
     st.Page("views/errors.py", title="Errors", icon=":material/error:"),
+    st.Page("views/batch.py", title="Batch analysis", icon=":material/table_view:"),
     st.Page("views/dynamics.py", title="Training dynamics", icon=":material/show_chart:"),
 ]
 page = st.navigation(pages)

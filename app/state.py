@@ -524,3 +524,27 @@ def seed_spread(dataset: str) -> pd.DataFrame | None:
     runs = None if version is None else _seed_runs(str(path), version)
     table = None if runs is None else spread(runs, dataset)
     return None if table is None or table.empty else table
+
+
+# --------------------------------------------------------------------------- batch analysis
+
+
+@st.cache_data(max_entries=8, show_spinner="Classifying the file's texts…")
+def _batch(name: str, version: tuple, rows: tuple, settings: an.Settings) -> list:
+    from budgetformer_core.infer import predict_rows
+    from budgetformer_core.timing import torch_threads
+
+    ckpt = get_checkpoint(name)
+    control = an.control_for(settings, ckpt.validation_budget) if an.is_budgeted(ckpt) else None
+    with torch_threads(1):  # a shared server: one thread per request, as the Explore page
+        return list(predict_rows(ckpt, rows, control))
+
+
+def batch_predictions(name: str, rows: list[tuple[int, str]], settings: an.Settings) -> list:
+    """:func:`budgetformer_core.infer.predict_rows` of numbered texts (what ``budgetformer predict
+    --input-file`` prints) under ``settings``; cached per model, texts and setting.
+
+    Raises:
+        ValueError: the checkpoint cannot be loaded.
+    """
+    return _batch(name, stamp(name), tuple(rows), settings.canonical())

@@ -994,7 +994,7 @@ FOREIGN = {  # words of another method, case-insensitive: each page speaks its m
     "budgetformer": [r"requested budget b", r"gate scores? z", r"ρ\(b\b", r"\bmean b\b", r"\bbudget b\b"],
     "dense": [r"requested budget b", r"gate scores? z"],
 }  # fmt: skip
-PAGES = ("explore", "sweep", "easy_hard", "ablations", "errors", "dynamics")
+PAGES = ("explore", "sweep", "compare", "easy_hard", "ablations", "errors", "batch", "dynamics")
 SAME_FOR_EVERY_MODEL = ("ablations",)
 """Pages about the dataset's models side by side (BudgetFormer's ablations and BBA): each model
 is named there in its own words, whichever is picked in the sidebar."""
@@ -1091,8 +1091,19 @@ def check_dynamics(at, mcfg, labels, history, texts_here):
         assert chart(at, "Entropy weight β(t)") and "exploration" in words
 
 
+def check_compare(at, mcfg, labels, history, texts_here):
+    # by default the picked model against its dataset's dense model (or the budgetformer of a dense one)
+    ks = [metric(at, f"{side} · Heads run per layer") for side in "AB"]
+    assert len(ks) == 2 and all(len(k.split(" / ")) == mcfg["n_layers"] for k in ks)
+    assert ("A · Requested budget b per layer" in [m.label for m in at.metric]) == (mcfg["variant"] == "bba")
+
+
+def check_batch(at, mcfg, labels, history, texts_here):
+    assert at.file_uploader(key="batch_file") and any("Upload a file" in i.value for i in at.info)
+
+
 PAGE_CHECKS = {"explore": check_explore, "errors": check_errors, "easy_hard": check_easy_hard,
-               "dynamics": check_dynamics}  # fmt: skip
+               "dynamics": check_dynamics, "compare": check_compare, "batch": check_batch}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- controls that are what they look
@@ -1166,3 +1177,112 @@ def test_bba_at_its_default_budget_has_nothing_to_compare(at):
     run(at)
     assert any(s.value.startswith("Compared with") for s in at.subheader)
     assert "budget b per layer" in at.table[0].value.index
+
+
+# ----------------------------------------------------------------------------- side by side, batch
+
+BBA = "bbc-bba"
+
+
+def engine_analysis(model: str, text: str, budget: float | None = None):
+    from app.analysis import run_analysis
+    from app.state import get_checkpoint
+    from budgetformer_core.budget import Control
+
+    return run_analysis(get_checkpoint(model), text, None if budget is None else Control(budget=budget))
+
+
+def shown_ks(at: AppTest, side: str) -> list[int]:
+    return [int(k) for k in metric(at, f"{side} · Heads run per layer").split(" / ")]
+
+
+@pytest.mark.skipif(BBA not in available_models(), reason="no bbc bba checkpoint")
+def test_side_by_side_two_models_two_budgets_two_texts(at):
+    from app.analysis import method_of, side_differences
+
+    open_page(at, "compare")
+    at.text_area(key="sbs_text").input(SPORT)
+    at.selectbox(key="sbs_model_B").set_value(BBA)
+    run(at)
+    bf, bba = engine_analysis(DEFAULT_MODEL, SPORT), engine_analysis(BBA, SPORT)
+    assert shown_ks(at, "A") == bf.k and shown_ks(at, "B") == bba.k  # each model's own analysis
+    assert metric(at, "A · Budget s per layer") == " / ".join(f"{s:.2f}" for s in bf.budget)
+    assert metric(at, "B · Requested budget b per layer") == " / ".join(f"{s:.2f}" for s in bba.budget)
+    assert metric(at, "A · Prediction") == bf.label and metric(at, "B · Prediction") == bba.label
+    a_map, b_map = chart(at, "A: Head relevance p"), chart(at, "B: Gate scores z")
+    assert a_map["data"][0]["zmax"] == b_map["data"][0]["zmax"]  # one colour scale
+    top = max(2 / config()["model"]["n_heads"], *(v for m in (bf.relevance, bba.relevance) for row in m for v in row))
+    assert a_map["data"][0]["zmax"] == pytest.approx(top)
+    lines = side_differences(bf, bba, method_of(config()["model"]), method_of(config(BBA)["model"]))
+    assert lines[1].startswith("layer 0: k ") and len(lines) == 1 + config()["model"]["n_layers"]
+    [listed] = [m.value for m in at.markdown if m.value.startswith("- ")]
+    assert listed.replace("\\", "") == "\n".join(f"- {line}" for line in lines)
+
+    # the same model at two budgets
+    at.selectbox(key="sbs_model_B").set_value(DEFAULT_MODEL)
+    run(at)
+    for side in "AB":
+        at.radio(key=f"sbs_{side}_how").set_value("slider")
+    run(at)
+    for side, b in (("A", 0.25), ("B", 0.75)):
+        at.slider(key=f"sbs_{side}_budget").set_value(b)
+    run(at)
+    assert shown_ks(at, "A") == engine_analysis(DEFAULT_MODEL, SPORT, 0.25).k == [2] * len(bf.k)
+    assert shown_ks(at, "B") == engine_analysis(DEFAULT_MODEL, SPORT, 0.75).k == [6] * len(bf.k)
+    assert any("k 2 vs 6" in m.value for m in at.markdown)
+
+    # one model (bba) on two texts, with its budget control
+    pick_model(at, BBA)
+    open_page(at, "compare")
+    at.radio(key="sbs_mode").set_value("texts")
+    run(at)
+    assert any("Text B is empty" in i.value for i in at.info)
+    at.text_area(key="sbs_text_A").input(SPORT)
+    at.text_area(key="sbs_text_B").input(MARKUP)
+    at.radio(key="sbs_one_how").set_value("slider")
+    run(at)
+    at.slider(key="sbs_one_budget").set_value(0.25)
+    run(at)
+    assert shown_ks(at, "A") == engine_analysis(BBA, SPORT, 0.25).k and shown_ks(at, "B") == engine_analysis(
+        BBA, MARKUP, 0.25).k
+    assert not any(MARKUP in m.value for m in at.markdown)  # the texts stay in their text areas
+
+
+@pytest.mark.parametrize("model", [DEFAULT_MODEL, BBA])
+def test_batch_page_rows_are_the_engines(model):
+    from app.analysis import BATCH_MAX_BYTES
+    from app.state import get_checkpoint
+    from budgetformer_core.infer import predict_rows
+    from budgetformer_core.inputs import read_text_table
+
+    if model not in available_models():
+        pytest.skip(f"no {model}")
+    at = pick_model(run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT)), model)
+    open_page(at, "batch")
+    data = f'id,text\n1,"{SPORT}"\n2,"{BUSINESS}"\n3,{MARKUP}\n4,"   "\n'.encode()
+    at.file_uploader(key="batch_file").set_value(("texts.csv", data, "text/csv"))
+    run(at)
+    table = at.dataframe[0].value
+    expected = list(predict_rows(get_checkpoint(model), read_text_table(data, "texts.csv")))
+    done = [p for p in expected if p.row]
+    assert table["row"].tolist() == [1, 2, 3, 4] and table["text"].tolist()[2] == MARKUP  # markup as text
+    assert table["prediction"].tolist()[:3] == [p.row["label"] for p in done]
+    assert table["confidence"].tolist()[:3] == pytest.approx([max(p.row["probs"].values()) for p in done])
+    sym = "b" if config(model)["model"]["variant"] == "bba" else "s"
+    for layer in range(config(model)["model"]["n_layers"]):
+        assert table[f"k{layer}"].tolist()[:3] == [p.row["k"][layer] for p in done]
+        assert table[f"{sym}{layer}"].tolist()[:3] == pytest.approx([p.row["budget"][layer] for p in done])
+        assert table[f"heads{layer}"].tolist()[:3] == [" ".join(map(str, p.row["selected_heads"][layer])) for p in done]
+    assert table["error"].tolist() == ["", "", "", "blank line"]
+    assert metric(at, "Texts classified") == "3 of 4" and metric(at, "Not classified") == "1"
+    assert "Download this table (4 rows, CSV)" in [b.label for b in at.get("download_button")]
+    for name, content, message in (
+        ("empty.csv", b"", "is empty"),
+        ("big.txt", b"x" * (BATCH_MAX_BYTES + 1), "the limit is"),
+        ("broken.jsonl", b'{"text": "ok"}\n{"text": ', "line 2 is not JSON"),
+        ("latin1.csv", "text\ncaf\u00e9\n".encode("latin-1"), "not valid UTF-8"),
+    ):
+        at.file_uploader(key="batch_file").set_value((name, content, "text/plain"))
+        run(at)
+        assert any(message in e.value.replace("\\", "") for e in at.error), (name, [e.value for e in at.error])
+        assert not at.dataframe

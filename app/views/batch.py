@@ -1,0 +1,91 @@
+"""Batch analysis: a CSV / JSONL file of texts through the model, a row per text, downloadable.
+
+The file is read by :func:`budgetformer_core.inputs.read_text_table` and classified by
+:func:`budgetformer_core.infer.predict_rows`, the two functions ``budgetformer predict
+--input-file`` uses: the table holds what that command prints, a row per input.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+from app.analysis import BATCH_MAX_BYTES, BATCH_MAX_ROWS, Settings, batch_table, method_of
+from app.components import csv_download, md_escape
+from app.state import batch_predictions, model_config, selected_model
+
+log = logging.getLogger(__name__)
+
+st.title("Batch analysis")
+name = selected_model()
+mcfg = model_config(name)
+method = method_of(mcfg)
+sym = method.symbol
+st.caption(
+    f"Upload texts and get, for each, **{md_escape(name)}**'s prediction, its confidence, "
+    + (
+        "and (every head runs: a dense model) the tokens read. "
+        if method.kind == "dense"
+        else f"per layer the {'requested budget b' if method.kind == 'bba' else 'budget s'}, the heads run (k) "
+        "and which heads ran. "
+    )
+    + f"CSV with a `text` column, JSONL with a \"text\" per line, or one text per line; up to "
+    f"{BATCH_MAX_ROWS} texts and {BATCH_MAX_BYTES // 1_000_000} MB. The same rows as "
+    "`budgetformer predict --json --input-file FILE`."
+)
+
+settings = Settings()
+if method.kind != "dense":
+    c1, c2 = st.columns([2, 3], vertical_alignment="bottom")
+    how = c1.radio(method.budget_name, ["learned", "slider"], format_func=method.mode_labels.get,
+                   horizontal=True, key="batch_how")
+    value = c2.slider("Requested budget b" if method.kind == "bba" else "Budget s", 0.05, 1.0, 0.5, 0.05,
+                      key="batch_budget", disabled=how != "slider")
+    settings = Settings(budget_mode=how, budget=float(value))
+
+upload = st.file_uploader("File of texts", type=["csv", "jsonl", "txt"], key="batch_file")
+if upload is None:
+    st.info("Upload a file to classify its texts.")
+    st.stop()
+
+from budgetformer_core.inputs import read_text_table  # noqa: E402  (numpy only; after the widgets)
+
+try:
+    rows = read_text_table(upload.getvalue(), upload.name, BATCH_MAX_BYTES, BATCH_MAX_ROWS)
+except ValueError as e:  # empty, too large, not UTF-8, a broken row: say which
+    st.error(f"This file cannot be read: {md_escape(e)}")
+    st.stop()
+try:
+    predictions = batch_predictions(name, rows, settings)
+except ValueError as e:  # CheckpointError
+    st.error(f"The model {md_escape(name)} cannot be loaded: {md_escape(e)}")
+    st.stop()
+except Exception as e:  # never a traceback on the page
+    log.exception("batch analysis failed")
+    st.error(f"Something went wrong while classifying the file ({type(e).__name__}).")
+    st.stop()
+
+table = batch_table(predictions, sym)
+errors = int((table["error"] != "").sum())
+c1, c2, c3 = st.columns(3)
+c1.metric("Texts classified", f"{len(table) - errors} of {len(table)}")
+c2.metric("Not classified", str(errors), "see the error column" if errors else None, delta_color="off",
+          delta_arrow="off")
+ks = [c for c in table.columns if c[:1] == "k" and c[1:].isdigit()]
+if ks and errors < len(table):
+    c3.metric("Mean heads run per layer (k)", " / ".join(f"{table[k].mean():.2f}" for k in ks))
+if settings.budget_mode == "slider":
+    st.caption(f"Every text at {md_escape(settings.describe(sym))}.")
+st.dataframe(  # cells are plain text: markup in a text stays text
+    table,
+    hide_index=True,
+    column_config={
+        "text": st.column_config.TextColumn("text", width="large"),
+        "confidence": st.column_config.NumberColumn(format="percent"),
+        "flops_vs_dense": st.column_config.NumberColumn("FLOPs vs dense", format="percent"),
+        **{f"{sym}{i}": st.column_config.NumberColumn(f"{sym} layer {i}", format="%.3f") for i in range(len(ks))},
+    },
+    key="batch_table",
+)
+csv_download(table, f"batch-{name}.csv", "batch_csv")

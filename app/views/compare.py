@@ -1,0 +1,128 @@
+"""Side by side: two models (or one model at two budgets) on one text, or one model on two texts.
+
+Each side is :func:`app.state.explore` of its model, text and budget setting (the Explore page's
+cached analysis); the relevance maps share one colour scale and the differences are listed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import streamlit as st
+
+from app import charts
+from app.analysis import Settings, method_of, prepare_text, side_cards, side_differences
+from app.components import TEXT_KEY, md_escape
+from app.state import available_models, dataset_of, explore, model_config, selected_model, test_samples
+
+log = logging.getLogger(__name__)
+DEFAULT_TEXT = (
+    "The striker scored twice in the second half as the champions came from behind to win the "
+    "cup final, and the manager praised his players after the match."
+)
+SIDES = ("A", "B")
+
+st.title("Side by side")
+name = selected_model()
+dataset = dataset_of(name)
+models = [m for m in available_models() if dataset_of(m) == dataset] or [name]
+mode = st.radio(
+    "Compare",
+    ["models", "texts"],
+    format_func={"models": "two models (or two budgets) on one text", "texts": "one model on two texts"}.get,
+    horizontal=True,
+    key="sbs_mode",
+)
+
+
+def budget_controls(where, model: str, key: str) -> Settings:
+    """The model's own budget or one set with a slider (nothing for a dense model)."""
+    method = method_of(model_config(model))
+    if method.kind == "dense":
+        where.caption("A dense model: every head runs, nothing to set.")
+        return Settings()
+    how = where.radio(
+        method.budget_name,
+        ["learned", "slider"],
+        format_func=method.mode_labels.get,
+        horizontal=True,
+        key=f"{key}_how",
+    )
+    value = where.slider(
+        "Requested budget b" if method.kind == "bba" else "Budget s",
+        0.05, 1.0, 0.5, 0.05, key=f"{key}_budget", disabled=how != "slider",
+    )  # fmt: skip
+    return Settings(budget_mode=how, budget=float(value))
+
+
+def draw_random(key: str) -> None:
+    samples = test_samples(dataset)
+    if samples is not None and samples.texts:
+        st.session_state[key] = random.choice(samples.texts)
+
+
+columns = st.columns(2, gap="large")
+if mode == "models":
+    st.session_state.setdefault("sbs_text", st.session_state.get(TEXT_KEY) or DEFAULT_TEXT)
+    text = st.text_area("Text for both sides", key="sbs_text", height=100)
+    other = f"{dataset}-dense" if name != f"{dataset}-dense" else f"{dataset}-budgetformer"
+    defaults = (name, other if other in models else name)
+    sides = []
+    for col, side, default in zip(columns, SIDES, defaults, strict=True):
+        st.session_state.setdefault(f"sbs_model_{side}", default)
+        if st.session_state[f"sbs_model_{side}"] not in models:  # another dataset picked in the sidebar
+            st.session_state[f"sbs_model_{side}"] = default
+        model = col.selectbox(f"Model {side}", models, key=f"sbs_model_{side}")
+        sides.append((model, text, budget_controls(col, model, f"sbs_{side}")))
+else:
+    settings = budget_controls(st, name, "sbs_one")
+    sides = []
+    for col, side in zip(columns, SIDES, strict=True):
+        key = f"sbs_text_{side}"
+        st.session_state.setdefault(key, DEFAULT_TEXT if side == "A" else "")
+        col.text_area(f"Text {side}", key=key, height=100, placeholder="Type a text, or draw one from the test split")
+        col.button(f"Random test text for {side}", key=f"sbs_draw_{side}", on_click=draw_random, args=(key,),
+                   disabled=test_samples(dataset) is None)
+        sides.append((name, st.session_state[key], settings))
+
+results = []
+for col, side, (model, text, settings) in zip(columns, SIDES, sides, strict=True):
+    prepared = prepare_text(text)
+    if not prepared.text.strip():
+        col.info(f"Text {side} is empty: type something, or draw a test text.")
+        results.append(None)
+        continue
+    try:
+        results.append(explore(model, prepared.text, settings.canonical(), measure=False).current)
+    except ValueError as e:
+        col.error(f"{md_escape(model)} cannot analyse text {side}: {md_escape(e)}")
+        results.append(None)
+    except Exception as e:  # never a traceback on the page
+        log.exception("side-by-side analysis failed")
+        col.error(f"Something went wrong while analysing text {side} ({type(e).__name__}).")
+        results.append(None)
+if None in results:
+    st.stop()
+
+methods = [method_of(model_config(model)) for model, _, _ in sides]
+n_heads = [int(model_config(model).get("n_heads", len(a.relevance[0]))) for (model, _, _), a in zip(sides, results)]
+# one colour scale for both relevance maps (p, or bba's softmax of its gate scores z)
+zmax = charts.relevance_zmax([a.relevance for a, m in zip(results, methods) if m.kind != "dense"], max(n_heads))
+for col, side, (model, _, settings), a, method, H in zip(columns, SIDES, sides, results, methods, n_heads):
+    col.markdown(f"**{side}: {md_escape(model)}** · {md_escape(settings.describe(method.symbol))}")
+    cards = side_cards(a, settings, H, method, side)
+    for c, card in zip(col.columns(len(cards)), cards, strict=True):
+        c.metric(card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help)
+    if method.kind == "dense":
+        fig = charts.head_heatmap(a.head_weights, a.selected_heads, f"{side}: {method.weight_title}",
+                                  colorscale=charts.LIGHT, zmax=1.0, colorbar_title="w", text_size=13)
+    else:
+        fig = charts.head_heatmap(a.relevance, a.selected_heads, f"{side}: {method.relevance_title()}", zmax=zmax,
+                                  colorbar_title=method.relevance_symbol, unrun_values=True, text_size=13)
+    col.plotly_chart(fig, key=f"chart_sbs_{side}")
+
+st.subheader("What differs")
+lines = side_differences(results[0], results[1], methods[0], methods[1])
+st.markdown("\n".join(f"- {md_escape(line)}" for line in lines))
+st.caption("The two relevance maps share one colour scale (its top: the larger of both maps' largest value).")
