@@ -121,6 +121,32 @@ def need_table(sweeps: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+INTERVAL_PAIRS = (("budgetformer", "dense"), ("budgetformer-paper", "dense"), ("no-budget-net", "budgetformer"),
+                  ("no-head-scorer", "budgetformer"), ("bba", "dense"))
+"""The accuracy differences the README puts a paired bootstrap interval on."""
+
+
+def interval_table(dataset: str) -> str:
+    """Accuracy differences between the shipped models with their paired bootstrap 95 % interval
+    over the test inputs (``budgetformer_core.bootstrap``, 2,000 resamples, seed 0), from the
+    per-example tables; "" when the dataset has none."""
+    from budgetformer_core.bootstrap import RESAMPLES, SEED, compare
+
+    tables = {m: pd.read_parquet(p) for m in {m for pair in INTERVAL_PAIRS for m in pair}
+              if (p := RESULTS / "per_example" / f"{dataset}-{m}.parquet").is_file()}
+    if len(tables) < 2:
+        return ""
+    rows = compare(tables, list(INTERVAL_PAIRS))
+    lines = [f"**{dataset}** ({rows['n'].iloc[0]} test inputs, {RESAMPLES:,} resamples, seed {SEED})", "",
+             "| difference | accuracy | points | 95 % interval | only the first / second right | verdict |",
+             "|---|---|---|---|---|---|"]
+    for r in rows.itertuples():
+        lines.append(f"| {r.a} − {r.b} | {r.accuracy_a:.1%} vs {r.accuracy_b:.1%} | {r.difference * 100:+.2f} | "
+                     f"[{r.low * 100:+.2f}, {r.high * 100:+.2f}] | {r.only_a} / {r.only_b} | "
+                     f"{'beyond noise' if r.beyond_noise else 'within noise'} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     sweeps = pd.read_csv(RESULTS / "sweeps.csv", dtype={"budget": str})
     for dataset, rows in sweeps.groupby("dataset", sort=False):
@@ -131,6 +157,10 @@ def main() -> None:
                 print(table + "\n")
         print("Accuracy % (exact attention cost, measured single-thread speed-up at batch 32):\n")
         print(bba_table(rows) + "\n")
+    print("### Error bars: paired bootstrap intervals of the accuracy differences\n")
+    for dataset in sweeps["dataset"].unique():
+        if table := interval_table(dataset):
+            print(table + "\n")
 
 
 if __name__ == "__main__":

@@ -62,10 +62,10 @@ def draw_random(key: str) -> None:
         st.session_state[key] = random.choice(samples.texts)
 
 
-columns = st.columns(2, gap="large")
 if mode == "models":
     st.session_state.setdefault("sbs_text", st.session_state.get(TEXT_KEY) or DEFAULT_TEXT)
     text = st.text_area("Text for both sides", key="sbs_text", height=100)
+    columns = st.columns(2, gap="large")
     other = f"{dataset}-dense" if name != f"{dataset}-dense" else f"{dataset}-budgetformer"
     defaults = (name, other if other in models else name)
     sides = []
@@ -77,6 +77,7 @@ if mode == "models":
         sides.append((model, text, budget_controls(col, model, f"sbs_{side}")))
 else:
     settings = budget_controls(st, name, "sbs_one")
+    columns = st.columns(2, gap="large")
     sides = []
     for col, side in zip(columns, SIDES, strict=True):
         key = f"sbs_text_{side}"
@@ -112,8 +113,9 @@ zmax = charts.relevance_zmax([a.relevance for a, m in zip(results, methods) if m
 for col, side, (model, _, settings), a, method, H in zip(columns, SIDES, sides, results, methods, n_heads):
     col.markdown(f"**{side}: {md_escape(model)}** · {md_escape(settings.describe(method.symbol))}")
     cards = side_cards(a, settings, H, method, side)
-    for c, card in zip(col.columns(len(cards)), cards, strict=True):
-        c.metric(card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help)
+    for i in range(0, len(cards), 2):  # two to a row: half a page holds "0.43 / 0.36" at a metric's size
+        for c, card in zip(col.columns(2), cards[i : i + 2]):
+            c.metric(card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help)
     if method.kind == "dense":
         fig = charts.head_heatmap(a.head_weights, a.selected_heads, f"{side}: {method.weight_title}",
                                   colorscale=charts.LIGHT, zmax=1.0, colorbar_title="w", text_size=13)

@@ -246,9 +246,11 @@ PAGES = {
     # slug: (title, plotly charts at least, metrics to read)
     "explore": ("Explore an input", 3, ()),
     "sweep": ("Budget sweep", 5 if RESULTS else 0, ("Accuracy", "Speed-up (batch 1)") if RESULTS else ()),
+    "compare": ("Side by side", 2, ("A · Heads run per layer", "B · Heads run per layer")),
     "easy_hard": ("Easy vs hard", 7, ("Spearman ρ(s, prediction entropy)", "Spearman ρ(s, loss)")),
     "ablations": ("Ablations", 4 if RESULTS else 0, ()),
     "errors": ("Errors", 1, ("Misclassified",)),
+    "batch": ("Batch analysis", 0, ()),
     "dynamics": ("Training dynamics", 5, ()),
 }
 """What every page of the navigation must show (the default page is "explore")."""
@@ -294,6 +296,25 @@ def test_every_page_renders_in_a_browser(server, browser):
         screenshot(page, f"page-{slug}-full")
         seen.append(slug)
     assert sorted(seen) == sorted(PAGES)
+    page.close()
+
+
+def test_batch_page_in_a_browser(server, browser, tmp_path):
+    """A CSV uploaded through the real widget: a row per text, markup shown as text."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/batch")
+    page.locator("h1", has_text="Batch analysis").wait_for(timeout=60_000)
+    wait_idle(page, 60_000)
+    texts = [SPORT, "Shares rose after the bank reported record profits.", "<b>markup</b> stays text", "  "]
+    f = tmp_path / "texts.csv"
+    f.write_text("text\n" + "".join(f'"{t}"\n' for t in texts))
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(f))
+    metric = page.locator('[data-testid="stMetric"]', has_text="Texts classified")
+    metric.get_by_text("3 of 4").wait_for(timeout=60_000)
+    wait_idle(page)
+    no_error(page)
+    assert page.locator("b", has_text="markup").count() == 0  # never rendered as HTML
+    screenshot(page, "page-batch-file")
     page.close()
 
 
