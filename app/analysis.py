@@ -21,8 +21,13 @@ from typing import TYPE_CHECKING
 from app.cards import Card
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import numpy as np
+
     from budgetformer_core.budget import Control
     from budgetformer_core.checkpoint import Checkpoint
+    from budgetformer_core.explain import Explanation
     from budgetformer_core.infer import Analysis
     from budgetformer_core.timing import TimingStats
 
@@ -175,6 +180,228 @@ def tokens_read(ckpt: Checkpoint, text: str) -> list[str]:
 
     max_len = ckpt.config.max_len
     return ckpt.tokenizer.encode(reading_prefix(ckpt.tokenizer, text, max_len)).tokens[:max_len]
+
+
+# --------------------------------------------------------------------------- why this budget, what the heads saw
+
+
+def explain_input(ckpt: Checkpoint, text: str, control: Control | None = None) -> Explanation:
+    """:func:`budgetformer_core.explain.explain` of one input on one thread (as
+    :func:`run_analysis`): per layer, what each token did to s (bba: the gate margin)."""
+    from budgetformer_core.explain import explain
+    from budgetformer_core.timing import torch_threads
+
+    with torch_threads(1):
+        [e] = explain(ckpt, [text], control)
+    return e
+
+
+def head_attention(ckpt: Checkpoint, text: str, control: Control | None, layer: int) -> np.ndarray:
+    """(H, T, T) the attention of each head of ``layer`` on ``text`` (query × key), as the
+    structural path computed it (``capture_attention``); NaN for the heads that did not run."""
+    import torch
+
+    from budgetformer_core.timing import torch_threads
+    from budgetformer_core.tokenizer import encode_batch, reading_prefix
+
+    max_len = ckpt.config.max_len
+    batch = encode_batch(ckpt.tokenizer, [reading_prefix(ckpt.tokenizer, text, max_len)], max_len)
+    control = control if is_budgeted(ckpt) else None
+    with torch.no_grad(), torch_threads(1):
+        out = ckpt.model.eval()(batch.ids, batch.mask, control=control, capture_attention=True)
+    return out.layers[layer].attention[0].numpy()  # (1, H, T, T) -> (H, T, T)
+
+
+ATTRIBUTION_RGB = {1: (214, 39, 40), -1: (31, 119, 180)}
+"""Red: the token raised the quantity (s: more heads); blue: it lowered it."""
+
+
+def attribution_scale(e: Explanation) -> float:
+    """One colour-scale end for every layer of an explanation: the largest |attribution|."""
+    return max((abs(a) for row in e.budget_attribution for a in row), default=0.0)
+
+
+def attribution_html(tokens: list[str], attribution: list[float], zmax: float) -> str:
+    """The tokens as highlighted text: red for those that raised the quantity, blue for those
+    that lowered it, the stronger the more. Every token is HTML-escaped (markup stays text);
+    its number is in its tooltip and ``data-a``."""
+    import html
+
+    spans = []
+    for token, a in zip(tokens, attribution, strict=True):
+        alpha = 0.0 if zmax <= 0 else min(1.0, abs(a) / zmax)
+        r, g, b = ATTRIBUTION_RGB[1 if a >= 0 else -1]
+        spans.append(
+            f'<span data-a="{a:.6g}" title="{html.escape(token)}: {a:+.4g}" style="background: '
+            f'rgba({r}, {g}, {b}, {alpha * 0.85:.3f}); padding: 1px 3px; margin: 1px; border-radius: 3px; '
+            f'color: {"#ffffff" if alpha > 0.6 else "inherit"}">{html.escape(token)}</span>'
+        )
+    return '<div style="line-height: 2.1; font-size: 1.05rem">' + " ".join(spans) + "</div>"
+
+
+def attribution_legend_html(zmax: float, symbol: str) -> str:
+    """The colour legend of :func:`attribution_html`: lowered (blue) … raised (red), with its
+    scale's ends."""
+    (r1, g1, b1), (r2, g2, b2) = ATTRIBUTION_RGB[-1], ATTRIBUTION_RGB[1]
+    bar = (f"background: linear-gradient(to right, rgba({r1}, {g1}, {b1}, 0.85), rgba(255, 255, 255, 0), "
+           f"rgba({r2}, {g2}, {b2}, 0.85)); width: 220px; height: 14px; display: inline-block; "
+           "vertical-align: middle; border: 1px solid #cccccc; margin: 0 8px")
+    return (f'<div style="font-size: 0.95rem">lowered {symbol} (−{zmax:.3g})<span style="{bar}"></span>'
+            f"raised {symbol} (+{zmax:.3g})</div>")
+
+
+def explanation_record(e: Explanation) -> dict:
+    """The exported part of an explanation: tokens, what is attributed, the numbers per layer."""
+    return {
+        "method": "occlusion (leave one token out)",
+        "attributed": e.attributed,
+        "tokens": e.tokens,
+        "value": e.value,
+        "budget_attribution": e.budget_attribution,
+        "span": e.span,
+        "fixed": e.fixed,
+    }
+
+
+# --------------------------------------------------------------------------- a link to the view
+
+LINK_TEXT_LIMIT = 2000
+"""Texts up to this many characters go into the page's address; longer ones do not (a test
+text goes in by its index)."""
+
+LINK_ABLATIONS = ("no-budget-net", "no-head-scorer", "random-heads")
+"""The ablations a link may name (``budget.ABLATIONS``' names)."""
+
+BUDGET_STEPS = [round(0.05 * i, 2) for i in range(1, 21)]
+"""The budget slider's values."""
+
+
+@dataclass(frozen=True)
+class LinkView:
+    """What a link to the Explore page asks for, checked against the model it opens."""
+
+    text: str | None = None
+    index: int | None = None
+    """A test text by its index (instead of ``text``)."""
+    budget_mode: str = "learned"
+    budget: float = 0.5
+    k: int | None = None
+    no_budget_net: bool = False
+    head_ablation: str | None = None
+    seed: int = 0
+
+
+def link_model(params: Mapping[str, str], models: list[str]) -> tuple[str | None, str | None]:
+    """(the model a link names, when it is shipped; a message when it names another)."""
+    name = params.get("model")
+    if name is None or name in models:
+        return name, None
+    return None, f"The link names a model that is not here ({name!r}): showing the default model instead."
+
+
+def read_link(
+    params: Mapping[str, str], method: Method, n_heads: int, n_texts: int | None
+) -> tuple[LinkView, list[str]]:
+    """The view a link's query parameters ask for, and a message for each value that was
+    unusable (that one falls back to its default; nothing raises).
+
+    Parameters: ``text`` or ``index`` (a test text), ``mode`` (learned / slider / force_k),
+    ``budget`` (the slider's s or b), ``k``, ``ablation`` (one of :data:`LINK_ABLATIONS`) and
+    ``seed`` (of random heads). ``n_texts``: test texts available (None: none).
+    """
+    messages: list[str] = []
+    view: dict = {}
+
+    def bad(name: str, why: str) -> None:
+        messages.append(f"The link's {name} ({params.get(name)!r}) {why}: using the default instead.")
+
+    if "index" in params:
+        try:
+            index = int(params["index"])
+        except ValueError:
+            index = None
+        if n_texts is None:
+            bad("index", "needs the test texts, which are not on this machine")
+        elif index is None or not 0 <= index < n_texts:
+            bad("index", f"is not a test text's index (0–{n_texts - 1})")
+        else:
+            view["index"] = index
+    elif params.get("text"):
+        view["text"] = params["text"][: LINK_TEXT_LIMIT * 4]
+    asked = [name for name in ("mode", "budget", "k", "ablation", "seed") if name in params]
+    if method.kind == "dense":
+        if asked:
+            messages.append(f"A dense model has no budget or ablation: the link's {', '.join(asked)} "
+                            "are ignored.")
+        return LinkView(**view), messages
+    mode = params.get("mode", "learned")
+    if mode not in BUDGET_MODES:
+        bad("mode", f"is not one of {', '.join(BUDGET_MODES)}")
+        mode = "learned"
+    view["budget_mode"] = mode
+    if "budget" in params:
+        try:
+            budget = float(params["budget"])
+        except ValueError:
+            budget = float("nan")
+        if not 0.05 <= budget <= 1.0:  # NaN fails too
+            bad("budget", "is not a number in [0.05, 1]")
+        else:
+            view["budget"] = min(BUDGET_STEPS, key=lambda step: abs(step - budget))  # the slider's step
+    if "k" in params:
+        k = int(params["k"]) if params["k"].isdigit() else 0
+        if not 1 <= k <= n_heads:
+            bad("k", f"is not a number of heads from 1 to {n_heads}")
+        else:
+            view["k"] = k
+    if "ablation" in params:
+        names = params["ablation"].split(",")
+        usable = {"no-budget-net": method.has_f, "no-head-scorer": method.has_g, "random-heads": method.has_g}
+        if method.kind == "bba":
+            bad("ablation", "does not apply to a bba model (it has no f_θ or g_φ)")
+        elif any(n not in LINK_ABLATIONS for n in names) or {"no-head-scorer", "random-heads"} <= set(names):
+            bad("ablation", f"is not one or two of {', '.join(LINK_ABLATIONS)} (comma-separated)")
+        elif not all(usable[n] for n in names):
+            bad("ablation", "needs a network this model does not have")
+        else:
+            view["no_budget_net"] = "no-budget-net" in names
+            heads = {"no-head-scorer": "uniform", "random-heads": "random"}
+            view["head_ablation"] = next((heads[n] for n in names if n in heads), None)
+    if "seed" in params:
+        if params["seed"].isdigit() and int(params["seed"]) <= 10**6:
+            view["seed"] = int(params["seed"])
+        else:
+            bad("seed", "is not a whole number from 0 to 1,000,000")
+    return LinkView(**view), messages
+
+
+def link_params(
+    model: str, text: str, index: int | None, settings: Settings, method: Method
+) -> dict[str, str]:
+    """The query parameters of a link that reopens this view (:func:`read_link` reads them):
+    the model, the test text's index or the text itself (when it is at most
+    :data:`LINK_TEXT_LIMIT` characters), and the budget setting and ablation that are on."""
+    params = {"model": model}
+    if index is not None:
+        params["index"] = str(index)
+    elif len(text) <= LINK_TEXT_LIMIT:
+        params["text"] = text
+    if method.kind == "dense":
+        return params
+    ablations = ["no-budget-net"] if settings.no_budget_net else []
+    if not settings.no_budget_net:
+        params["mode"] = settings.budget_mode
+        if settings.budget_mode == "slider":
+            params["budget"] = f"{settings.budget:g}"
+        elif settings.budget_mode == "force_k":
+            params["k"] = str(settings.k)
+    if settings.head_ablation is not None:
+        ablations.append("no-head-scorer" if settings.head_ablation == "uniform" else "random-heads")
+    if settings.head_ablation == "random":
+        params["seed"] = str(settings.seed)
+    if ablations:
+        params["ablation"] = ",".join(ablations)
+    return params
 
 
 # --------------------------------------------------------------------------- the method's words
@@ -624,8 +851,11 @@ def export_record(
     current: Analysis,
     full: Analysis,
     timing: Timing | None,
+    tokens: list[str] | None = None,
+    explanation: Explanation | None = None,
 ) -> dict:
-    """Everything needed to reproduce and judge one analysis, as JSON-ready data."""
+    """Everything needed to reproduce and judge one analysis, as JSON-ready data: with the
+    tokens the model read, and the token attribution of the budget when it was computed."""
     from budgetformer_core.timing import machine_info
 
     return {
@@ -635,6 +865,7 @@ def export_record(
             "n_chars": prepared.n_chars,
             "cut_to_chars": prepared.limit if prepared.cut else None,
             "n_tokens_read": current.n_tokens,
+            "tokens": tokens,
             "truncated": current.truncated or prepared.cut,
         },
         "checkpoint": {
@@ -649,6 +880,7 @@ def export_record(
         "analysis": analysis_record(current),
         "full_model": analysis_record(full),
         "timing": None if timing is None else timing.to_dict(),
+        "explanation": None if explanation is None else explanation_record(explanation),
         "machine": machine_info(1).to_dict(),
     }
 

@@ -1,7 +1,8 @@
 """Pure chart functions: data in, plotly figure out (no Streamlit calls here).
 
 Sized for a projector: large fonts, few colours, the thing to look at in the title. Only
-numbers and names from the checkpoint go into the figures, never user text.
+numbers and names from the checkpoint go into the figures, never user text — except the tokens
+that label a head's attention map (:func:`attention_heatmap`), escaped so they show as text.
 
 Each figure is built by one ``go.Figure(data=..., layout=...)`` call from plain dicts: plotly's
 ``update_*`` methods validate and dispatch on every call and cost several milliseconds per
@@ -211,6 +212,51 @@ def head_heatmap(
         margin=dict(l=10, r=10, t=60, b=40),
     )
     return go.Figure(data=[heatmap, grey, *legend], layout=layout)
+
+
+ATTENTION_TOKENS = 96
+"""Tokens of a head's attention map shown at most (a window of the queries and keys): a map
+of 512 × 512 cells is neither readable nor cheap to send."""
+
+
+def attention_heatmap(
+    probs: Sequence[Sequence[float]], tokens: Sequence[str], title: str, start: int = 0
+) -> go.Figure:
+    """One head's attention on one input, BertViz-style: row q is token q's attention over
+    the tokens (columns); the window of :data:`ATTENTION_TOKENS` tokens from ``start``.
+
+    Tokens label the axes as plotly markup escaped (``&lt;b&gt;``): a token written like a tag
+    shows as the text it is. Positions, not tokens, are the axis values, so a repeated token
+    keeps its own row and column.
+    """
+    import html
+
+    end = min(len(tokens), start + ATTENTION_TOKENS)
+    window = range(start, end)
+    labels = [f"{html.escape(tokens[i])} ·{i}" for i in window]
+    z = [[float(probs[q][k]) for k in window] for q in window]
+    heatmap = dict(
+        type="heatmap",
+        z=z,
+        x=list(window),
+        y=list(window),
+        customdata=[[[labels[q - start], labels[k - start]] for k in window] for q in window],
+        colorscale="Blues",
+        zmin=0,
+        zmax=max(1e-9, max((v for row in z for v in row), default=1.0)),
+        hovertemplate="%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra></extra>",
+        colorbar=dict(thickness=14, title=dict(text="attention", side="right")),
+    )
+    ticks = dict(tickvals=list(window), ticktext=labels)
+    layout = _layout(
+        title,
+        min(900, 220 + 16 * len(window)),
+        xaxis=dict(title="attended token (key)", tickangle=-60, **ticks),
+        yaxis=dict(title="token (query)", autorange="reversed", **ticks),
+    )
+    for axis in ("xaxis", "yaxis"):  # small enough that every token keeps its label
+        layout[axis]["tickfont"] = dict(size=12 if len(window) <= 40 else 9)
+    return go.Figure(data=[heatmap], layout=layout)
 
 
 def relevance_zmax(maps: Sequence[Sequence[Sequence[float]]], n_heads: int) -> float:

@@ -51,6 +51,10 @@ def model_picker() -> str | None:
         by_dataset.setdefault(dataset_of(m), []).append(m)
     datasets = sorted(by_dataset)
     current = st.session_state.get(MODEL_KEY, default)
+    if MODEL_KEY not in st.session_state:  # a session's first run: a link may name the model
+        from app.analysis import link_model
+
+        current = link_model(st.query_params, models)[0] or default
     current = current if current in models else default
     dataset = st.sidebar.selectbox(
         "Dataset",

@@ -292,6 +292,11 @@ class Result:
     control_repr: dict | None
 
 
+def _control(ckpt: Checkpoint, settings: an.Settings):
+    """The Control of ``settings`` for ``ckpt`` (None for a dense model or the full model)."""
+    return an.control_for(settings, ckpt.validation_budget) if an.is_budgeted(ckpt) else None
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def _full(name: str, version: tuple, text: str, measure: bool) -> Result:
     ckpt = get_checkpoint(name)
@@ -303,7 +308,7 @@ def _full(name: str, version: tuple, text: str, measure: bool) -> Result:
 def _result(name: str, version: tuple, text: str, settings: an.Settings, measure: bool) -> Result:
     base = _full(name, version, text, measure)
     ckpt = get_checkpoint(name)
-    control = an.control_for(settings, ckpt.validation_budget) if an.is_budgeted(ckpt) else None
+    control = _control(ckpt, settings)
     if control is None:
         return base
     current = an.run_analysis(ckpt, text, control)
@@ -318,6 +323,31 @@ def explore(name: str, text: str, settings: an.Settings, measure: bool = True) -
         ValueError: an unusable text (empty, …) or checkpoint.
     """
     return _result(name, stamp(name), text, settings, measure)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _explanation(name: str, version: tuple, text: str, settings: an.Settings):
+    ckpt = get_checkpoint(name)
+    return an.explain_input(ckpt, text, _control(ckpt, settings))
+
+
+def explanation(name: str, text: str, settings: an.Settings):
+    """The token attribution of each layer's s (bba: gate margin) for ``text`` under
+    ``settings`` (:func:`app.analysis.explain_input`; cached: one pass per token is seconds on
+    a long text). Raises ValueError for a dense model or an unusable text."""
+    return _explanation(name, stamp(name), text, settings)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _head_attention(name: str, version: tuple, text: str, settings: an.Settings, layer: int, head: int):
+    ckpt = get_checkpoint(name)
+    return an.head_attention(ckpt, text, _control(ckpt, settings), layer)[head]  # (T, T)
+
+
+def head_attention(name: str, text: str, settings: an.Settings, layer: int, head: int):
+    """(T, T) attention of head ``head`` of ``layer`` on ``text``, all NaN when that head did
+    not run (:func:`app.analysis.head_attention`; cached, one head per entry: a few MB at most)."""
+    return _head_attention(name, stamp(name), text, settings, layer, head)
 
 
 def selected_model() -> str:

@@ -14,31 +14,41 @@ import streamlit as st
 
 from app import charts
 from app.analysis import (
+    LINK_TEXT_LIMIT,
     UNKNOWN_WARN,
     Settings,
+    attribution_html,
+    attribution_legend_html,
+    attribution_scale,
     comparison_rows,
     explanation,
     export_record,
+    link_model,
+    link_params,
     method_of,
     metric_cards,
     prepare_text,
     probability_rows,
+    read_link,
     same_run,
     slower_note,
     tokens_read,
     unknown_share,
 )
-from app.components import TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker
+from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker
 from app.state import (
     ROOT,
+    available_models,
     dataset_of,
     explore,
     get_checkpoint,
+    head_attention,
     model_config,
     model_sha256,
     selected_model,
     test_samples,
 )
+from app.state import explanation as token_attribution
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +57,7 @@ DEFAULT_TEXT = (
     "cup final, and the manager praised his players after the match."
 )
 MODEL_SHOWN = "explore_model"  # session-state key: the model the controls were last drawn for
+LINK_READ = "explore_link_read"  # session-state key: the page's address was read (first load only)
 
 st.title("Explore an input")
 
@@ -69,10 +80,34 @@ if st.session_state.get(MODEL_SHOWN) != name:
     # another model starts from its own behaviour: no override or ablation carried over
     st.session_state.update(budget_mode="learned", no_f=False, no_g=False)
     st.session_state[MODEL_SHOWN] = name
+link_notes: list[str] = []
+if not st.session_state.get(LINK_READ):
+    # a link reopens a view: the model (read by the sidebar's picker), text, budget and ablation
+    st.session_state[LINK_READ] = True
+    params = st.query_params.to_dict()
+    linked_samples = test_samples(dataset) if "index" in params else None
+    view, link_notes = read_link(params, method, H, None if linked_samples is None else len(linked_samples.texts))
+    link_notes = [n for n in [link_model(params, available_models())[1], *link_notes] if n]
+    if view.index is not None:
+        st.session_state[TEXT_KEY] = linked_samples.texts[view.index]
+        st.session_state[SAMPLE_KEY] = (dataset, view.index)
+    elif view.text is not None:
+        st.session_state[TEXT_KEY] = view.text
+    if budgeted:
+        st.session_state.update(
+            budget_mode=view.budget_mode, budget_s=view.budget, no_f=view.no_budget_net,
+            no_g=view.head_ablation is not None, head_seed=view.seed,
+        )
+        if view.k is not None:
+            st.session_state["force_k"] = view.k
+        if view.head_ablation is not None:
+            st.session_state["head_ablation"] = view.head_ablation
 
 # The teaching layout: at 1280×720 the input and the budget control (left) and the prediction,
 # the budget and heads per layer and the heatmap (right) are on screen together, without
 # scrolling; ablations, comparison, cost details and export follow below.
+for note in link_notes:
+    st.warning(md_escape(note))
 left, right = st.columns([4, 9], gap="medium")
 below = st.container()  # drawn under both columns, filled before the analysis runs
 
@@ -219,6 +254,10 @@ with left:
             head_ablation=head_ablation if (no_g and has_g) else None,
             seed=int(seed),
         )
+# the address holds this view, so that a link to it reopens it (a long text goes in by index only)
+shared = link_params(name, raw or "", sample[0] if sample else None, settings, method)
+if st.query_params.to_dict() != shared:
+    st.query_params.from_dict(shared)
 with below:
     if budgeted and not is_bba and not has_f:
         st.caption("This checkpoint has no budget network f_θ: its s is fixed by its config.")
@@ -380,6 +419,108 @@ if changed:
         charts.selection_diff(full.selected_heads, a.selected_heads, H), key="chart_diff"
     )
 
+# ----------------------------------------------------------------------------- why this budget
+explained = None
+if budgeted:
+    what = "the gate margin" if is_bba else "s"
+    st.subheader("What the gates depend on" if is_bba else "Why this budget?")
+    if st.toggle(
+        "Which tokens moved the gates (occlusion)" if is_bba else "Which tokens raised or lowered s (occlusion)",
+        key="explain_on",
+        persist_state="session",
+        help="Each token is left out in turn (masked as padding is) and the model run again: its number "
+        + (
+            "is how much the gate margin — the mean gate score of the heads that ran at this b minus "
+            "that of the others — falls without it. The requested b itself comes from you, not the text."
+            if is_bba
+            else "is how much s falls without it (positive: the token raised s, asking for more heads)."
+        )
+        + " One forward pass per token (longer texts: per span of tokens), computed when asked.",
+    ):
+        try:
+            with st.spinner("Leaving out one token at a time…"):
+                explained = token_attribution(name, prepared.text, settings.canonical())
+        except ValueError as e:
+            st.error(f"The attribution cannot be computed: {md_escape(e)}")
+    if explained is not None and explained.fixed:
+        st.info(
+            f"Here s is set ({md_escape(settings.describe(sym))}), not predicted by f_θ: no token changes "
+            "it, so there is nothing to attribute. Pick “learned by f_θ” or “force k heads” to see "
+            "which tokens raise or lower s."
+        )
+    elif explained is not None:
+        zmax = attribution_scale(explained)
+        st.html(attribution_legend_html(zmax, what))
+        for layer, (row, value) in enumerate(zip(explained.budget_attribution, explained.value, strict=True)):
+            st.markdown(
+                f"**Layer {layer}** · {'gate margin' if is_bba else 's'} = {value:.3f} · "
+                f"k = {explained.k[layer]} of {H}"
+            )
+            st.html(attribution_html(explained.tokens, row, zmax))
+        st.caption(
+            f"Red: the token raised {what}; blue: it lowered it; one colour scale for every layer "
+            f"(±{zmax:.3g}, the largest change). Hover a token for its number."
+            + (
+                f" This text is long: tokens were left out {explained.span} at a time, and each shows "
+                "its span's number."
+                if explained.span > 1
+                else ""
+            )
+        )
+
+# ----------------------------------------------------------------------------- what the heads saw
+if budgeted:
+    st.subheader("What the heads that ran looked at")
+if budgeted and st.toggle(
+    "Show one head's attention on this input",
+    key="attention_on",
+    persist_state="session",
+    help="The attention of one head, as the budgeted (structural) path computed it on this input: "
+    "row q is how token q's attention is spread over the tokens.",
+):
+    h1, h2 = st.columns(2)
+    att_layer = h1.selectbox("Layer", range(cfg.n_layers), format_func=lambda i: f"layer {i}", key="att_layer")
+    ran = a.selected_heads[att_layer]
+    if st.session_state.get("att_head") is None:
+        st.session_state["att_head"] = ran[0]
+    att_head = h2.selectbox(
+        "Head",
+        range(H),
+        format_func=lambda h: f"head {h} · ran ★" if h in ran else f"head {h} · not computed",
+        key="att_head",
+    )
+    skipped = [h for h in range(H) if h not in ran]
+    st.caption(
+        f"Layer {att_layer} ran heads {', '.join(map(str, ran))}"
+        + (f"; not computed: {', '.join(map(str, skipped))}." if skipped else " (all of them).")
+    )
+    if att_head not in ran:
+        st.info(
+            f"Head {att_head} did not run in layer {att_layer} on this input: it was not computed, so "
+            "it has no attention to show. Pick a head marked ★."
+        )
+    else:
+        probs = head_attention(name, prepared.text, settings.canonical(), att_layer, att_head)  # (T, T)
+        shown = read if len(read) == len(probs) else ["[UNK]"] * len(probs)
+        start = 0
+        if len(shown) > charts.ATTENTION_TOKENS:
+            start = int(
+                st.number_input(
+                    f"First token shown (of {len(shown)}; {charts.ATTENTION_TOKENS} at a time)",
+                    0, len(shown) - 1, 0, charts.ATTENTION_TOKENS // 2, key="att_start",
+                )
+            )
+        st.plotly_chart(
+            charts.attention_heatmap(
+                probs, shown, f"Attention of layer {att_layer}, head {att_head} on this input", start
+            ),
+            key="chart_attention",
+        )
+        st.caption(
+            "Each row is one token's attention over the tokens of the text (it sums to 1), computed by "
+            "the heads that ran — the budgeted path itself, not a second dense pass."
+        )
+
 # ----------------------------------------------------------------------------- export & details
 st.subheader("Export")
 record = export_record(
@@ -395,6 +536,8 @@ record = export_record(
     current=a,
     full=full,
     timing=timing,
+    tokens=read,
+    explanation=explained,
 )
 probs_df = pd.DataFrame(probability_rows(ckpt.label_names, a.probs))
 e1, e2 = st.columns(2)
@@ -413,6 +556,13 @@ e2.download_button(
     mime="text/csv",
     on_click="ignore",
     key="export_csv",
+)
+
+linked = "test text" if sample else "text" if len(raw) <= LINK_TEXT_LIMIT else "settings (the text is too long)"
+st.caption(
+    f"The page's address holds this view (model, {linked}, budget and ablation): copy it from the "
+    "address bar to share it."
+    + ("" if explained is not None or not budgeted else " The export holds the token attribution once shown above.")
 )
 
 with st.expander(f"What the model read ({a.n_tokens} tokens)"):

@@ -502,7 +502,9 @@ def test_bba_model_runs_the_requested_budget(at):
     at.sidebar.selectbox(key="model_for_bbc").set_value("bbc-bba")
     run(at)
     assert any("requested budget b" in c.value for c in at.caption)
-    assert not at.toggle  # no f_θ or g_φ to ablate: no toggles named after them
+    # no f_θ or g_φ to ablate: no toggles named after them (only the deeper views' switches)
+    assert {t.key for t in at.toggle} == {"explain_on", "attention_on"}
+    assert not [t.label for t in at.toggle if re.search("f_θ|g_φ|[Aa]blation", t.label)]
     at.radio(key="budget_mode").set_value("slider")
     run(at)
     at.slider(key="budget_s").set_value(0.25)
