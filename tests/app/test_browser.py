@@ -240,6 +240,74 @@ def test_explore_page_in_a_browser(server, browser):
     warm.close()
 
 
+def section(page, first, last, name: str) -> None:
+    """A screenshot of the page from the top of ``first`` to the bottom of ``last`` (locators),
+    the page grown to its whole height first (Streamlit scrolls inside its main block)."""
+    size = page.viewport_size
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight ?? 0")
+    page.set_viewport_size({"width": size["width"], "height": max(size["height"], height)})
+    page.wait_for_timeout(500)
+    top, bottom = first.bounding_box(), last.bounding_box()
+    height = bottom["y"] + bottom["height"] - top["y"] + 20
+    clip = {"x": 0, "y": top["y"] - 10, "width": size["width"], "height": height}
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), clip=clip)
+    page.set_viewport_size(size)
+
+
+def test_a_link_reopens_the_same_analysis(server, browser):
+    """The address holds Explore's model, text, budget and ablation: a link opens that view in a
+    new session, and the page writes each change back. The deeper views (which tokens raised or
+    lowered s, one head's attention) are drawn there; screenshots of them go to test-artifacts/."""
+    from urllib.parse import parse_qs, urlencode, urlsplit
+
+    query = urlencode({"model": "bbc-budgetformer", "text": SPORT, "mode": "force_k", "k": 3,
+                       "ablation": "no-head-scorer"})
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{server}/?{query}", wait_until="domcontentloaded")
+    wait_metric(page, "Heads run per layer", "3 / 3", 60_000)
+    no_error_box(page)
+    assert text_box(page).input_value() == SPORT
+    assert page.get_by_role("switch", name="Ablation: no g_φ (no learned head choice)").is_checked()
+    assert parse_qs(urlsplit(page.url).query)["k"] == ["3"]
+
+    # the deeper views, on demand
+    page.get_by_text("Which tokens raised or lowered s (occlusion)").click()
+    page.get_by_text("Red: the token raised s").wait_for(timeout=60_000)
+    page.get_by_text("Show one head's attention on this input").click()
+    attention = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Attention of layer 0")
+    attention.locator(".main-svg").first.wait_for(timeout=60_000)
+    wait_idle(page)
+    no_error_box(page)
+    highlighted = page.locator('[data-testid="stHtml"] span[data-a]')
+    n_tokens = int(page.get_by_text("What the model read (").inner_text().split("(")[1].split()[0])
+    assert highlighted.count() == 2 * n_tokens  # every token, in each of the two layers
+    section(page, page.get_by_role("heading", name="Why this budget?"), page.get_by_text("Red: the token raised s"),
+            "explore-why-budget")
+    section(page, page.get_by_role("heading", name="What the heads that ran looked at"), attention,
+            "explore-head-attention")
+
+    # a change is written to the address; that address opens the same view in a new session
+    page.get_by_role("slider").nth(1).focus()  # the k slider (the budget slider comes first)
+    page.keyboard.press("ArrowRight")
+    wait_metric(page, "Heads run per layer", "4 / 4")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('k') === '4'", timeout=10_000)
+    link = page.url
+    page.close()
+    again = browser.new_page(viewport=VIEWPORT)
+    again.goto(link, wait_until="domcontentloaded")
+    wait_metric(again, "Heads run per layer", "4 / 4", 60_000)
+    no_error_box(again)
+    assert text_box(again).input_value() == SPORT
+    assert again.get_by_role("switch", name="Ablation: no g_φ (no learned head choice)").is_checked()
+    # a link with values that mean nothing opens the default view and says why
+    again.goto(f"{server}/?model=nope&k=zero", wait_until="domcontentloaded")
+    again.get_by_text("names a model that is not here").wait_for(timeout=60_000)
+    again.get_by_text("The link's k").wait_for()
+    wait_idle(again)
+    no_error(again)
+    again.close()
+
+
 RESULTS = (ROOT / "precomputed" / "results" / "sweeps.csv").is_file()
 """Without ``make precompute``'s results the sweep and ablation pages only say so."""
 PAGES = {
