@@ -418,17 +418,15 @@ def _budgeting(
     ``nets``: mean-pooling and the allocator's networks (f_θ and g_φ, or bba's gates);
     ``allocation``: each layer's allocator, i.e. the networks plus top-k selection and head weights.
     """
-    inputs: list[torch.Tensor] = []  # each layer's normalised input, from one dense pass
-    hooks = [
-        layer.ln1.register_forward_hook(lambda _m, _i, out: inputs.append(out))
-        for layer in model.layers
-    ]
+    inputs: list[torch.Tensor] = []  # what each layer's allocator reads, from one dense pass
+    allocators = {id(a): a for a in model.allocators}.values()  # a shared one hooked once
+    hooks = [alloc.register_forward_pre_hook(lambda _m, args: inputs.append(args[0])) for alloc in allocators]
     try:
         model(ids, mask, mode="dense")
     finally:
         for hook in hooks:
             hook.remove()
-    embeddings = model.tok_emb(ids) + model.pos_emb.weight[: ids.shape[1]]  # (B, T, D)
+    embeddings = model.embed(ids)  # (B, T, D)
 
     def context() -> ForwardContext:  # a fresh one per call: nothing computed is reused
         return ForwardContext(None, Control(), "structural", embeddings)

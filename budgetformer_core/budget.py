@@ -40,10 +40,12 @@ def mlp(net: nn.Sequential, h: Tensor) -> Tensor:
     """Run a Linear → GELU → Linear ``net`` through ``torch.nn.functional``.
 
     Same result as ``net(h)`` without the three sub-module calls, whose Python overhead is
-    comparable to the arithmetic on a batch of one.
+    comparable to the arithmetic on a batch of one. The GELU's ``approximate`` (exact or tanh)
+    is the module's own.
     """
-    first, _, last = net
-    return F.linear(F.gelu(F.linear(h, first.weight, first.bias)), last.weight, last.bias)
+    first, gelu, last = net
+    hidden = F.gelu(F.linear(h, first.weight, first.bias), approximate=gelu.approximate)
+    return F.linear(hidden, last.weight, last.bias)
 
 
 def masked_mean(x: Tensor, mask: Tensor | None) -> Tensor:

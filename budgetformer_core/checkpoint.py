@@ -30,6 +30,7 @@ from tokenizers import Tokenizer
 
 from .config import ModelConfig, model_config_from_dict, to_dict
 from .model import BudgetFormer
+from .tokenizer import load_tokenizer
 
 FORMAT_VERSION = 1
 FILES = ("model.safetensors", "config.json", "tokenizer.json")
@@ -226,7 +227,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if len(label_names) != cfg.n_classes:
         raise CheckpointError(f"{path}: {len(label_names)} label names for {cfg.n_classes} classes")
     try:
-        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        tokenizer = load_tokenizer(path / "tokenizer.json")
     except Exception as e:  # the tokenizers library raises plain Exception subclasses
         raise CheckpointError(f"{path / 'tokenizer.json'} cannot be read: {e}") from None
     try:

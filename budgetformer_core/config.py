@@ -19,6 +19,8 @@ HeadWeighting = Literal["scaled", "gated"]
 GateSource = Literal["embedding", "layer"]
 Recipe = Literal["adaptive", "paper"]
 BetaSchedule = Literal["linear", "cosine", "step"]
+Norm = Literal["pre", "post"]
+Activation = Literal["gelu", "gelu_tanh"]
 
 MAX_LEN = 65_536
 """Longest ``max_len`` a config may ask for (the position table and attention grow with it)."""
@@ -112,6 +114,17 @@ class ModelConfig:
     kept_heads: list[list[int]] | None = None
     """Heads pruned once (``BudgetFormer.prune_heads``): per layer, the heads kept (the others'
     weights are gone); None = no pruning."""
+    norm: Norm = "pre"
+    """Where the layer norms sit. ``pre``: before each sublayer, plus a final one (our models
+    trained from scratch). ``post``: BERT's layout — a layer norm of the embeddings, one after
+    each residual sum, none at the end (pretrained encoders, :mod:`budgetformer_core.backbone`)."""
+    activation: Activation = "gelu"
+    """The feed-forward non-linearity: exact (erf) GELU, or its tanh approximation (``gelu_new``
+    of some BERT-family checkpoints)."""
+    type_vocab_size: int = 0
+    """Token-type (segment) embeddings, as BERT's; 0 = none. Every token is of type 0."""
+    layer_norm_eps: float = 1e-5
+    """ε of every layer norm (BERT's checkpoints use 1e-12)."""
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -151,6 +164,14 @@ class ModelConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.head_weighting not in ("scaled", "gated"):
             raise ValueError(f"head_weighting must be 'scaled' or 'gated', got {self.head_weighting!r}")
+        if self.norm not in ("pre", "post"):
+            raise ValueError(f"norm must be 'pre' or 'post', got {self.norm!r}")
+        if self.activation not in ("gelu", "gelu_tanh"):
+            raise ValueError(f"activation must be 'gelu' or 'gelu_tanh', got {self.activation!r}")
+        if self.type_vocab_size < 0:
+            raise ValueError(f"type_vocab_size must be >= 0 (0 = none), got {self.type_vocab_size}")
+        if not 0.0 < self.layer_norm_eps < 1.0:
+            raise ValueError(f"layer_norm_eps must be in (0, 1), got {self.layer_norm_eps}")
         if self.gate_source not in ("embedding", "layer"):
             raise ValueError(f"gate_source must be 'embedding' or 'layer', got {self.gate_source!r}")
         if self.kept_heads is not None:

@@ -1,7 +1,10 @@
 """Encoder classifier whose attention layers budget their heads per input.
 
-A pre-norm Transformer encoder (token + learned position embeddings, ``n_layers`` layers of
-attention and feed-forward, final layer norm, mean-pool over real tokens, linear classifier).
+A Transformer encoder (token + learned position embeddings, ``n_layers`` layers of attention and
+feed-forward, mean-pool over real tokens, linear classifier). Pre-norm by default (a layer norm
+before each sublayer and a final one); ``ModelConfig.norm="post"`` gives BERT's layout (token-type
+embeddings, a layer norm of the embeddings and after each residual sum), into which
+:mod:`budgetformer_core.backbone` loads pretrained checkpoints.
 Each layer owns an allocator (:mod:`budgetformer_core.budget`) that decides, from the layer's
 normalised input, which heads run for each input — BudgetFormer's f_θ and g_φ, bba's gates, a
 fixed pruned set, or every head for the dense baseline — and its attention executes that
@@ -41,31 +44,44 @@ class ModelOutput:
     layers: list[LayerTrace]
     lengths: Tensor
     """(B,) number of real tokens per input."""
+    hidden: Tensor | None = None
+    """(B, T, D) the final token states the classifier pools (after the final layer norm)."""
 
 
 class EncoderLayer(nn.Module):
-    """Pre-norm block: allocate heads, attend with them, feed forward."""
+    """One block: allocate heads, attend with them, feed forward.
+
+    Pre-norm: x + attn(ln1(x)), then x + ff(ln2(x)); the allocator reads ln1(x). Post-norm
+    (BERT): ln1(x + attn(x)), then ln2(x + ff(x)); the allocator reads x, already normalised
+    by the layer before (or the embeddings' layer norm).
+    """
 
     def __init__(self, cfg: ModelConfig, alloc: Allocator, kept: list[int] | None = None):
         super().__init__()
         self.n_heads = cfg.n_heads  # the trace's heads (the attention may be pruned to fewer)
-        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.post_norm = cfg.norm == "post"
+        self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.alloc = alloc
         self.attn = HeadAttention(cfg.d_model, cfg.n_heads, kept)
-        self.ln2 = nn.LayerNorm(cfg.d_model)
-        self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model))
+        self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        gelu = nn.GELU(approximate="tanh" if cfg.activation == "gelu_tanh" else "none")
+        self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), gelu, nn.Linear(cfg.d_ff, cfg.d_model))
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, ctx: ForwardContext) -> tuple[Tensor, LayerTrace]:
         """x (B, T, D) -> the layer's output (B, T, D) and what its allocator decided."""
-        xn = self.ln1(x)
+        xn = x if self.post_norm else self.ln1(x)  # what the allocator and the heads read
         trace = self.alloc(xn, ctx)
         if ctx.capture_attention:  # a copy of the trace: dense layers share one
             capture = AttentionCapture.empty(x.shape[0], self.n_heads, x.shape[1], x)
-            x = x + self.dropout(self.attn(xn, ctx.mask, trace, ctx.mode, capture))
+            attended = self.attn(xn, ctx.mask, trace, ctx.mode, capture)
             trace = dataclasses.replace(trace, attention=capture.probs)
         else:
-            x = x + self.dropout(self.attn(xn, ctx.mask, trace, ctx.mode))
+            attended = self.attn(xn, ctx.mask, trace, ctx.mode)
+        if self.post_norm:
+            x = self.ln1(x + self.dropout(attended))
+            return self.ln2(x + self.dropout(mlp(self.ff, x))), trace
+        x = x + self.dropout(attended)
         return x + self.dropout(mlp(self.ff, self.ln2(x))), trace
 
     def dropout(self, x: Tensor) -> Tensor:
@@ -89,7 +105,11 @@ class BudgetFormer(nn.Module):
         self.layers = nn.ModuleList(
             EncoderLayer(cfg, alloc, heads) for alloc, heads in zip(make_allocators(cfg), kept, strict=True)
         )
-        self.ln_f = nn.LayerNorm(cfg.d_model)
+        post = cfg.norm == "post"
+        # pre-norm: a final layer norm; post-norm: the embeddings' (the layers end normalised)
+        self.ln_f = nn.Identity() if post else nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.ln_emb = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if post else nn.Identity()
+        self.type_emb = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
         self.head = nn.Linear(cfg.d_model * (2 if cfg.pooling == "mean_max" else 1), cfg.n_classes)
         self._init_weights()
 
@@ -156,6 +176,14 @@ class BudgetFormer(nn.Module):
             layer.attn.prune_heads(heads)
             layer.alloc = FixedHeads(self.cfg, heads)
 
+    def embed(self, ids: Tensor) -> Tensor:
+        """(B, T) token ids -> (B, T, D) the first layer's input, before dropout: token + position
+        (+ token type 0, then the embeddings' layer norm, for a post-norm model)."""
+        x = self.tok_emb(ids) + self.pos_emb.weight[: ids.shape[1]]  # (B, T, D): token + position
+        if self.type_emb is not None:
+            x = x + self.type_emb.weight[0]  # one segment: every token of type 0
+        return self.ln_emb(x)
+
     def pool(self, x: Tensor, mask: Tensor | None) -> Tensor:
         """(B, T, D) final states -> (B, D) mean, or (B, 2D) mean ‖ max, over real tokens."""
         mean = masked_mean(x, mask)
@@ -189,12 +217,13 @@ class BudgetFormer(nn.Module):
             raise ValueError(f"a dense model runs only in mode 'dense', not {mode!r}")
         mask = mask if mask.dtype == torch.bool else mask.bool()
         key_mask = None if bool(mask.all()) else mask  # no padding: unmasked (faster) attention
-        x = self.tok_emb(ids) + self.pos_emb.weight[: ids.shape[1]]  # (B, T, D): token + position
+        x = self.embed(ids)  # (B, T, D)
         x = self.drop(x) if self.training else x
         ctx = ForwardContext(key_mask, control or Control(), mode, x, capture_attention)
         traces = []
         for layer in self.layers:
             x, trace = layer(x, ctx)
             traces.append(trace)
-        logits = self.head(self.pool(self.ln_f(x), key_mask))  # (B, C)
-        return ModelOutput(logits, traces, mask.sum(1))
+        hidden = self.ln_f(x)  # (B, T, D)
+        logits = self.head(self.pool(hidden, key_mask))  # (B, C)
+        return ModelOutput(logits, traces, mask.sum(1), hidden)

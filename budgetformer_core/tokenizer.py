@@ -1,7 +1,11 @@
-"""WordPiece tokenizer trained on a training split with the ``tokenizers`` library.
+"""WordPiece tokenizers through the ``tokenizers`` library: trained on a training split, or a
+pretrained checkpoint's own.
 
-Lower-cased, accents stripped, CJK characters split one per token, punctuation split off
-(BERT-style normalisation). Saved as ``tokenizer.json`` beside the weights.
+Ours: lower-cased, accents stripped, CJK characters split one per token, punctuation split off
+(BERT-style normalisation), saved as ``tokenizer.json`` beside the weights. A pretrained BERT's:
+its ``tokenizer.json`` (:func:`load_tokenizer`), or built from its ``vocab.txt``
+(:func:`wordpiece_from_vocab`); it adds ``[CLS]`` and ``[SEP]`` around each text. Either kind
+goes through :func:`encode` and :func:`pad` (padding id 0, which is ``[PAD]`` in both).
 
 :func:`reading_prefix` cuts a long text to the part the model reads before it is tokenised.
 """
@@ -12,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from torch import Tensor
 
 PAD, UNK, SEP = "[PAD]", "[UNK]", "[SEP]"
@@ -21,10 +25,7 @@ SPECIAL_TOKENS = [PAD, UNK, SEP]
 
 def train_tokenizer(texts: list[str], vocab_size: int = 8000, min_frequency: int = 2) -> Tokenizer:
     """Train a WordPiece vocabulary of at most ``vocab_size`` entries on ``texts``."""
-    tok = Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=50))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True, handle_chinese_chars=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
+    tok = bert_pipeline(models.WordPiece(unk_token=UNK, max_input_chars_per_word=50), lowercase=True)
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=SPECIAL_TOKENS, show_progress=False
     )
@@ -47,8 +48,37 @@ def is_canonical(tok: Tokenizer) -> bool:
     return all(vocab[t] == i for i, t in enumerate(canonical_order(tok)))
 
 
+def bert_pipeline(model: models.WordPiece, lowercase: bool) -> Tokenizer:
+    """A tokenizer around ``model`` that normalises and splits text as BERT does (accents
+    stripped when lower-casing)."""
+    tok = Tokenizer(model)
+    tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=lowercase,
+                                                handle_chinese_chars=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    return tok
+
+
+def wordpiece_from_vocab(path: str | Path, lowercase: bool = True) -> Tokenizer:
+    """A pretrained BERT's tokenizer from its ``vocab.txt`` (one token a line, the line number
+    its id): BERT's normalisation, ``[CLS] text [SEP]`` (a pair: ``[CLS] a [SEP] b [SEP]``)."""
+    tok = bert_pipeline(models.WordPiece.from_file(str(path), unk_token=UNK), lowercase)
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id(SEP)
+    if cls is None or sep is None:
+        raise ValueError(f"{path}: has no [CLS] or [SEP] token; not a BERT vocabulary")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), (SEP, sep)]
+    )
+    return tok
+
+
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    return Tokenizer.from_file(str(path))
+    """A ``tokenizer.json`` (ours, or a pretrained checkpoint's), with any padding or truncation
+    it was saved with turned off: :func:`encode` truncates and :func:`pad` pads."""
+    tok = Tokenizer.from_file(str(path))
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
 
 
 @dataclass

@@ -34,7 +34,7 @@ def main() -> None:
     layer = model.layers[0]
     first, _, last = layer.alloc.scorer.net
     with torch.inference_mode():
-        x = model.tok_emb(ids) + model.pos_emb.weight[: args.seq_len]  # (1, T, D)
+        x = model.embed(ids)  # (1, T, D)
         xn = layer.ln1(x)
         h = xn.mean(1)  # (1, D)
         hidden = F.linear(h, first.weight, first.bias)  # (1, M)

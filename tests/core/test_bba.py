@@ -211,7 +211,7 @@ def test_shipped_bba_head_sets_are_nested_on_every_test_input(name):
         out = []
         with torch.no_grad():
             for batch in batches:
-                x = model.tok_emb(batch.ids) + model.pos_emb.weight[: batch.ids.shape[1]]  # (B, T, D) as in forward
+                x = model.embed(batch.ids)  # (B, T, D) as in forward
                 ctx = ForwardContext(batch.mask, Control(budget=b), "structural", x)
                 out.append(torch.stack([layer.alloc.allocate(x, ctx).selected for layer in model.layers], 1))
         return torch.cat(out)  # (N, L, H)
