@@ -28,6 +28,10 @@ from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides, 
     ("d_model=65536", "weights"),
     ("budget_hidden=1000000000", "weights"),
     ("n_heads=four", "expected int"),
+    ("norm=sandwich", "norm must be 'pre' or 'post'"),
+    ("activation=relu", "activation must be 'gelu' or 'gelu_tanh'"),
+    ("type_vocab_size=-1", "type_vocab_size must be >= 0"),
+    ("layer_norm_eps=0", r"layer_norm_eps must be in \(0, 1\)"),
 ])
 def test_bad_overrides_are_refused_with_the_field_named(item, message):
     with pytest.raises(ValueError, match=message):
