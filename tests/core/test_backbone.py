@@ -1,0 +1,195 @@
+"""Pretrained BERT-family encoders (budgetformer_core.backbone) on the shipped MiniLM weights.
+
+Our dense forward pass equals transformers' BertModel on the same weights and tokens, offline;
+the structural path runs on the pretrained encoder as on ours (k = H equals dense, k < H equals
+the masked path); BudgetFormer and bba models built on it run structurally with k < H; bad
+checkpoint folders are refused with one-line errors naming the file.
+"""
+
+import dataclasses
+import json
+import os
+
+import pytest
+import torch
+
+from budgetformer_core.backbone import PACKAGED, load_backbone, read_tokenizer
+from budgetformer_core.budget import Control, heads_for_budget_value
+from budgetformer_core.checkpoint import CheckpointError
+from budgetformer_core.tokenizer import encode_batch
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # the parity reference reads the same local folder, never the hub
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+TEXTS = [
+    "Shares in the retailer rose 4% on Tuesday after it beat profit forecasts.",
+    "Über café naïve — 東京 “quotes” <b>markup</b> and emoji 🙂",
+    "x",
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Batches of a few dozen tokens: one thread is faster than two that wait on each other
+    (ten times on a busy 2-core machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def backbone():
+    return load_backbone("minilm-l6")
+
+
+@pytest.fixture(scope="module")
+def batch(backbone):
+    return encode_batch(backbone.tokenizer, TEXTS, 128)  # three lengths: padding is exercised
+
+
+def build(backbone, **fields):
+    torch.manual_seed(0)
+    return backbone.build(dataclasses.replace(backbone.config, n_classes=4, **fields)).eval()
+
+
+@pytest.fixture(scope="module")
+def dense(backbone):
+    return build(backbone, variant="dense")
+
+
+def test_the_shipped_checkpoint_is_minilm_l6_with_its_recorded_sha256(backbone, batch):
+    cfg = backbone.config
+    assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_ff, cfg.vocab_size) == (6, 12, 384, 1536, 30522)
+    assert (cfg.norm, cfg.activation, cfg.type_vocab_size, cfg.layer_norm_eps) == ("post", "gelu", 2, 1e-12)
+    assert backbone.sha256 == PACKAGED["minilm-l6"].sha256 and backbone.package is PACKAGED["minilm-l6"]
+    lengths = batch.mask.sum(1).tolist()
+    assert len(set(lengths)) == 3 and lengths[2] == 3  # "x" -> [CLS] x [SEP]
+    cls, sep = (backbone.tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]"))
+    for row, n in zip(batch.ids.tolist(), lengths):
+        assert row[0] == cls and row[n - 1] == sep
+
+
+def test_dense_forward_equals_transformers_bert_model(backbone, batch, dense):
+    from transformers import BertModel
+
+    reference = BertModel.from_pretrained(str(backbone.path), local_files_only=True).eval()
+    with torch.no_grad():
+        theirs = reference(input_ids=batch.ids, attention_mask=batch.mask.long(),
+                           token_type_ids=torch.zeros_like(batch.ids)).last_hidden_state  # (B, T, D)
+        ours = dense(batch.ids, batch.mask, mode="dense").hidden  # (B, T, D)
+    assert ours.shape == theirs.shape == (3, batch.ids.shape[1], 384)
+    diff = (ours - theirs).abs()
+    assert diff[batch.mask].max() < 1e-4, f"max |ours - BertModel| over real tokens: {diff[batch.mask].max():.2e}"
+    assert diff.max() < 1e-4  # padding positions too: both mask the same keys
+    # the classifier reads the mean of the real tokens' states, as all-MiniLM-L6-v2 pools
+    with torch.no_grad():
+        logits = dense(batch.ids, batch.mask).logits
+    m = batch.mask[..., None].float()  # (B, T, 1)
+    pooled = (theirs * m).sum(1) / m.sum(1)  # (B, D)
+    torch.testing.assert_close(logits, dense.head(pooled), atol=1e-4, rtol=0)
+
+
+def test_vocab_txt_gives_the_tokenizer_json_ids(backbone, tmp_path):
+    (tmp_path / "vocab.txt").symlink_to(backbone.path / "vocab.txt")
+    from_vocab = read_tokenizer(tmp_path)
+    for text in TEXTS + ["Don't split 'these' (or those) …", "ÉCOLE Straße"]:
+        assert from_vocab.encode(text).ids == backbone.tokenizer.encode(text).ids, text
+
+
+def test_a_shorter_max_len_cuts_the_position_table_and_changes_nothing_else(backbone, dense):
+    short = build(backbone, variant="dense", max_len=32)
+    assert short.pos_emb.weight.shape == (32, 384)
+    b = encode_batch(backbone.tokenizer, TEXTS, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(short(b.ids, b.mask).hidden, dense(b.ids, b.mask).hidden, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("weighting", ["gated", "scaled"])
+def test_structural_path_on_the_backbone(backbone, batch, dense, weighting):
+    model = build(backbone, variant="budgetformer", head_weighting=weighting)
+    H = backbone.config.n_heads
+    with torch.no_grad():
+        reference = dense(batch.ids, batch.mask).hidden
+        own_dense = model(batch.ids, batch.mask, mode="dense").hidden
+        every = model(batch.ids, batch.mask, mode="structural", control=Control(k=H))
+        few = model(batch.ids, batch.mask, mode="structural", control=Control(k=4))
+        masked = model(batch.ids, batch.mask, mode="masked", control=Control(k=4))
+    torch.testing.assert_close(own_dense, reference, atol=1e-6, rtol=0)  # the same encoder weights
+    if weighting == "gated":  # w = 1 on every head at k = H: plain attention
+        torch.testing.assert_close(every.hidden, own_dense, atol=1e-5, rtol=0)
+    assert all((t.k == H).all() for t in every.layers)
+    assert all((t.k == 4).all() and (t.selected.sum(1) == 4).all() for t in few.layers)
+    torch.testing.assert_close(few.hidden, masked.hidden, atol=1e-5, rtol=0)  # 4 heads gathered = 8 masked
+    assert (few.hidden - own_dense).abs().max() > 1e-2  # running a third of the heads changes the states
+    assert few.logits.shape == (3, 4)
+
+
+def test_budgetformer_on_the_backbone_runs_its_own_budget_structurally(backbone, batch):
+    model = build(backbone, variant="budgetformer")
+    with torch.no_grad():
+        out = model(batch.ids, batch.mask)  # eval: structural, f_θ decides s, g_φ the heads
+    assert out.logits.shape == (3, 4) and len(out.layers) == 6
+    for trace in out.layers:
+        assert trace.relevance.shape == (3, 12)
+        assert torch.equal(trace.k, trace.selected.sum(1))
+        assert ((trace.k >= 1) & (trace.k <= 12)).all()
+    with torch.no_grad():
+        forced = model(batch.ids, batch.mask, control=Control(budget=0.25))
+    assert all((t.k == heads_for_budget_value(0.25, 12)).all() for t in forced.layers)
+
+
+def test_bba_on_the_backbone_gates_nested_heads_structurally(backbone, batch):
+    model = build(backbone, variant="bba")
+    previous = None
+    for b in (0.1, 0.25, 0.5, 0.75, 1.0):
+        with torch.no_grad():
+            out = model(batch.ids, batch.mask, mode="structural", control=Control(budget=b))
+        assert out.logits.shape == (3, 4) and out.hidden.shape == (3, batch.ids.shape[1], 384)
+        selected = torch.stack([t.selected for t in out.layers], 1)  # (B, L, H)
+        assert (selected.sum(-1) == heads_for_budget_value(b, 12)).all()
+        if previous is not None:
+            assert not (previous & ~selected).any(), f"a head run at a lower budget is dropped at b = {b}"
+        previous = selected
+    assert previous.all()
+
+
+def _folder(path, backbone, config=None, files=("model.safetensors", "tokenizer.json")):
+    """A new checkpoint folder beside the shipped one: its ``files`` linked, config.json as given."""
+    path.mkdir()
+    for name in files:
+        (path / name).symlink_to(backbone.path / name)
+    if config is not None:
+        (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+def _refused(source, match, **kwargs):
+    with pytest.raises(CheckpointError, match=match) as e:
+        load_backbone(source, **kwargs)
+    assert "\n" not in str(e.value)
+
+
+def test_bad_checkpoint_folders_are_refused_by_name(backbone, tmp_path):
+    config = json.loads((backbone.path / "config.json").read_text())
+    _refused(tmp_path / "nowhere", "neither a directory nor a packaged backbone")
+    _refused("minilm-l12", "neither a directory nor a packaged backbone")
+    _refused(_folder(tmp_path / "a", backbone), r"a/config.json: not found")
+    _refused(_folder(tmp_path / "b", backbone, {**config, "model_type": "roberta"}),
+             "model_type 'roberta' is not supported")
+    _refused(_folder(tmp_path / "c", backbone, config, files=("model.safetensors",)), r"c/tokenizer.json: not found")
+    _refused(_folder(tmp_path / "d", backbone, config, files=("tokenizer.json",)), r"d/model.safetensors: not found")
+    broken = _folder(tmp_path / "e", backbone, config, files=("tokenizer.json",))
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    _refused(broken, "corrupt or truncated")
+    _refused("minilm-l6", r"model.safetensors: sha256 53aa51172d142c89… is not the expected 0000000000000000…",
+             sha256="0" * 64)
+    no_width = {k: v for k, v in config.items() if k != "hidden_size"}
+    _refused(_folder(tmp_path / "f", backbone, no_width), "config.json: no 'hidden_size'")
+
+
+def test_a_config_that_changes_the_checkpoints_shape_is_refused(backbone):
+    with pytest.raises(ValueError, match="the checkpoint fixes n_heads"):
+        backbone.build(dataclasses.replace(backbone.config, n_heads=6))
+    with pytest.raises(ValueError, match="max_len 1024 exceeds the checkpoint's 512 positions"):
+        backbone.build(dataclasses.replace(backbone.config, max_len=1024))
