@@ -21,6 +21,7 @@ sha256 is recorded here and checked on every load.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from .checkpoint import CheckpointError, file_sha256
-from .config import ModelConfig
+from .config import ENCODER_FIELDS, ModelConfig
 from .model import BudgetFormer
 from .tokenizer import PAD, UNK, load_tokenizer, wordpiece_from_vocab
 
@@ -78,11 +79,6 @@ PACKAGED = {
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 """Hugging Face ``hidden_act`` → ``ModelConfig.activation``."""
 
-ENCODER_FIELDS = ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "norm", "activation",
-                  "type_vocab_size", "layer_norm_eps")
-"""The ModelConfig fields a checkpoint fixes (``max_len`` may be lowered, not raised)."""
-
-
 @dataclass
 class Backbone:
     """A pretrained encoder read from disk: its shape, weights and tokenizer."""
@@ -100,10 +96,19 @@ class Backbone:
     package: PackagedBackbone | None = None
     """The package it came from, if any."""
 
+    def describe(self) -> dict[str, str | None]:
+        """What names this base in a checkpoint built on it: the source ``load_backbone`` takes,
+        the package (``name==version``) and the folder inside it, or the folder; the weights' sha256."""
+        if self.package is None:
+            return {"source": str(self.path), "package": None, "path": str(self.path), "sha256": self.sha256}
+        p = self.package
+        return {"source": p.name, "package": f"{p.distribution}=={importlib.metadata.version(p.distribution)}",
+                "path": f"{p.module}/{p.folder}", "sha256": self.sha256}
+
     def build(self, cfg: ModelConfig | None = None) -> BudgetFormer:
         """A model of shape ``cfg`` (default :attr:`config`) with this encoder's weights.
 
-        ``cfg`` must keep the checkpoint's :data:`ENCODER_FIELDS` and may lower ``max_len``
+        ``cfg`` must keep the checkpoint's ``config.ENCODER_FIELDS`` and may lower ``max_len``
         (the position table is cut). The classifier and the allocators' networks are freshly
         initialised (``torch.manual_seed`` decides them).
         """
@@ -136,6 +141,11 @@ def resolve(source: str | Path) -> tuple[Path, PackagedBackbone | None]:
         known = ", ".join(PACKAGED)
         raise CheckpointError(f"backbone {str(source)!r} is neither a directory nor a packaged backbone ({known})")
     return path, None
+
+
+def backbone_config(source: str | Path) -> ModelConfig:
+    """The encoder shape of a backbone (:attr:`Backbone.config`), read without its weights."""
+    return read_config(resolve(source)[0])
 
 
 def load_backbone(source: str | Path = "minilm-l6", sha256: str | None = None) -> Backbone:

@@ -1,7 +1,7 @@
 """The ``budgetformer`` command: a table of subcommands, each a thin wrapper of a core function.
 
     budgetformer train   --dataset NAME --variant {dense,budgetformer,bba} --out DIR [--init DIR] [--set key=value ...]
-                         [--force]   (or: budgetformer train --resume OUT.resume)
+                         [--backbone minilm-l6|DIR] [--force]   (or: budgetformer train --resume OUT.resume)
     budgetformer eval    --checkpoint DIR [--dataset D] [--split {test,...,all}] [--budget S] [--ablation A] [--json]
     budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --input-file F)
     budgetformer adaptivity --checkpoint DIR [--reference DIR] [--split test] [--budget S] [--json]
@@ -66,14 +66,20 @@ def cmd_train(args: argparse.Namespace) -> int:
     missing = [f"--{name}" for name in ("dataset", "out") if getattr(args, name) is None]
     if missing:
         raise ValueError(f"train needs {' and '.join(missing)} (or --resume DIR)")
-    model_cfg, train_cfg = apply_overrides(ModelConfig(variant=args.variant), TrainConfig(), args.set)
+    if args.backbone is not None:  # the pretrained encoder's shape; --set changes the rest
+        from .backbone import backbone_config
+
+        shape = dataclasses.replace(backbone_config(args.backbone), variant=args.variant)
+    else:
+        shape = ModelConfig(variant=args.variant)
+    model_cfg, train_cfg = apply_overrides(shape, TrainConfig(), args.set)
     check_out_dir(args.out, force=args.force)  # before the data is read and the run starts
     dataset = load_dataset(args.dataset, args.data_dir, seed=args.split_seed)
     # --force only lets an existing checkpoint be replaced: the recorded command is the one without it
     command = {"command": shlex.join(["budgetformer", *(a for a in args.argv if a != "--force")])}
     with distributed.process_group():  # one process, or one of torchrun's (README: "Several processes")
         result = train(dataset, model_cfg, train_cfg, args.out, progress=not args.quiet, init=args.init, meta=command,
-                       force=args.force, resume=bool(args.resume))
+                       force=args.force, resume=bool(args.resume), backbone=args.backbone)
         if distributed.is_main():  # under torchrun rank 0 alone prints
             print(dumps({"checkpoint": str(result.checkpoint), "seconds": round(result.seconds, 1),
                          "world_size": distributed.world_size(), **result.test}))
@@ -327,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
     p.add_argument("--variant", choices=("dense", "budgetformer", "bba"), default="budgetformer")
     p.add_argument("--init", help="warm start from this checkpoint (e.g. a dense model, for bba)")
+    p.add_argument("--backbone", metavar="NAME|DIR",
+                   help="start from a pretrained encoder: minilm-l6 (shipped by a package) or a Hugging Face BERT "
+                        "folder (config.json, model.safetensors, tokenizer.json or vocab.txt)")
     p.add_argument("--out", help="checkpoint directory to write (required); the run's state is kept in OUT.resume")
     p.add_argument("--force", action="store_true", help="replace a checkpoint already at --out")
     p.add_argument("--resume", metavar="DIR", help="continue the interrupted run whose state is in DIR (OUT.resume)")

@@ -190,6 +190,12 @@ class ModelConfig:
         return self.d_model // self.n_heads
 
 
+ENCODER_FIELDS = ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "norm", "activation",
+                  "type_vocab_size", "layer_norm_eps")
+"""The ModelConfig fields that fix an encoder's weights and how they compute: a pretrained
+checkpoint, or a warm start, decides them."""
+
+
 @dataclass
 class TrainConfig:
     """The training recipe: optimiser, schedule and the BudgetFormer loss weights."""
@@ -264,6 +270,9 @@ class TrainConfig:
     """bba: smallest budget sampled in training."""
     max_train: int = 0
     """Use only the first N training rows (0 = all); for quick runs."""
+    freeze_embeddings: bool = False
+    """Keep the token, position and token-type embeddings (and their layer norm) as they start:
+    a pretrained encoder's vocabulary stays as pretrained, and each step is cheaper."""
 
     def __post_init__(self) -> None:
         check_field_types(self)

