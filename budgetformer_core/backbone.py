@@ -96,6 +96,15 @@ class Backbone:
     package: PackagedBackbone | None = None
     """The package it came from, if any."""
 
+    def encoder_weights(self, max_len: int) -> dict[str, Tensor]:
+        """:attr:`weights` for a model reading at most ``max_len`` tokens (the position table cut)."""
+        return {**self.weights, "pos_emb.weight": self.weights["pos_emb.weight"][:max_len]}
+
+    def unchanged(self, model: BudgetFormer) -> list[str]:
+        """The names of ``model``'s tensors that are still exactly this encoder's."""
+        own, base = model.state_dict(), self.encoder_weights(model.cfg.max_len)
+        return sorted(k for k, v in base.items() if k in own and own[k].shape == v.shape and torch.equal(own[k], v))
+
     def describe(self) -> dict[str, str | None]:
         """What names this base in a checkpoint built on it: the source ``load_backbone`` takes,
         the package (``name==version``) and the folder inside it, or the folder; the weights' sha256."""
@@ -122,8 +131,7 @@ class Backbone:
         if cfg.kept_heads is not None:
             raise ValueError("build the model first, then prune its heads (BudgetFormer.prune_heads)")
         model = BudgetFormer(cfg)
-        weights = dict(self.weights, **{"pos_emb.weight": self.weights["pos_emb.weight"][: cfg.max_len]})
-        fresh = model.load_state_dict(weights, strict=False).missing_keys
+        fresh = model.load_state_dict(self.encoder_weights(cfg.max_len), strict=False).missing_keys
         # everything but the classifier and the budgeting networks comes from the checkpoint
         not_loaded = [k for k in fresh if not k.startswith("head.") and ".alloc." not in k]
         if not_loaded:
@@ -146,6 +154,15 @@ def resolve(source: str | Path) -> tuple[Path, PackagedBackbone | None]:
 def backbone_config(source: str | Path) -> ModelConfig:
     """The encoder shape of a backbone (:attr:`Backbone.config`), read without its weights."""
     return read_config(resolve(source)[0])
+
+
+def load_base(entry: dict[str, Any]) -> Backbone:
+    """The backbone a checkpoint's ``backbone`` entry names (:meth:`Backbone.describe`), its
+    sha256 checked."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("source"), str) or not isinstance(
+            entry.get("sha256"), str):
+        raise CheckpointError(f"a backbone entry needs a source and a sha256, got {entry!r}")
+    return load_backbone(entry["source"], sha256=entry["sha256"])
 
 
 def load_backbone(source: str | Path = "minilm-l6", sha256: str | None = None) -> Backbone:

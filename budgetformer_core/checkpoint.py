@@ -9,6 +9,11 @@ written before the hashes were recorded load without that check.
 Weights are stored as float16 by default (half the size, plenty for inference); the model is
 rounded to float16 before saving, so what is saved is exactly what was evaluated and a
 save → load → save cycle is byte-identical.
+
+A model built on a pretrained encoder (:mod:`budgetformer_core.backbone`) names its base in
+config.json's ``backbone`` entry (source, package, path, sha256); the tensors it lists under
+``tensors`` are the base's own, unchanged by fine-tuning: they are not stored (nor rounded) but
+read from the base on loading, which refuses a base whose sha256 differs.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import math
 import os
 import shutil
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,11 +82,19 @@ class Checkpoint:
         return float(last.get("val_mean_budget", 0.5))
 
 
-def round_weights(model: BudgetFormer, dtype: torch.dtype = torch.float16) -> None:
-    """Round every parameter to ``dtype``-representable values in place (storage precision)."""
+def round_weights(model: BudgetFormer, dtype: torch.dtype = torch.float16, keep: Collection[str] = ()) -> None:
+    """Round every parameter but those named in ``keep`` to ``dtype``-representable values in
+    place (storage precision)."""
     with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(p.to(dtype).to(p.dtype))
+        for name, p in model.named_parameters():
+            if name not in keep:
+                p.copy_(p.to(dtype).to(p.dtype))
+
+
+def from_base(meta: dict[str, Any] | None) -> list[str]:
+    """The names of the tensors a checkpoint takes from its base unchanged (``meta["backbone"]["tensors"]``)."""
+    entry = (meta or {}).get("backbone")
+    return list(entry.get("tensors") or []) if isinstance(entry, dict) else []
 
 
 def json_safe(obj: Any) -> Any:
@@ -136,15 +150,17 @@ def save_checkpoint(
 ) -> Path:
     """Write a checkpoint directory (the model is rounded to ``dtype`` first).
 
-    The files are written to a temporary folder beside ``path`` and renamed into place, so an
+    The tensors ``meta["backbone"]["tensors"]`` names are the base's (:func:`from_base`): neither
+    stored nor rounded. The files are written to a temporary folder beside ``path`` and renamed into place, so an
     interrupted save leaves the previous checkpoint (if any) whole. Weights that are not finite
     (a diverged run) are refused, and so is a ``path`` holding files other than a checkpoint's.
     """
     path = Path(path)
     if path.is_dir() and any(path.iterdir()) and not is_checkpoint(path):
         raise CheckpointError(f"{path} holds files other than a checkpoint's; not replacing it")
-    round_weights(model, dtype)
-    tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in model.state_dict().items()}
+    taken = set(from_base(meta))
+    round_weights(model, dtype, keep=taken)
+    tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in model.state_dict().items() if k not in taken}
     bad = [k for k, v in tensors.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     if bad:
         raise CheckpointError(f"weight {bad[0]} holds NaN or infinity ({len(bad)} tensors); nothing was written")
@@ -208,6 +224,21 @@ def check_hashes(path: Path, recorded: Any) -> None:
                                   "not the one config.json records (a damaged file, or one from another checkpoint)")
 
 
+def _base_tensors(path: Path, entry: dict[str, Any], max_len: int) -> dict[str, torch.Tensor]:
+    """The tensors a checkpoint at ``path`` takes from its base (config.json's ``backbone``)."""
+    from .backbone import load_base  # it builds on this module
+
+    try:
+        weights = load_base(entry).encoder_weights(max_len)
+    except CheckpointError as e:
+        raise CheckpointError(f"{path}: its base cannot be used: {e}") from None
+    names = from_base({"backbone": entry})
+    missing = [n for n in names if n not in weights]
+    if missing:
+        raise CheckpointError(f"{path}: its base has no tensor {missing[0]}")
+    return {n: weights[n] for n in names}
+
+
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Load a checkpoint directory written by :func:`save_checkpoint`."""
     path = Path(path)
@@ -235,6 +266,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{path / 'model.safetensors'} is corrupt or truncated: {e}") from None
     check_hashes(path, config.get("sha256"))
+    if from_base(config):
+        tensors.update(_base_tensors(path, config["backbone"], cfg.max_len))
     if tokenizer.get_vocab_size() > cfg.vocab_size:
         raise CheckpointError(
             f"{path}: tokenizer has {tokenizer.get_vocab_size()} tokens, model only {cfg.vocab_size}"

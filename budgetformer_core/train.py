@@ -34,9 +34,9 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from . import distributed
-from .backbone import load_backbone
+from .backbone import load_backbone, load_base
 from .budget import Control, heads_for_budget_value, rank_heads
-from .checkpoint import check_out_dir, load_checkpoint, round_weights, save_checkpoint
+from .checkpoint import check_out_dir, from_base, load_checkpoint, round_weights, save_checkpoint
 from .config import ENCODER_FIELDS, ModelConfig, TrainConfig, to_dict
 from .data import TextDataset
 from .infer import evaluate
@@ -304,6 +304,8 @@ def train(
         train_split = train_split.head(train_cfg.max_train)
     start = load_checkpoint(init) if init is not None else None
     base = load_backbone(backbone) if backbone is not None else None
+    if start is not None and start.meta.get("backbone"):
+        base = load_base(start.meta["backbone"])  # what it was built on, and what it left unchanged
     if start is not None:
         tok = start.tokenizer
         shape = {k: getattr(start.config, k) for k in SHAPE_FIELDS}
@@ -319,7 +321,7 @@ def train(
         model_cfg = dataclasses.replace(model_cfg, default_budget=train_cfg.train_budget)
     if model_cfg.variant == "budgetformer":  # the recipe decides how the head weights work
         model_cfg = dataclasses.replace(model_cfg, head_weighting=RECIPE_WEIGHTING[train_cfg.recipe])
-    model = (base.build(model_cfg) if base is not None else BudgetFormer(model_cfg)).to(device)
+    model = (base.build(model_cfg) if backbone is not None else BudgetFormer(model_cfg)).to(device)
     if start is not None:
         warm_start(model, start.model)
     pretrained = start is not None or base is not None
@@ -481,12 +483,11 @@ def train(
         model.prune_heads([rank_heads(alloc.gate.scores.detach()[None])[0, :k].tolist() for alloc in model.allocators])
     meta = {"dataset": dataset.name, "split_seed": dataset.split_seed, "train": to_dict(train_cfg),
             "init": None if init is None else str(init), **(meta or {})}
-    named = base.describe() if base is not None else (start.meta.get("backbone") if start is not None else None)
-    if named is not None:
-        meta["backbone"] = named
+    if base is not None:  # the base, and the tensors taken from it unchanged (not stored)
+        meta["backbone"] = {**base.describe(), "tensors": base.unchanged(model)}
     if distributed.world_size() > 1:  # absent: one process (its files stay as they were)
         meta["world_size"] = distributed.world_size()
-    round_weights(model)  # test the weights exactly as they will be stored
+    round_weights(model, keep=from_base(meta))  # test the weights exactly as they will be stored
     test_split = dataset.split("test")
     test_ids, _ = encode(tok, test_split.texts, model_cfg.max_len)
     test = evaluate(model, test_ids, test_split.labels).summary()

