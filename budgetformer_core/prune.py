@@ -96,4 +96,6 @@ def posthoc_checkpoint(dense: Checkpoint, importance: Tensor, out_dir: str | Pat
     with torch.no_grad():
         for gate, scores in zip((a.gate for a in model.allocators), importance, strict=True):
             gate.scores.copy_(scores)
+    if "backbone" in dense.meta:  # on a pretrained encoder: its base, and the tensors taken from it unchanged
+        meta = {**meta, "backbone": dense.meta["backbone"]}
     return save_checkpoint(out_dir, model.eval(), dense.tokenizer, dense.label_names, meta, dense.history)

@@ -3,7 +3,9 @@
 Our dense forward pass equals transformers' BertModel on the same weights and tokens, offline;
 the structural path runs on the pretrained encoder as on ours (k = H equals dense, k < H equals
 the masked path); BudgetFormer and bba models built on it run structurally with k < H; bad
-checkpoint folders are refused with one-line errors naming the file.
+checkpoint folders are refused with one-line errors naming the file. ``budgetformer train
+--backbone`` fine-tunes it (a one-epoch run on 40 rows) into a checkpoint that names its base and
+stores only what changed; bba and the post-hoc baseline warm-start from that checkpoint.
 """
 
 import dataclasses
@@ -210,6 +212,7 @@ def tiny_csv(tmp_path_factory):
 def test_train_fine_tunes_the_backbone_and_warm_starts_bba_from_it(backbone, tiny_csv, tmp_path):
     from budgetformer_core.checkpoint import load_checkpoint, save_checkpoint
     from budgetformer_core.cli import main
+    from budgetformer_core.prune import posthoc_checkpoint
 
     quick = ["--set", "epochs=1", "--set", "batch_size=8", "--set", "max_len=32", "--set", "freeze_embeddings=true",
              "--quiet"]
@@ -235,6 +238,10 @@ def test_train_fine_tunes_the_backbone_and_warm_starts_bba_from_it(backbone, tin
     assert n_stored < 0.5 * sum(v.numel() for v in loaded.values())  # 10.7 M of 22.4 M weights
     save_checkpoint(tmp_path / "again", dense.model, dense.tokenizer, dense.label_names, dense.meta, dense.history)
     assert (tmp_path / "again" / "model.safetensors").read_bytes() == (dense_dir / "model.safetensors").read_bytes()
+
+    posthoc = load_checkpoint(posthoc_checkpoint(dense, torch.rand(6, 12), tmp_path / "posthoc", {}))
+    assert posthoc.meta["backbone"] == named  # the dense weights it ranks heads of, the same base
+    assert torch.equal(posthoc.model.state_dict()["tok_emb.weight"], backbone.weights["tok_emb.weight"])
 
     assert main(["train", "--dataset", str(tiny_csv), "--variant", "bba", "--init", str(dense_dir),
                  "--out", str(bba_dir), *quick]) == 0
