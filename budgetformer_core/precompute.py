@@ -82,18 +82,19 @@ class Recipe:
     f_θ and g_φ fresh), as bba does, instead of from scratch."""
 
 
-ADAPTIVE = ("lambda_difficulty=10", "s_max=0.65", "lambda_balance=0.3", "structural_from=0")
-"""BudgetFormer's adaptive recipe on the text datasets: gated weights trained straight-through
-from the start, the price λ_c·s, s pulled towards each input's difficulty rank (λ_d) over the
-band [0.1, 0.65] (k = 1 … 5 of 8), and heads balanced over the inputs of a batch (λ_u)."""
+ADAPTIVE = ("lambda_difficulty=10", "s_min=0.05", "s_max=0.65", "lambda_balance=0.2", "structural_from=0")
+"""BudgetFormer's adaptive recipe on BBC: gated weights trained straight-through from the start,
+the price λ_c·s, s pulled towards each input's difficulty rank (λ_d) over the band [0.05, 0.65]
+(k = 1 … 5 of 8; the easiest inputs can run one head per layer), and heads balanced over the
+inputs of a batch (λ_u 0.2). Of the runs tried (README, "Allocation that adapts") the one that
+meets every adaptivity bar on BBC."""
 
-BBC_ADAPTIVE = ("lambda_difficulty=10", "s_min=0.05", "s_max=0.65", "lambda_balance=0.2", "structural_from=0")
-"""The adaptive recipe for BBC: a lower floor (s_min 0.05, so the easiest articles can run one
-head per layer) and lighter balancing (λ_u 0.2). Of the runs tried (README, "Allocation that
-adapts") the one that meets every adaptivity bar on BBC."""
+AG_NEWS_ADAPTIVE = (*ADAPTIVE, "lambda_cost=0.03")
+"""The adaptive recipe with a lower price on heads (λ_c 0.03 instead of 0.05): of the runs tried
+the one that meets every adaptivity bar on AG News."""
 
 RECIPES: dict[str, Recipe] = {
-    "bbc": Recipe(budget_sets=BBC_ADAPTIVE),
+    "bbc": Recipe(budget_sets=ADAPTIVE),
     "synthetic": Recipe(
         sets=SYNTHETIC,
         dense_sets=("epochs=8",),
@@ -106,7 +107,8 @@ RECIPES: dict[str, Recipe] = {
     ),
     "synthetic_var": Recipe(
         sets=SYNTHETIC,
-        dense_sets=("epochs=8",),
+        # offsets after an anchor are learnt slowly: a dense model is at 84 % after 13 epochs, 98.8 % after 24
+        dense_sets=("epochs=24",),
         # inputs need 1 … 4 of 8 heads: a band that allows k = 1 … 4 (s < 0.625), held firmly
         budget_sets=("epochs=8", "s_max=0.6", "lambda_budget=10", "lambda_difficulty=5", "lambda_balance=0.3",
                      "structural_from=0"),
@@ -114,13 +116,13 @@ RECIPES: dict[str, Recipe] = {
         warm_sets=("epochs=8",),
         bba_sets=("structural_from=0", "budget_min=0.125"),
         # dense models with fewer heads than some inputs need (3 heads: width 126 = 3 × 42)
-        extra=tuple((f"dense-{h}head", "dense", ("epochs=8", f"n_heads={h}", f"d_model={128 - 128 % h}"))
+        extra=tuple((f"dense-{h}head", "dense", ("epochs=24", f"n_heads={h}", f"d_model={128 - 128 % h}"))
                     for h in (1, 2, 3)),
         budget_init=True,
     ),
     "ag_news": Recipe(
         sets=("max_len=128", "dropout=0.3", "d_ff=128"),
-        budget_sets=ADAPTIVE,
+        budget_sets=AG_NEWS_ADAPTIVE,
         dense_sets=("epochs=3",),
         warm_sets=("epochs=3",),
         data_dir="../shared/data/ag_news",

@@ -103,6 +103,7 @@ def test_the_readme_holds_the_intervals_as_computed():
         verdicts = dict(zip(zip(rows["a"], rows["b"]), rows["beyond_noise"], strict=True))
         if dataset == "bbc":  # "a point either way is within its noise"
             assert not any(verdicts.values())
-        else:  # AG News: the full model's 0.65 below dense and the ablations' 0.6 above it are not noise
-            assert verdicts["budgetformer", "dense"] and verdicts["no-budget-net", "budgetformer"]
-            assert verdicts["no-head-scorer", "budgetformer"]
+        else:  # AG News: the full model's 0.25 below dense and its ablations' 0.1 are noise, bba's 1.07 is not
+            assert not verdicts["budgetformer", "dense"] and not verdicts["no-budget-net", "budgetformer"]
+            assert not verdicts["no-head-scorer", "budgetformer"]
+            assert verdicts["bba", "dense"]

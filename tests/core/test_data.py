@@ -98,18 +98,11 @@ def test_synthetic_label_is_the_value_at_each_cue_offset():
         make_synthetic(1, seed=0, n_cues=4, length=12)
 
 
-def read_cues(text: str, n_cues: int = 4) -> dict[int, int]:
-    """{cue: value bit} of the cues planted in a text (value at offset cue + 1 after m{cue}; cue
-    i's value words are its own, a{i} / b{i})."""
+def read_slots(text: str, n_cues: int = 4) -> tuple[str, list[str]]:
+    """(mask, slot words) of a synthetic_var text: the anchor q{mask} and the n_cues words after it."""
     words = text.split()
-    found = {}
-    for i in range(n_cues):
-        assert words.count(f"m{i}") <= 1
-        if f"m{i}" in words:
-            at = words.index(f"m{i}")
-            assert set(words[at + 1 : at + 1 + n_cues]) <= {f"a{i}", f"b{i}"}
-            found[i] = int(words[at + 1 + i] == f"b{i}")
-    return found
+    [at] = [i for i, w in enumerate(words) if w.startswith("q")]  # exactly one anchor
+    return words[at][1:], words[at + 1 : at + 1 + n_cues]
 
 
 def test_synthetic_var_is_deterministic_and_carries_needed_heads():
@@ -136,24 +129,26 @@ def test_synthetic_var_is_deterministic_and_carries_needed_heads():
         type(train)(["x"], [0], [1, 2])
 
 
-def test_synthetic_var_needs_vary_and_labels_match_the_planted_values():
+def test_synthetic_var_needs_vary_and_labels_match_the_slots():
     split = make_synthetic_var(4000, seed=5)
     counts = Counter(split.needed_heads)
     assert set(counts) == {1, 2, 3, 4}
     assert all(abs(c / 4000 - 0.25) < 0.03 for c in counts.values())  # n uniform on 1 … 4
-    subsets = Counter()
+    masks = Counter()
     for text, label, need in zip(split.texts, split.labels, split.needed_heads):
         words = text.split()
-        assert len(words) == 32
-        cues = read_cues(text)
-        assert len(cues) == need  # n cues present, each once
-        assert label == sum(bit << i for i, bit in cues.items())  # absent cues count as 0
-        subsets[frozenset(cues)] += 1
-    assert len(subsets) == 15  # every non-empty subset of the 4 cue types occurs
-    # the same need comes from different cue sets: which heads are needed varies too
-    assert min(subsets[frozenset([i])] for i in range(4)) > 150
+        mask, slots = read_slots(text)
+        assert len(words) == 15 + 8 - need + 1 + 4  # noise, loose letters, the anchor and its slots
+        assert words.count("a") == words.count("b") == 4  # counting letters says nothing
+        assert mask.count("1") == need  # the anchor names the slots in use
+        assert all((v in "ab") == (m == "1") for v, m in zip(slots, mask))  # unused slots hold _
+        assert label == sum((v == "b") << j for j, v in enumerate(slots))  # slot 0 least significant
+        masks[mask] += 1
+    assert len(masks) == 15  # every non-empty subset of the 4 slots occurs
+    # the same need comes from different slot sets: which heads are needed varies too
+    assert min(masks[m] for m in ("1000", "0100", "0010", "0001")) > 150
     with pytest.raises(ValueError, match="too short"):
-        make_synthetic_var(1, seed=0, length=19)
+        make_synthetic_var(1, seed=0, noise_words=3)
 
 
 # --------------------------------------------------------------------------- shared copies
