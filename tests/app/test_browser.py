@@ -266,7 +266,8 @@ def test_a_link_reopens_the_same_analysis(server, browser):
     page.goto(f"{server}/?{query}", wait_until="domcontentloaded")
     wait_metric(page, "Heads run per layer", "3 / 3", 60_000)
     no_error_box(page)
-    assert text_box(page).input_value() == SPORT
+    # the text area can be drawn a moment after the metrics of the same run: wait for its value
+    sync_api.expect(text_box(page)).to_have_value(SPORT, timeout=30_000)
     assert page.get_by_role("switch", name="Ablation: no g_φ (no learned head choice)").is_checked()
     assert parse_qs(urlsplit(page.url).query)["k"] == ["3"]
 
@@ -297,7 +298,7 @@ def test_a_link_reopens_the_same_analysis(server, browser):
     again.goto(link, wait_until="domcontentloaded")
     wait_metric(again, "Heads run per layer", "4 / 4", 60_000)
     no_error_box(again)
-    assert text_box(again).input_value() == SPORT
+    sync_api.expect(text_box(again)).to_have_value(SPORT, timeout=30_000)
     assert again.get_by_role("switch", name="Ablation: no g_φ (no learned head choice)").is_checked()
     # a link with values that mean nothing opens the default view and says why
     again.goto(f"{server}/?model=nope&k=zero", wait_until="domcontentloaded")
