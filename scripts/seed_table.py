@@ -4,7 +4,7 @@
                                  [--csv precomputed/results/seeds.csv]
 
 Each run is the shipped checkpoint's own recorded ``budgetformer train`` command (its recipe, so
-``bbc-budgetformer`` keeps ``BBC_ADAPTIVE``) with ``--set seed=S`` added and another ``--out``;
+``bbc-budgetformer`` keeps ``ADAPTIVE``) with ``--set seed=S`` added and another ``--out``;
 seed 0 is the shipped checkpoint itself (every shipped model is trained with seed 0), so it is
 not trained again. The table reports test accuracy (mean ± sd over the seeds and each seed's),
 heads run and FLOPs, and the wall-clock time of each training subprocess as timed here.
