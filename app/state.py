@@ -457,6 +457,15 @@ NEEDS_DATASETS = ("synthetic", "synthetic_var")
 """Datasets built in code whose splits say how many heads each input needs (``Split.needed_heads``)."""
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def adaptivity(
+    table: pd.DataFrame, n_heads: int, reference: pd.DataFrame | None, needed: list[int] | None, reference_name: str
+):
+    """:func:`app.examples.adaptivity_figures`, kept for every session (a tenth of a second on
+    7,600 inputs, each time Easy vs hard is drawn)."""
+    return examples.adaptivity_figures(table, n_heads, reference, needed, reference_name)
+
+
 def reference_model(name: str) -> str | None:
     """The dense model of the same dataset, ``<dataset>-dense``, whose per-example loss is the
     difficulty the adaptivity figures judge ``name`` by; None when it is not shipped."""

@@ -17,7 +17,6 @@ from app import charts
 from app.analysis import Settings, method_of
 from app.components import md_escape, open_in_explore, per_example_or_stop
 from app.examples import (
-    adaptivity_figures,
     adaptivity_reading,
     example_label,
     excerpt,
@@ -30,6 +29,7 @@ from app.examples import (
     preview,
 )
 from app.state import (
+    adaptivity,
     dataset_of,
     explore,
     is_dense,
@@ -82,7 +82,7 @@ if reference is not None:
     except ValueError:  # the reference cannot be evaluated: its figures are n/a, with the reason
         reference_table = None
 needed = needed_heads(name)
-figures = adaptivity_figures(
+figures = adaptivity(
     table, int(model_config(name).get("n_heads", 1)), reference_table, needed, reference or f"{dataset}-dense"
 )
 
@@ -181,7 +181,8 @@ band = (tcfg.get("s_min"), tcfg.get("s_max"))
 band = band if all(isinstance(v, (int, float)) for v in band) else (None, None)
 s = table["mean_s"].to_numpy()
 hover = [
-    example_label(r) for r in table[["index", "true", "predicted", "confidence"]].to_dict("records")
+    example_label({"index": i, "true": t, "predicted": p, "confidence": c})
+    for i, t, p, c in zip(table["index"], table["true"], table["predicted"], table["confidence"], strict=True)
 ]
 
 # ----------------------------------------------------------------------------- numbers

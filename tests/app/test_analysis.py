@@ -185,7 +185,9 @@ def test_class_axes_are_categories():
     assert cm.layout.xaxis.title.text == "predicted" and cm.data[0].colorbar.title.text == "texts"
     box = charts.budget_by_class(["00", "11", "00"], [0.1, 0.2, 0.3], labels)
     assert box.layout.xaxis.type == "category" and list(box.layout.xaxis.categoryarray) == labels
-    assert [list(t.x) for t in box.data] == [["00", "00"], [], [], ["11"]]
+    assert [t.x0 for t in box.data] == labels and [list(t.y) for t in box.data] == [[0.1, 0.3], [], [], [0.2]]
+    with pytest.raises(ValueError, match="2 classes for 3 budgets"):
+        charts.budget_by_class(["00", "11"], [0.1, 0.2, 0.3], labels)
 
 
 def test_each_method_in_its_own_words():
@@ -389,6 +391,17 @@ def test_page_charts():
     assert sc.layout.yaxis.title.text == "mean budget s"
     bba = charts.budget_scatter(panels[:1], [0.5, 0.5, 0.5], [True] * 3, "abc", "t", symbol="b")
     assert bba.layout.yaxis.title.text == "mean budget b"
+    # more inputs than it draws: a seeded sample, the same inputs in every panel, named in the title
+    n, ok = 50, [i % 5 != 0 for i in range(50)]
+    many = [("x", list(range(n)), False), ("y", [-v for v in range(n)], False)]
+    few = charts.budget_scatter(many, [i / n for i in range(n)], ok, [str(i) for i in range(n)], "t", max_points=20)
+    drawn = [sorted(int(v) for t in few.data[p * 2 : p * 2 + 2] for v in t.text) for p in range(2)]
+    assert len(drawn[0]) == 20 and drawn[0] == drawn[1] and len(set(drawn[0])) == 20
+    assert [-v for v in sorted(x for t in few.data[2:] for x in t.x)][::-1] == drawn[0]
+    assert "a random 20 of the 50 inputs" in few.layout.title.text
+    again = charts.budget_scatter(many, [i / n for i in range(n)], ok, [str(i) for i in range(n)], "t", max_points=20)
+    assert [list(t.text) for t in again.data] == [list(t.text) for t in few.data]
+    assert "random" not in sc.layout.title.text  # all drawn
     box = charts.budget_by_class(["x", "y", "x"], [0.1, 0.2, 0.3], ["x", "y"])
     assert [list(t.y) for t in box.data] == [[0.1, 0.3], [0.2]]
     hist = charts.budget_histogram([0.3, 0.4], 0.1, 0.9)
