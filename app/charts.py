@@ -12,7 +12,6 @@ figure, which matters when the page redraws on every slider step.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,6 +24,25 @@ STAR = "★"
 LIGHT = [[0.0, "#ffffff"], [1.0, MUTED]]
 """A pale colour scale (the dense model's all-ones weights)."""
 TICKS = dict(size=16)
+TEXT, GREY, GRID = "#31333F", "#808495", "#e6eaf1"
+TEMPLATE = go.layout.Template(
+    layout=dict(
+        font=dict(family='"Source Sans", "Source Sans Pro", sans-serif', color=TEXT),
+        title=dict(x=0, xref="paper", xanchor="left", font=dict(color=TEXT, weight=600)),
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        colorway=["#0068c9", "#83c9ff", "#ff2b2b", "#ffabab", "#29b09d", "#7defa1", "#ff8700", "#ffd16a"],
+        xaxis=dict(gridcolor=GRID, linecolor=GRID, zerolinecolor=GRID, tickfont=dict(color=GREY),
+                   title=dict(font=dict(color=GREY)), automargin=True),
+        yaxis=dict(gridcolor=GRID, linecolor=GRID, zerolinecolor=GRID, tickfont=dict(color=GREY),
+                   title=dict(font=dict(color=GREY)), automargin=True),
+        hoverlabel=dict(bgcolor="white", bordercolor=GRID, font=dict(color=TEXT)),
+        legend=dict(bgcolor="rgba(0,0,0,0)"),
+    )
+)  # fmt: skip
+"""The look of every figure, close to Streamlit's light theme, set here so that the app draws
+charts without that theme (``theme=None``): restyling each figure in the browser cost about a
+third of a second on a page of seven charts."""
 SELECTION_COLORS = ["#f0f0f0", "#9ecae1", "#fdae6b", "#31a354"]
 """Colours of: neither ran, only the full model's, only the other setting's, both."""
 
@@ -32,6 +50,7 @@ SELECTION_COLORS = ["#f0f0f0", "#9ecae1", "#fdae6b", "#31a354"]
 def _layout(title: str, height: int, xaxis: dict | None = None, yaxis: dict | None = None) -> dict:
     # the Streamlit theme sets axis fonts itself, so the tick fonts are explicit
     return dict(
+        template=TEMPLATE,
         title=dict(text=title, font=dict(size=20)),
         font=dict(size=17),
         height=height,
@@ -482,15 +501,19 @@ def budget_histogram(
 ) -> go.Figure:
     """How many inputs got each mean budget s; the band [s_min, s_max] shaded where it meets the
     data. The x range is the data's (a little wider), not the band's: a shape would widen it."""
-    values = np.asarray(mean_s, dtype=float)  # an array: sent as one typed array, not 7,600 numbers
+    values = np.asarray(mean_s, dtype=float)
     lo, hi = (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
     pad = max((hi - lo) * 0.05, 0.01)
+    # binned here, drawn as bars: the browser does not bin thousands of values itself
+    counts, edges = np.histogram(values, bins=bins, range=(lo, hi) if hi > lo else (lo - 0.005, hi + 0.005))
     hist = dict(
-        type="histogram",
-        x=values,
-        nbinsx=bins,
+        type="bar",
+        x=(edges[:-1] + edges[1:]) / 2,
+        y=counts,
+        width=np.diff(edges),
+        customdata=np.stack([edges[:-1], edges[1:]], axis=-1),
         marker=dict(color=BLUE, line=dict(color="white", width=1)),
-        hovertemplate=f"{symbol} %{{x}}: %{{y}} inputs<extra></extra>",
+        hovertemplate=f"{symbol} %{{customdata[0]:.3f}}–%{{customdata[1]:.3f}}: %{{y}} inputs<extra></extra>",
     )
     layout = _layout(
         f"Mean budget {symbol} over {len(values)} test inputs",
@@ -516,8 +539,17 @@ def budget_histogram(
     return go.Figure(data=[hist], layout=layout)
 
 
+def _span(*values: np.ndarray) -> list[list[float]]:
+    """[lo, hi] of each array, widened where it is a single value (a range np.histogram2d takes)."""
+    out = []
+    for v in values:
+        lo, hi = (float(v.min()), float(v.max())) if len(v) else (0.0, 1.0)
+        out.append([lo, hi] if hi > lo else [lo - 0.5, hi + 0.5])
+    return out
+
+
 SCATTER_POINTS = 2000
-"""The most inputs :func:`budget_scatter` draws."""
+"""Above this many inputs :func:`budget_scatter` draws densities instead of points."""
 
 
 def budget_scatter(
@@ -532,31 +564,27 @@ def budget_scatter(
     """Mean budget s (y, shared) against per-input quantities, one panel each, side by side;
     misclassified inputs in red.
 
-    One figure, drawn with WebGL (``scattergl``): thousands of SVG points take seconds to draw in
-    a browser, and each figure of its own would set up a WebGL context of its own. The smaller
-    group (usually the misclassified inputs) is drawn first, beneath the larger one, and both are
-    translucent, so that neither hides the other.
+    Up to ``max_points`` inputs: one point each, drawn with WebGL (``scattergl``; thousands of
+    SVG points take seconds to draw in a browser), the smaller group (usually the misclassified
+    inputs) beneath the larger one, both translucent, so that neither hides the other. More
+    inputs: the density of each group as contour lines (a 30 × 30 histogram per panel and group,
+    binned here; a log x axis is binned in log10 of x, its title says so; the caller says so
+    beside the chart): 7,600 points hid one another and took seconds to
+    draw, and where the errors gather shows as well as where the most inputs are.
 
     Args:
         panels: per panel, (x axis title, x per input, log x axis).
         mean_s: y per input (bba: the requested budget b).
         correct: per input, whether the model got it right.
-        names: hover labels (e.g. "#12 · sport → politics"): indices and class names only, never
-            the text.
+        names: hover labels of the points (e.g. "#12 · sport → politics"): indices and class
+            names only, never the text.
         symbol: the budget's name, s or b.
-        max_points: at most this many inputs are drawn, a seeded random sample (the same inputs
-            in every panel, correct and misclassified in their proportions), named in the title:
-            7,600 points per panel took seconds to send and draw and hid one another.
+        max_points: the most inputs drawn as points.
     """
-    ys, ok_list = np.asarray(mean_s, dtype=float), [bool(c) for c in correct]
-    n = len(ys)
-    drawn = range(n)
-    if n > max_points:
-        drawn = sorted(random.Random(0).sample(range(n), max_points))
-        title = f"{title} (a random {max_points:,} of the {n:,} inputs drawn)"
-    groups = [(True, "correct", MUTED), (False, "misclassified", ACCENT)]
-    groups.sort(key=lambda g: sum(c == g[0] for c in ok_list))  # the minority first: beneath
-    rows = {ok: np.array([i for i in drawn if ok_list[i] == ok], dtype=np.int64) for ok, _, _ in groups}
+    ys, ok_list = np.asarray(mean_s, dtype=float), np.asarray(correct, dtype=bool)
+    dense = len(ys) > max_points
+    groups = [(True, "correct", MUTED if not dense else "#6b6b6b"), (False, "misclassified", ACCENT)]
+    groups.sort(key=lambda g: int((ok_list == g[0]).sum()))  # the minority first: beneath
     layout = _layout(title, 400, yaxis=dict(title=f"mean budget {symbol}"))
     gap = 0.05
     width = (1 - gap * (len(panels) - 1)) / max(len(panels), 1)
@@ -564,28 +592,35 @@ def budget_scatter(
     for p, (x_title, x, log_x) in enumerate(panels):
         axis = "" if p == 0 else str(p + 1)
         xs = np.asarray(x, dtype=float)
+        if dense and log_x:  # contours are binned on a linear axis: bin log10 x
+            xs, x_title = np.log10(np.clip(xs, 1e-6, None)), f"{x_title} (log10)"
         for ok, label, color in groups:
-            data.append(
-                dict(
-                    type="scattergl",
-                    x=xs[rows[ok]],
-                    y=ys[rows[ok]],
-                    xaxis=f"x{axis}",
-                    mode="markers",
-                    marker=dict(color=color, size=7, opacity=0.55),
-                    name=label,
-                    legendgroup=label,
-                    showlegend=p == 0,
-                    text=[names[i] for i in rows[ok]],
+            rows = ok_list == ok
+            if dense:  # binned here (30 × 30 over the panel), contoured by the browser
+                z, x_edges, y_edges = np.histogram2d(xs[rows], ys[rows], bins=30, range=_span(xs, ys))
+                trace = dict(
+                    type="contour", x=(x_edges[:-1] + x_edges[1:]) / 2, y=(y_edges[:-1] + y_edges[1:]) / 2,
+                    z=z.T, xaxis=f"x{axis}", name=label, legendgroup=label, showlegend=p == 0, ncontours=6,
+                    showscale=False, contours=dict(coloring="lines"), colorscale=[[0, color], [1, color]],
+                    line=dict(width=2),
+                    hovertemplate=f"{x_title}: %{{x:.3g}}, {symbol}=%{{y:.3f}}: %{{z}} {label}<extra></extra>",
+                )  # fmt: skip
+            else:
+                trace = dict(
+                    type="scattergl", x=xs[rows], y=ys[rows], xaxis=f"x{axis}", name=label, legendgroup=label,
+                    showlegend=p == 0, mode="markers", marker=dict(color=color, size=7, opacity=0.55),
+                    text=[names[i] for i in np.flatnonzero(rows)],
                     hovertemplate=f"%{{text}}<br>{x_title}: %{{x:.3g}}, {symbol}=%{{y:.3f}}<extra></extra>",
-                )
-            )
+                )  # fmt: skip
+            data.append(trace)
         start = p * (width + gap)
         layout[f"xaxis{axis}"] = dict(
-            tickfont=TICKS, title_font=TICKS, title=x_title, type="log" if log_x else "linear",
+            tickfont=TICKS, title_font=TICKS, title=x_title, type="log" if log_x and not dense else "linear",
             domain=[start, start + width], anchor="y",
         )  # fmt: skip
-    return go.Figure(data=data, layout=_with_legend(layout, 2))
+    layout = _with_legend(layout, 2)
+    layout["legend"] = {**layout["legend"], "traceorder": "normal"}  # legend groups would stack, one per row
+    return go.Figure(data=data, layout=layout)
 
 
 def budget_by_class(
@@ -616,25 +651,41 @@ def budget_by_class(
     return go.Figure(data=data, layout=layout)
 
 
-def k_histogram(ks: Sequence[str], inputs: Sequence[int], title: str) -> go.Figure:
-    """How many inputs ran k heads, k on a categorical axis (every k given, also those with 0)."""
-    bar = dict(
-        type="bar",
-        x=[str(k) for k in ks],
-        y=[int(v) for v in inputs],
-        marker=dict(color=BLUE),
-        text=[str(int(v)) for v in inputs],
-        textposition="outside",
-        cliponaxis=False,
-        hovertemplate="k = %{x}: %{y} inputs<extra></extra>",
-    )
-    layout = _layout(
-        title,
-        300,
-        xaxis=dict(title="heads run k", type="category"),
-        yaxis=dict(title="inputs", rangemode="tozero"),
-    )
-    return go.Figure(data=[bar], layout=layout)
+def k_histograms(
+    layers: Sequence[tuple[int, Sequence[str], Sequence[int]]], title: str = "Heads run k per input"
+) -> go.Figure:
+    """How many inputs ran k heads, one panel per layer side by side in one figure (one chart to
+    draw, not one per layer), k on a categorical axis (every k given, also those with 0).
+
+    Args:
+        layers: per panel, (layer index, the values of k, how many inputs ran each).
+    """
+    gap = 0.06
+    width = (1 - gap * (len(layers) - 1)) / max(len(layers), 1)
+    layout = _layout(title, 320, yaxis=dict(title="inputs", rangemode="tozero"))
+    data = []
+    for p, (layer, ks, inputs) in enumerate(layers):
+        axis = "" if p == 0 else str(p + 1)
+        data.append(
+            dict(
+                type="bar",
+                x=[str(k) for k in ks],
+                y=[int(v) for v in inputs],
+                xaxis=f"x{axis}",
+                marker=dict(color=BLUE),
+                text=[str(int(v)) for v in inputs],
+                textposition="outside",
+                cliponaxis=False,
+                name=f"layer {layer}",
+                hovertemplate=f"layer {layer}, k = %{{x}}: %{{y}} inputs<extra></extra>",
+            )
+        )
+        start = p * (width + gap)
+        layout[f"xaxis{axis}"] = dict(
+            tickfont=TICKS, title_font=TICKS, title=f"layer {layer}: heads run k", type="category",
+            domain=[start, start + width], anchor="y",
+        )  # fmt: skip
+    return go.Figure(data=data, layout=layout)
 
 
 def k_by_need(

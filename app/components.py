@@ -32,6 +32,12 @@ SAMPLE_KEY = "sample"
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
 
 
+def show_chart(where, figure, key: str) -> None:
+    """Draw a plotly figure in ``where`` (``st`` or a column) in its own look
+    (:data:`app.charts.TEMPLATE`), not restyled by Streamlit's theme in the browser."""
+    where.plotly_chart(figure, key=key, theme=None)
+
+
 def md_escape(s: object) -> str:
     """``s`` as literal text inside markdown (every markdown / HTML special character escaped)."""
     return _MD_SPECIAL.sub(r"\\\1", str(s))

@@ -15,6 +15,7 @@ from app.components import (
     md_escape,
     open_in_explore,
     result_column_config,
+    show_chart,
     sweeps_or_stop,
 )
 from app.state import checkpoint_config, dataset_of, precomputed_per_example, selected_model, test_samples
@@ -60,7 +61,8 @@ errors = {"accuracy": results.accuracy_error_bars(bars.intervals, keys)} if bars
 for pair in (BARS[:2], BARS[2:]):
     for col, (title, y_title, series, fmt, percent) in zip(chart_area.columns(2, gap="large"), pair, strict=True):
         values = {name: table[column].tolist() for name, column in series.items()}
-        col.plotly_chart(
+        show_chart(
+            col,
             charts.model_bars(models, values, title, y_title, fmt, percent, errors=errors),
             key=f"chart_ablation_{title}",
         )

@@ -13,7 +13,7 @@ import streamlit as st
 
 from app import charts
 from app.analysis import Settings, method_of, prepare_text, side_cards, side_differences
-from app.components import TEXT_KEY, md_escape
+from app.components import TEXT_KEY, md_escape, show_chart
 from app.state import available_models, dataset_of, explore, model_config, selected_model, test_samples
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ for col, side, (model, _, settings), a, method, H in zip(columns, SIDES, sides, 
     else:
         fig = charts.head_heatmap(a.relevance, a.selected_heads, f"{side}: {method.relevance_title()}", zmax=zmax,
                                   colorbar_title=method.relevance_symbol, unrun_values=True, text_size=13)
-    col.plotly_chart(fig, key=f"chart_sbs_{side}")
+    show_chart(col, fig, key=f"chart_sbs_{side}")
 
 st.subheader("What differs")
 lines = side_differences(results[0], results[1], methods[0], methods[1])

@@ -12,7 +12,7 @@ import streamlit as st
 
 from app import charts
 from app.analysis import bba_dynamics_story
-from app.components import md_escape
+from app.components import md_escape, show_chart
 from app.history import dynamics_story, history_frame, history_layers
 from app.state import (
     checkpoint_history,
@@ -81,7 +81,8 @@ if dense:
 elif bba:
     st.markdown(bba_dynamics_story(frame, tcfg, mcfg))
     b1, b2 = st.columns(2, gap="large")
-    b1.plotly_chart(
+    show_chart(
+        b1,
         charts.epoch_lines(
             epochs,
             {"validation (default b)": frame["val_mean_heads_fraction"].tolist()},
@@ -93,7 +94,8 @@ elif bba:
         ),
         key="chart_dyn_heads",
     )
-    b2.plotly_chart(
+    show_chart(
+        b2,
         charts.epoch_lines(
             epochs,
             {"validation": frame["val_head_entropy"].tolist()},
@@ -110,7 +112,8 @@ elif bba:
 else:
     st.markdown(dynamics_story(frame, n_heads or 1, *(band or (None, None))))
     if n_layers:
-        st.plotly_chart(
+        show_chart(
+            st,
             charts.training_budget(
                 epochs,
                 [frame[f"train_s{i}"].tolist() for i in range(n_layers) if f"train_s{i}" in frame],
@@ -129,7 +132,8 @@ else:
     entropy = {"validation H(p)": frame["val_head_entropy"].tolist()}
     if frame["entropy"].notna().any():
         entropy["training H(p)"] = frame["entropy"].tolist()
-    c1.plotly_chart(
+    show_chart(
+        c1,
         charts.epoch_lines(
             epochs,
             entropy,
@@ -139,7 +143,8 @@ else:
         ),
         key="chart_dyn_entropy",
     )
-    c2.plotly_chart(
+    show_chart(
+        c2,
         charts.epoch_lines(
             epochs,
             {"β(t)": frame["beta"].tolist()},
@@ -152,7 +157,8 @@ else:
 
 # ----------------------------------------------------------------------------- accuracy & loss
 c3, c4 = st.columns(2, gap="large")
-c3.plotly_chart(
+show_chart(
+    c3,
     charts.epoch_lines(
         epochs,
         {
@@ -173,7 +179,8 @@ if bba:  # the task loss alone: the total is the same curve
     losses = {"task loss (cross-entropy)": frame["task_loss"].tolist()}
 elif not dense:
     losses["budget loss (hinge)"] = frame["budget_loss"].tolist()
-c4.plotly_chart(
+show_chart(
+    c4,
     charts.epoch_lines(epochs, losses, "Loss terms (log scale)", "loss", log_y=True),
     key="chart_dyn_loss",
 )

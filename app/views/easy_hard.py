@@ -15,7 +15,7 @@ import streamlit as st
 
 from app import charts
 from app.analysis import Settings, method_of
-from app.components import md_escape, open_in_explore, per_example_or_stop
+from app.components import md_escape, open_in_explore, per_example_or_stop, show_chart
 from app.examples import (
     adaptivity_reading,
     example_label,
@@ -82,9 +82,7 @@ if reference is not None:
     except ValueError:  # the reference cannot be evaluated: its figures are n/a, with the reason
         reference_table = None
 needed = needed_heads(name)
-figures = adaptivity(
-    table, int(model_config(name).get("n_heads", 1)), reference_table, needed, reference or f"{dataset}-dense"
-)
+figures = adaptivity(name, table, reference, reference_table, needed)
 
 st.subheader("Do harder inputs get more heads?")
 st.caption(
@@ -145,12 +143,12 @@ for line in reasons:
 hists = k_histogram_frame([layer.k_hist for layer in figures.layers])
 per_row = min(len(figures.layers), 4) or 1
 for start in range(0, len(figures.layers), per_row):
-    for col, layer in zip(st.columns(per_row), range(start, min(start + per_row, len(figures.layers)))):
-        rows, stats = hists[hists["layer"] == layer], figures.layers[layer]
-        col.plotly_chart(
-            charts.k_histogram(rows["k"], rows["inputs"], f"Layer {layer}: heads run k per input"),
-            key=f"chart_eh_k_{layer}",
-        )
+    shown_layers = range(start, min(start + per_row, len(figures.layers)))
+    panels = [(layer, *hists.loc[hists["layer"] == layer, ["k", "inputs"]].T.to_numpy()) for layer in shown_layers]
+    title = "Heads run k per input" if start == 0 else "Heads run k per input (continued)"
+    show_chart(st, charts.k_histograms(panels, title), key=f"chart_eh_k_{start}")
+    for col, layer in zip(st.columns(per_row), shown_layers):
+        stats = figures.layers[layer]
         col.metric(
             f"Layer {layer}: distinct head sets",
             str(stats.distinct_head_sets),
@@ -164,7 +162,8 @@ for start in range(0, len(figures.layers), per_row):
         )
 if needed is not None:
     by_need = k_by_need(table, needed)
-    st.plotly_chart(
+    show_chart(
+        st,
         charts.k_by_need(
             sorted(by_need["needed"].unique()),
             {
@@ -180,7 +179,8 @@ tcfg = train_config(name)
 band = (tcfg.get("s_min"), tcfg.get("s_max"))
 band = band if all(isinstance(v, (int, float)) for v in band) else (None, None)
 s = table["mean_s"].to_numpy()
-hover = [
+as_density = len(table) > charts.SCATTER_POINTS  # the scatter then draws densities, not points
+hover = [] if as_density else [
     example_label({"index": i, "true": t, "predicted": p, "confidence": c})
     for i, t, p, c in zip(table["index"], table["true"], table["predicted"], table["confidence"], strict=True)
 ]
@@ -229,11 +229,13 @@ if rho_entropy is not None and rho_loss is not None:
 
 # ----------------------------------------------------------------------------- charts
 g1, g2 = st.columns(2, gap="large")
-g1.plotly_chart(charts.budget_histogram(s, *band, symbol=sym), key="chart_eh_hist")
-g2.plotly_chart(
+show_chart(g1, charts.budget_histogram(s, *band, symbol=sym), key="chart_eh_hist")
+show_chart(
+    g2,
     charts.budget_by_class(table["true"].tolist(), s, samples.label_names, symbol=sym), key="chart_eh_class"
 )
-st.plotly_chart(
+show_chart(
+    st,
     charts.budget_scatter(
         [
             ("prediction entropy (nats)", table["entropy"], False),
@@ -248,6 +250,11 @@ st.plotly_chart(
     ),
     key="chart_eh_scatter",
 )
+if as_density:
+    st.caption(
+        f"{len(table):,} inputs: each group drawn as its density (contour lines of a 30 × 30 histogram per "
+        "panel), not as points, which would hide one another. The loss axis is log10 of the loss."
+    )
 
 # ----------------------------------------------------------------------------- extremes
 lowest, highest = extremes(table, N_EXTREMES)
@@ -321,7 +328,8 @@ for side, col, index in zip("ab", st.columns(2, gap="large"), indices, strict=Tr
         f"**{row['mean_s']:.3f}** · heads run per layer {' / '.join(str(k) for k in a.k)} · "
         f"{int(row['tokens'])} tokens"
     )
-    col.plotly_chart(
+    show_chart(
+        col,
         charts.head_heatmap(
             a.relevance,
             a.selected_heads,

@@ -11,7 +11,7 @@ import streamlit as st
 
 from app import charts
 from app.analysis import method_of
-from app.components import md_escape, open_in_explore, per_example_or_stop
+from app.components import md_escape, open_in_explore, per_example_or_stop, show_chart
 from app.examples import confusion_matrix, example_label, excerpt, filter_examples, layer_columns, preview
 from app.state import dataset_of, is_dense, model_config, selected_model
 
@@ -60,7 +60,8 @@ else:
     m4.metric(f"Mean {sym} when right", f"{table.loc[table['correct'], 'mean_s'].mean():.3f}")
 
 # ----------------------------------------------------------------------------- confusion
-st.plotly_chart(
+show_chart(
+    st,
     charts.confusion_heatmap(confusion_matrix(table, label_names), label_names),
     key="chart_confusion",
 )

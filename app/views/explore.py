@@ -35,7 +35,7 @@ from app.analysis import (
     tokens_read,
     unknown_share,
 )
-from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker
+from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker, show_chart
 from app.state import (
     ROOT,
     available_models,
@@ -339,7 +339,8 @@ with right:
             card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help
         )
     if budgeted:
-        st.plotly_chart(
+        show_chart(
+            st,
             charts.head_heatmap(
                 a.relevance,
                 a.selected_heads,
@@ -351,7 +352,8 @@ with right:
             key="chart_relevance",
         )
     else:
-        st.plotly_chart(
+        show_chart(
+            st,
             charts.head_heatmap(
                 a.head_weights,
                 a.selected_heads,
@@ -376,14 +378,16 @@ if a.truncated or prepared.cut:
 st.caption("; ".join(notes) + ".")
 
 c1, c2 = st.columns(2, gap="large")
-c1.plotly_chart(charts.probabilities_bar(ckpt.label_names, a.probs), key="chart_probs")
+show_chart(c1, charts.probabilities_bar(ckpt.label_names, a.probs), key="chart_probs")
 if budgeted:
-    c2.plotly_chart(
+    show_chart(
+        c2,
         charts.budget_bars(a.budget, a.k, H, reference=full.budget if changed else None, symbol=sym),
         key="chart_budget",
     )
     c3, _ = st.columns([3, 2], gap="large")  # wide enough for a number in each head's cell
-    c3.plotly_chart(
+    show_chart(
+        c3,
         charts.head_heatmap(
             a.head_weights,
             a.selected_heads,
@@ -415,7 +419,8 @@ if changed:
         )
     d1, d2 = st.columns([3, 2], gap="large")
     d1.table(pd.DataFrame(comparison_rows(full, a, "this setting", sym)).set_index(""))
-    d2.plotly_chart(
+    show_chart(
+        d2,
         charts.selection_diff(full.selected_heads, a.selected_heads, H), key="chart_diff"
     )
 
@@ -510,7 +515,8 @@ if budgeted and st.toggle(
                     0, len(shown) - 1, 0, charts.ATTENTION_TOKENS // 2, key="att_start",
                 )
             )
-        st.plotly_chart(
+        show_chart(
+            st,
             charts.attention_heatmap(
                 probs, shown, f"Attention of layer {att_layer}, head {att_head} on this input", start
             ),

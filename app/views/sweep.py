@@ -15,7 +15,7 @@ import streamlit as st
 
 from app import charts, results
 from app.analysis import method_of
-from app.components import csv_download, error_bars_section, md_escape, result_column_config, sweeps_or_stop
+from app.components import csv_download, error_bars_section, md_escape, result_column_config, show_chart, sweeps_or_stop
 from app.state import (
     available_models,
     dataset_of,
@@ -112,7 +112,8 @@ def live_section(curve: pd.DataFrame) -> None:
     ):  # fmt: skip
         lines = {"precomputed (whole split)": results.series_xy(curve, column)} if not curve.empty else {}
         lines[live_name] = results.series_xy(live, column, "budget_b")
-        col.plotly_chart(
+        show_chart(
+            col,
             charts.budget_curves(title, y_title, lines, percent=column == "accuracy"),
             key=f"chart_sweep_live_{column}",
         )
@@ -145,13 +146,15 @@ for col, card in zip(st.columns(6), results.sweep_cards(row, results.own_point(r
 # ----------------------------------------------------------------------------- curves
 for pair in (CHARTS[:2], CHARTS[2:]):
     for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), pair, strict=True):
-        col.plotly_chart(
+        show_chart(
+            col,
             charts.budget_curves(
                 title, y_title, mark=budget, percent=percent, **results.budget_series(rows, model, column)
             ),
             key=f"chart_sweep_{column}",
         )
-st.plotly_chart(
+show_chart(
+    st,
     charts.budget_curves(
         "Speed-up over dense: ideal vs measured", "× dense", mark=budget, **results.speedup_series(curve)
     ),
@@ -172,7 +175,8 @@ for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), (
     ("latency_ms", "Latency vs cost, every method (batch 1, 1 thread)", "ms per input", False),
 ), strict=True):  # fmt: skip
     dense = results.own_point(rows, "dense")
-    col.plotly_chart(
+    show_chart(
+        col,
         charts.budget_curves(
             title, y_title, percent=percent, x_title=results.COST_AXES[cost],
             reference={"dense level": dense[column]} if dense is not None and pd.notna(dense[column]) else None,
@@ -206,7 +210,8 @@ except ValueError as e:
 if sweep is not None:
     by_length = pd.DataFrame(length_curve(sweep, budget))
     b_saved = by_length["budget"].iloc[0]
-    st.plotly_chart(
+    show_chart(
+        st,
         charts.cost_by_length(by_length["tokens"], by_length["dense_ms"], by_length["budgeted_ms"],
                               by_length["ideal_ms"], f"b = {b_saved}"),
         key="chart_sweep_length",

@@ -391,21 +391,21 @@ def test_page_charts():
     assert sc.layout.yaxis.title.text == "mean budget s"
     bba = charts.budget_scatter(panels[:1], [0.5, 0.5, 0.5], [True] * 3, "abc", "t", symbol="b")
     assert bba.layout.yaxis.title.text == "mean budget b"
-    # more inputs than it draws: a seeded sample, the same inputs in every panel, named in the title
+    # more inputs than it draws as points: each group's density as contour lines, log x binned in log10
     n, ok = 50, [i % 5 != 0 for i in range(50)]
-    many = [("x", list(range(n)), False), ("y", [-v for v in range(n)], False)]
-    few = charts.budget_scatter(many, [i / n for i in range(n)], ok, [str(i) for i in range(n)], "t", max_points=20)
-    drawn = [sorted(int(v) for t in few.data[p * 2 : p * 2 + 2] for v in t.text) for p in range(2)]
-    assert len(drawn[0]) == 20 and drawn[0] == drawn[1] and len(set(drawn[0])) == 20
-    assert [-v for v in sorted(x for t in few.data[2:] for x in t.x)][::-1] == drawn[0]
-    assert "a random 20 of the 50 inputs" in few.layout.title.text
-    again = charts.budget_scatter(many, [i / n for i in range(n)], ok, [str(i) for i in range(n)], "t", max_points=20)
-    assert [list(t.text) for t in again.data] == [list(t.text) for t in few.data]
-    assert "random" not in sc.layout.title.text  # all drawn
+    many = [("x", [i + 1 for i in range(n)], False), ("loss", [10.0 ** -(i / 10) for i in range(n)], True)]
+    dense = charts.budget_scatter(many, [i / n for i in range(n)], ok, [str(i) for i in range(n)], "t", max_points=20)
+    assert {t.type for t in dense.data} == {"contour"}
+    assert [t.name for t in dense.data] == ["misclassified", "correct"] * 2
+    assert [int(np.sum(t.z)) for t in dense.data] == [10, 40] * 2  # every input counted once per panel
+    assert dense.layout.xaxis2.type == "linear" and dense.layout.xaxis2.title.text == "loss (log10)"
+    assert min(dense.data[2].x) > -4.9 - 0.1 and max(dense.data[2].x) < 0.1  # bins of log10 of 10^-(i/10)
     box = charts.budget_by_class(["x", "y", "x"], [0.1, 0.2, 0.3], ["x", "y"])
     assert [list(t.y) for t in box.data] == [[0.1, 0.3], [0.2]]
-    hist = charts.budget_histogram([0.3, 0.4], 0.1, 0.9)
-    assert hist.layout.shapes[0].x0 == 0.1 and len(hist.data[0].x) == 2
+    hist = charts.budget_histogram([0.3, 0.4, 0.4], 0.1, 0.9, bins=5)  # binned here: bars of counts
+    assert hist.layout.shapes[0].x0 == 0.1 and list(hist.data[0].y) == [1, 0, 0, 0, 2]
+    assert hist.data[0].x[0] == pytest.approx(0.31) and sum(hist.data[0].width) == pytest.approx(0.1)
+    assert list(charts.budget_histogram([0.5, 0.5]).data[0].y)[15] == 2  # one value: a narrow range around it
     lo, hi = hist.layout.xaxis.range  # the data's range, not the band's
     assert 0.25 < lo < 0.3 and 0.4 < hi < 0.45
 
@@ -496,11 +496,14 @@ def test_k_histogram_frame_and_chart():
     assert frame["inputs"].tolist() == [3, 0, 1, 0, 4, 0]
     assert frame["share"].tolist() == [0.75, 0.0, 0.25, 0.0, 1.0, 0.0]
     assert examples.k_histogram_frame([]).empty
-    rows = frame[frame["layer"] == 0]
-    spec = charts.k_histogram(rows["k"], rows["inputs"], "Layer 0").to_plotly_json()
-    assert spec["layout"]["xaxis"]["type"] == "category"
-    assert list(spec["data"][0]["x"]) == ["2", "3", "4"]
-    assert list(spec["data"][0]["y"]) == [3, 0, 1]
+    panels = [(layer, part["k"], part["inputs"]) for layer, part in frame.groupby("layer")]
+    spec = charts.k_histograms(panels).to_plotly_json()  # one figure, a panel per layer
+    assert spec["layout"]["xaxis"]["type"] == spec["layout"]["xaxis2"]["type"] == "category"
+    assert [list(t["x"]) for t in spec["data"]] == [["2", "3", "4"]] * 2
+    assert [t["xaxis"] for t in spec["data"]] == ["x", "x2"]
+    assert [list(t["y"]) for t in spec["data"]] == [[3, 0, 1], [0, 4, 0]]
+    assert spec["layout"]["xaxis2"]["title"]["text"] == "layer 1: heads run k"
+    assert spec["layout"]["xaxis"]["domain"][1] < spec["layout"]["xaxis2"]["domain"][0]
 
 
 def test_k_by_need_and_the_adaptivity_notes():

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app import charts as charts_module
 from app import results as results_module
 from app.state import CHECKPOINTS, DEFAULT_MODEL, available_models
 
@@ -445,8 +446,9 @@ def test_easy_vs_hard_page(at):
     assert number(metric(at, "Mean s on the test split")) == pytest.approx(
         cfg["test"]["mean_budget"], abs=0.002
     )
-    hist = chart(at, "Mean budget s over")["data"][0]
-    assert len(hist["x"]) == n and all(0 < s < 1 for s in hist["x"])
+    hist = chart(at, "Mean budget s over")["data"][0]  # bars of counts, binned by the server
+    assert sum(hist["y"]) == n and all(0 < s < 1 for s in hist["x"])
+    low, high = hist["customdata"][0][0], hist["customdata"][-1][1]  # the first bin's start, the last one's end
     scatter = chart(at, "s vs prediction entropy, loss and length")
     assert [sum(len(t["x"]) for t in scatter["data"] if t["xaxis"] == x) for x in ("x", "x2", "x3")] == [n] * 3
     assert [t["name"] for t in chart(at, "Mean budget s by true class")["data"]] == cfg[
@@ -455,8 +457,7 @@ def test_easy_vs_hard_page(at):
 
     lowest, highest = at.dataframe[0].value, at.dataframe[1].value
     assert lowest["mean_s"].is_monotonic_increasing and highest["mean_s"].is_monotonic_decreasing
-    assert lowest["mean_s"].iloc[0] == pytest.approx(min(hist["x"]))
-    assert highest["mean_s"].iloc[0] == pytest.approx(max(hist["x"]))
+    assert lowest["mean_s"].iloc[0] == pytest.approx(low) and highest["mean_s"].iloc[0] == pytest.approx(high)
     a, b = int(lowest["index"].iloc[0]), int(highest["index"].iloc[0])
     heads = {t: s for t, s in charts(at).items() if t.endswith("head relevance p")}
     assert list(heads) == [f"#{a}: head relevance p", f"#{b}: head relevance p"]
@@ -916,10 +917,12 @@ def test_easy_vs_hard_adaptivity_figures(at):
     reading = adaptivity_reading(expected)
     assert any(reading.split(":")[0] in m for m in all_markdown(at))
     assert not [m for m in at.metric if m.label.startswith("ρ(k")]  # bbc does not say what it needs
+    bars = chart(at, "Heads run k per input")  # one figure, a panel per layer
     for layer, figures in enumerate(expected.layers):
-        bars = chart(at, f"Layer {layer}: heads run k")
-        assert bars["layout"]["xaxis"]["type"] == "category"
-        shown = dict(zip(bars["data"][0]["x"], bars["data"][0]["y"], strict=True))
+        axis = "xaxis" + ("" if layer == 0 else str(layer + 1))
+        assert bars["layout"][axis]["type"] == "category"
+        assert bars["data"][layer]["xaxis"] == axis.replace("axis", "")
+        shown = dict(zip(bars["data"][layer]["x"], bars["data"][layer]["y"], strict=True))
         assert {k: v for k, v in shown.items() if v} == figures.k_hist and sum(shown.values()) == expected.n
         assert metric(at, f"Layer {layer}: distinct head sets") == str(figures.distinct_head_sets)
         assert metric(at, f"Layer {layer}: head-set entropy") == f"{figures.head_set_entropy_bits:.2f} bits"
@@ -998,6 +1001,14 @@ def class_axes_are_categories(spec: dict, labels: list[str], axes: tuple[str, ..
 
 
 def every_axis_and_colour_bar_has_a_title(at: AppTest) -> None:
+    """… and every chart is drawn in the app's own look (app.charts.TEMPLATE), not restyled by
+    Streamlit's theme in the browser (through app.components.show_chart)."""
+    from app.charts import TEMPLATE
+
+    for el in at.get("plotly_chart"):
+        spec = json.loads(el.proto.spec)
+        assert el.proto.theme == "", spec["layout"]["title"]
+        assert spec["layout"]["template"]["layout"]["font"]["family"] == TEMPLATE.layout.font.family
     for title, spec in charts(at).items():
         for key in (k for k in spec["layout"] if k[1:5] == "axis"):
             assert axis_title(spec, key), (title, key)
@@ -1092,7 +1103,11 @@ def check_easy_hard(at, mcfg, labels, history, texts_here):
     assert by_class["layout"]["xaxis"]["categoryarray"] == [str(n) for n in labels]
     assert [t["x0"] for t in by_class["data"]] == [str(n) for n in labels]  # each box at its class
     scatter = chart(at, f"{sym} vs prediction entropy, loss and length")
-    assert {t["type"] for t in scatter["data"]} == {"scattergl"}  # WebGL
+    n = sum(sum(row) for t in scatter["data"][:2] for row in t["z"]) if scatter["data"][0]["type"] == "contour" else 0
+    if n:  # above its most points: densities (each input counted once per panel), else points drawn with WebGL
+        assert {t["type"] for t in scatter["data"]} == {"contour"} and n > charts_module.SCATTER_POINTS
+    else:
+        assert {t["type"] for t in scatter["data"]} == {"scattergl"}
 
 
 def check_dynamics(at, mcfg, labels, history, texts_here):

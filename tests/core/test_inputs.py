@@ -10,7 +10,7 @@ from budgetformer_core.inputs import read_text_table
 
 
 def test_csv_jsonl_and_lines_give_numbered_texts():
-    csv = 'id,Text\n1,"a, quoted\nline"\n\n2,<b>x</b>\n'.encode()
+    csv = b'id,Text\n1,"a, quoted\nline"\n\n2,<b>x</b>\n'
     assert read_text_table(csv, "in.csv") == [(1, "a, quoted\nline"), (2, "<b>x</b>")]
     assert read_text_table(b"only\nfirst\nsecond\n", "one-column.csv") == [(1, "first"), (2, "second")]
     jsonl = '{"text": "héllo"}\n\n"bare string"\n'.encode()
