@@ -28,7 +28,7 @@ TEXT, GREY, GRID = "#31333F", "#808495", "#e6eaf1"
 TEMPLATE = go.layout.Template(
     layout=dict(
         font=dict(family='"Source Sans", "Source Sans Pro", sans-serif', color=TEXT),
-        title=dict(x=0, xref="paper", xanchor="left", font=dict(color=TEXT, weight=600)),
+        title=dict(x=0, xref="container", xanchor="left", pad=dict(l=8), font=dict(color=TEXT, weight=600)),
         paper_bgcolor="rgba(0,0,0,0)",
         plot_bgcolor="rgba(0,0,0,0)",
         colorway=["#0068c9", "#83c9ff", "#ff2b2b", "#ffabab", "#29b09d", "#7defa1", "#ff8700", "#ffd16a"],
