@@ -148,6 +148,20 @@ def test_layer_adaptivity_by_hand():
     assert one.distinct_head_sets == 1 and one.head_set_entropy_bits == 0.0
 
 
+def test_head_sets_of_many_heads_and_two_digit_indices():
+    # a frame's "heads" cells with indices ≥ 10 (" 1 " is not read inside " 10 "), a missing cell
+    frame = pd.DataFrame({"label": [0, 0, 1], "prediction": [0, 1, 1], "s0": [0.1, 0.2, 0.3],
+                          "heads0": ["1 10 11", "0 1", None]})  # fmt: skip
+    [layer] = from_frames(frame, 12).layers
+    assert layer.k_hist == {"0": 1, "2": 1, "3": 1} and layer.distinct_head_sets == 3
+    # above 64 heads the sets are counted by rows, not as one integer each: the same figures
+    sets = [(0,), (0,), (1, 63), (0, 1), (0, 1), (63,)]
+    few, many = layer_adaptivity(heads(*sets, n_heads=64)), layer_adaptivity(heads(*sets, n_heads=72))
+    assert (few.k_hist, few.distinct_head_sets) == (many.k_hist, many.distinct_head_sets) == ({"1": 3, "2": 3}, 4)
+    assert few.head_set_entropy_bits == pytest.approx(many.head_set_entropy_bits)
+    assert layer_adaptivity(heads((70,), (71,), (70,), n_heads=72)).distinct_head_sets == 2
+
+
 def test_k_values_over_5pct_counts_only_common_k():
     rows = heads(*([(0,)] * 39 + [(0, 1)]))  # k = 2 on 1 of 40 inputs: 2.5 %
     assert layer_adaptivity(rows).k_values_over_5pct == 1
