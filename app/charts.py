@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 
 ACCENT = "#d62728"  # the predicted class / the full model's budget
 MUTED = "#9ecae1"
+DARK_GREY = "#6b6b6b"  # correct inputs' density lines (MUTED is too pale as a thin line)
 BLUE = "#1f77b4"
 STAR = "★"
 LIGHT = [[0.0, "#ffffff"], [1.0, MUTED]]
@@ -583,7 +584,7 @@ def budget_scatter(
     """
     ys, ok_list = np.asarray(mean_s, dtype=float), np.asarray(correct, dtype=bool)
     dense = len(ys) > max_points
-    groups = [(True, "correct", MUTED if not dense else "#6b6b6b"), (False, "misclassified", ACCENT)]
+    groups = [(True, "correct", DARK_GREY if dense else MUTED), (False, "misclassified", ACCENT)]
     groups.sort(key=lambda g: int((ok_list == g[0]).sum()))  # the minority first: beneath
     layout = _layout(title, 400, yaxis=dict(title=f"mean budget {symbol}"))
     gap = 0.05

@@ -457,24 +457,6 @@ NEEDS_DATASETS = ("synthetic", "synthetic_var")
 """Datasets built in code whose splits say how many heads each input needs (``Split.needed_heads``)."""
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def _adaptivity(versions: tuple, _table: pd.DataFrame, n_heads: int, _reference: pd.DataFrame | None,
-                needed: list[int] | None, reference_name: str):  # fmt: skip
-    return examples.adaptivity_figures(_table, n_heads, _reference, needed, reference_name)
-
-
-def adaptivity(name: str, table: pd.DataFrame, reference: str | None, reference_table: pd.DataFrame | None,
-               needed: list[int] | None):  # fmt: skip
-    """:func:`app.examples.adaptivity_figures` of model ``name``'s test table against ``reference``
-    (the model whose loss judges difficulty; its table None when it cannot be evaluated), kept
-    for every session by the two checkpoints' versions: a tenth of a second on 7,600 inputs, each
-    time Easy vs hard is drawn (the tables themselves are not hashed: that costs as much)."""
-    versions = (name, stamp(name), _source(dataset_of(name)), len(table), reference, reference_table is not None,
-                None if reference is None else stamp(reference))  # fmt: skip
-    n_heads = int(model_config(name).get("n_heads", 1))
-    return _adaptivity(versions, table, n_heads, reference_table, needed, reference or f"{dataset_of(name)}-dense")
-
-
 def reference_model(name: str) -> str | None:
     """The dense model of the same dataset, ``<dataset>-dense``, whose per-example loss is the
     difficulty the adaptivity figures judge ``name`` by; None when it is not shipped."""

@@ -89,12 +89,9 @@ def layer_adaptivity(selected: np.ndarray) -> LayerAdaptivity:
     selected = np.asarray(selected, dtype=bool)
     n = len(selected)
     ks, k_counts = np.unique(selected.sum(-1), return_counts=True)
-    if selected.shape[-1] <= 64:  # each head set as one integer: a 1-D unique, 30× faster than by rows
-        packed = np.packbits(selected, axis=-1, bitorder="little")  # (N, ⌈H/8⌉) bytes
-        codes = np.pad(packed, ((0, 0), (0, 8 - packed.shape[1]))).view(np.uint64)[:, 0]  # (N,)
-        _, set_counts = np.unique(codes, return_counts=True)
-    else:
-        _, set_counts = np.unique(selected, axis=0, return_counts=True)  # one row per distinct head set
+    packed = np.packbits(selected, axis=-1)  # (N, ⌈H/8⌉) bytes: each head set as one opaque value
+    codes = np.ascontiguousarray(packed).view(f"V{packed.shape[1]}")[:, 0]  # (N,): a 1-D unique, not by rows
+    _, set_counts = np.unique(codes, return_counts=True)  # one count per distinct head set
     bits = float(entropy(set_counts, base=2)) if len(set_counts) > 1 else 0.0
     return LayerAdaptivity(
         k_hist={str(int(k)): int(c) for k, c in zip(ks, k_counts)},

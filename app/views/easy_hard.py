@@ -17,6 +17,7 @@ from app import charts
 from app.analysis import Settings, method_of
 from app.components import md_escape, open_in_explore, per_example_or_stop, show_chart
 from app.examples import (
+    adaptivity_figures,
     adaptivity_reading,
     example_label,
     excerpt,
@@ -29,7 +30,6 @@ from app.examples import (
     preview,
 )
 from app.state import (
-    adaptivity,
     dataset_of,
     explore,
     is_dense,
@@ -82,7 +82,9 @@ if reference is not None:
     except ValueError:  # the reference cannot be evaluated: its figures are n/a, with the reason
         reference_table = None
 needed = needed_heads(name)
-figures = adaptivity(name, table, reference, reference_table, needed)
+figures = adaptivity_figures(
+    table, int(model_config(name).get("n_heads", 1)), reference_table, needed, reference or f"{dataset}-dense"
+)
 
 st.subheader("Do harder inputs get more heads?")
 st.caption(
@@ -144,7 +146,8 @@ hists = k_histogram_frame([layer.k_hist for layer in figures.layers])
 per_row = min(len(figures.layers), 4) or 1
 for start in range(0, len(figures.layers), per_row):
     shown_layers = range(start, min(start + per_row, len(figures.layers)))
-    panels = [(layer, *hists.loc[hists["layer"] == layer, ["k", "inputs"]].T.to_numpy()) for layer in shown_layers]
+    parts = (hists[hists["layer"] == layer] for layer in shown_layers)
+    panels = [(layer, part["k"], part["inputs"]) for layer, part in zip(shown_layers, parts, strict=True)]
     title = "Heads run k per input" if start == 0 else "Heads run k per input (continued)"
     show_chart(st, charts.k_histograms(panels, title), key=f"chart_eh_k_{start}")
     for col, layer in zip(st.columns(per_row), shown_layers):

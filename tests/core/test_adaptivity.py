@@ -154,7 +154,7 @@ def test_head_sets_of_many_heads_and_two_digit_indices():
                           "heads0": ["1 10 11", "0 1", None]})  # fmt: skip
     [layer] = from_frames(frame, 12).layers
     assert layer.k_hist == {"0": 1, "2": 1, "3": 1} and layer.distinct_head_sets == 3
-    # above 64 heads the sets are counted by rows, not as one integer each: the same figures
+    # head sets packed into more than 8 bytes (72 heads) are counted as with 64: the same figures
     sets = [(0,), (0,), (1, 63), (0, 1), (0, 1), (63,)]
     few, many = layer_adaptivity(heads(*sets, n_heads=64)), layer_adaptivity(heads(*sets, n_heads=72))
     assert (few.k_hist, few.distinct_head_sets) == (many.k_hist, many.distinct_head_sets) == ({"1": 3, "2": 3}, 4)
