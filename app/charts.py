@@ -48,14 +48,23 @@ SELECTION_COLORS = ["#f0f0f0", "#9ecae1", "#fdae6b", "#31a354"]
 """Colours of: neither ran, only the full model's, only the other setting's, both."""
 
 
-def _layout(title: str, height: int, xaxis: dict | None = None, yaxis: dict | None = None) -> dict:
+MARGIN = dict(l=64, r=12, t=60, b=56)
+"""Room around the plot for the tick labels and axis titles of a usual chart. Axes still grow
+their margins to fit (``automargin``), but plotly then draws the figure a second time: margins
+set to what a chart needs (here, or per chart) save that redraw — about a third of plotly's time
+on a page of six charts."""
+
+
+def _layout(
+    title: str, height: int, xaxis: dict | None = None, yaxis: dict | None = None, margin: dict | None = None
+) -> dict:
     # the Streamlit theme sets axis fonts itself, so the tick fonts are explicit
     return dict(
         template=TEMPLATE,
         title=dict(text=title, font=dict(size=20)),
         font=dict(size=17),
         height=height,
-        margin=dict(l=10, r=10, t=60, b=10),
+        margin=MARGIN | (margin or {}),
         showlegend=False,
         xaxis=dict(tickfont=TICKS, title_font=TICKS, **(xaxis or {})),
         yaxis=dict(tickfont=TICKS, title_font=TICKS, **(yaxis or {})),
@@ -82,6 +91,7 @@ def probabilities_bar(label_names: Sequence[str], probs: Sequence[float]) -> go.
         # room right of the longest bar for its label ("99.9%"), which would be cut off
         xaxis=dict(range=[0, 1.35], tickvals=[0, 0.5, 1], tickformat=".0%", showgrid=False, title="probability"),
         yaxis=dict(type="category", autorange="reversed", title="class"),
+        margin=dict(l=max(MARGIN["l"], 20 + 9 * max(len(str(n)) for n in label_names))),  # ~9 px a letter
     )
     return go.Figure(data=[bar], layout=layout)
 
@@ -222,16 +232,17 @@ def head_heatmap(
             ("not computed" + (f" ({symbol} in brackets)" if unrun_values else ""), "square", NOT_RUN),
         )
     ]
+    narrow = text_size < 16  # half a page wide: the legend's two entries take two rows
     layout = _layout(
         title,
         150 + 85 * n_layers,
         xaxis=dict(title="head", type="category"),
         yaxis=dict(title="layer", type="category", autorange="reversed"),
+        margin=dict(l=82, r=108, b=112 if narrow else 90),  # the colour bar right, the legend below
     )
     layout |= dict(
         showlegend=True,
         legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, font=dict(size=14)),
-        margin=dict(l=10, r=10, t=60, b=40),
     )
     return go.Figure(data=[heatmap, grey, *legend], layout=layout)
 
@@ -345,7 +356,8 @@ def _with_legend(layout: dict, n_items: int = 3, per_row: int = 2) -> dict:
     that holds all its rows under the title (a legend wrapping upwards would cover the title)."""
     rows = math.ceil(n_items / per_row)
     legend = {**LEGEND, "entrywidth": 1 / per_row, "entrywidthmode": "fraction"}
-    return {**layout, "showlegend": True, "legend": legend, "margin": dict(l=10, r=10, t=50 + 24 * rows, b=10)}
+    margin = layout["margin"] | dict(t=50 + 24 * rows)
+    return {**layout, "showlegend": True, "legend": legend, "margin": margin}
 
 
 def training_budget(
@@ -486,6 +498,7 @@ def confusion_heatmap(matrix: Sequence[Sequence[int]], label_names: Sequence[str
         140 + 60 * n,
         xaxis=dict(title="predicted", side="bottom", type="category"),
         yaxis=dict(title="true", type="category", autorange="reversed"),
+        margin=dict(l=96, r=126, b=60),  # class names left, the colour bar right
     )
     return go.Figure(data=[heatmap], layout=layout)
 
@@ -586,7 +599,7 @@ def budget_scatter(
     dense = len(ys) > max_points
     groups = [(True, "correct", DARK_GREY if dense else MUTED), (False, "misclassified", ACCENT)]
     groups.sort(key=lambda g: int((ok_list == g[0]).sum()))  # the minority first: beneath
-    layout = _layout(title, 400, yaxis=dict(title=f"mean budget {symbol}"))
+    layout = _layout(title, 400, yaxis=dict(title=f"mean budget {symbol}"), margin=dict(b=60))
     gap = 0.05
     width = (1 - gap * (len(panels) - 1)) / max(len(panels), 1)
     data = []
@@ -821,8 +834,9 @@ def budget_curves(
         ]
     # many traces: the legend goes under the plot, where it cannot cover the title
     below = dict(LEGEND, yanchor="top", y=-0.28, font=dict(size=13))
+    # its height depends on the number of entries: the bottom margin grows to hold it
     return go.Figure(data=data, layout={**_with_legend(layout), "legend": below, "height": 460,
-                                        "margin": dict(l=10, r=10, t=50, b=10)})
+                                        "margin": layout["margin"] | dict(t=50)})
 
 
 def model_bars(
@@ -861,7 +875,7 @@ def model_bars(
                                     arrayminus=[None if v is None else _value(v) for v in below],
                                     thickness=2, width=6, color="#333333")
     yaxis = dict(title=y_title, tickformat=".0%") if percent else dict(title=y_title)
-    layout = _layout(title, 400, xaxis=dict(title="model"), yaxis=yaxis)
+    layout = _layout(title, 400, xaxis=dict(title="model"), yaxis=yaxis, margin=dict(r=86, b=128))  # slanted names
     layout = _with_legend(layout, len(series)) if len(series) > 1 else layout
     # labels that do not fit at a readable size are left out (the hover and the table have them)
     return go.Figure(data=data, layout={**layout, "barmode": "group",
