@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import hashlib
 import importlib.util
 import itertools
@@ -43,6 +44,7 @@ import os
 import random
 import tempfile
 import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,7 +93,7 @@ class TextDataset:
 
     name: str
     label_names: list[str]
-    splits: dict[str, Split] = field(default_factory=dict)
+    splits: Mapping[str, Split] = field(default_factory=dict)
     split_seed: int = 0
     """Seed of the train/validation/test split (recorded with checkpoints)."""
 
@@ -109,6 +111,25 @@ class TextDataset:
                 f"dataset {self.name!r} has no split {name!r}; it has {sorted(self.splits)}"
             )
         return self.splits[name]
+
+
+class LazySplits(Mapping[str, Split]):
+    """Splits made on first use, each by its own maker: a generated task's test split without
+    its 32,000 training sequences (each split has its own seed, so none needs another made)."""
+
+    def __init__(self, makers: dict[str, Callable[[], Split]]):
+        self._makers, self._made = makers, {}
+
+    def __getitem__(self, name: str) -> Split:
+        if name not in self._made:
+            self._made[name] = self._makers[name]()  # KeyError for a split it does not have
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
 
 
 def stratified_splits(
@@ -282,7 +303,8 @@ def make_synthetic_var(
 def _cue_dataset(name: str, make, n_cues: int, seed: int, sizes: dict[str, int]) -> TextDataset:
     """A generated cue task, split k made with seed ``seed * 3 + k + 1``; labels named by their bits."""
     names = [format(i, f"0{n_cues}b")[::-1] for i in range(2**n_cues)]  # cue 0's bit first
-    return TextDataset(name, names, {split: make(n, seed * 3 + k + 1) for k, (split, n) in enumerate(sizes.items())})
+    makers = {split: functools.partial(make, n, seed * 3 + k + 1) for k, (split, n) in enumerate(sizes.items())}
+    return TextDataset(name, names, LazySplits(makers))
 
 
 def load_synthetic(seed: int = 0, n_train: int = 32000, n_val: int = 1000, n_test: int = 2000) -> TextDataset:
