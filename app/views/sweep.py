@@ -34,7 +34,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 CHARTS = [  # (column, title, y axis, percent)
     ("accuracy", "Accuracy vs budget", "test accuracy", True),
     ("macro_f1", "Macro-F1 vs budget", "macro-F1", False),
-    ("latency_ms", "Latency per input vs budget (batch 1, 1 thread)", "ms", False),
+    ("latency_ms", "Latency vs budget (batch 1, 1 thread)", "ms per input", False),  # fits half a page
     ("flops_ratio", "FLOPs vs dense, by budget", "FLOPs ratio", True),
 ]
 
@@ -172,7 +172,7 @@ cost = st.radio("Cost axis", list(results.COST_AXES), format_func=results.COST_A
 bars = error_bars(dataset, results.sweep_pairs(model)) if model in results.INTERVAL_MODELS else None
 for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), (
     ("accuracy", "Accuracy vs cost, every method", "test accuracy", True),
-    ("latency_ms", "Latency vs cost, every method (batch 1, 1 thread)", "ms per input", False),
+    ("latency_ms", "Latency vs cost, every method (batch 1)", "ms per input (1 thread)", False),
 ), strict=True):  # fmt: skip
     dense = results.own_point(rows, "dense")
     show_chart(

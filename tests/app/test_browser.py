@@ -328,6 +328,15 @@ PAGES = {
 """What every page of the navigation must show (the default page is "explore")."""
 
 
+TITLES_CUT = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(g => {
+    const title = g.querySelector('.gtitle');
+    if (!title) return [];
+    const box = title.getBBox();
+    return box.x + box.width > g._fullLayout.width + 1 ? [title.textContent] : [];
+})"""
+"""The titles of the page's charts that run past their figure's right edge."""
+
+
 def no_error_box(page) -> None:
     no_error(page)
     errors = page.locator('[data-testid="stAlertContentError"]')
@@ -362,6 +371,10 @@ def test_every_page_renders_in_a_browser(server, browser):
             assert value and value != "—", f"{slug}: {label} is empty"
             if label.startswith("Spearman"):
                 assert -1 <= float(value) <= 1
+        # every chart's title fits its figure (a longer one is cut off at the figure's edge)
+        settled(page)
+        cut = page.evaluate(TITLES_CUT)
+        assert not cut, f"{slug}: chart titles wider than their figure: {cut}"
         # nothing of Streamlit's own in front of a class: no Deploy button, no developer menu
         assert page.locator('[data-testid="stAppDeployButton"], [data-testid="stMainMenu"]').count() == 0
         screen(page, "page-" + slug)
