@@ -8,6 +8,9 @@ STAMP  := $(VENV)/.installed-stamp
 PORT   ?= 8501
 BENCH_CHECKPOINT ?= precomputed/checkpoints/bbc-budgetformer
 BENCH_ARGS ?=
+# test files spread over this many processes (a file's tests stay together, sharing its server
+# and browser); 0 runs them all in this process
+TEST_WORKERS ?= 2
 
 .PHONY: run test setup precompute bench lint clean loadtest
 
@@ -33,7 +36,7 @@ run: $(STAMP)
 	$(PY) app/serve.py --server.headless true --server.port $(PORT) --browser.gatherUsageStats false
 
 test: $(STAMP)
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Rebuild precomputed/: every model of bbc, synthetic and ag_news (ag_news needs
 # ../shared/data/ag_news), their sweeps, per-example tables and the manifest. Two one-thread
