@@ -48,7 +48,7 @@ SELECTION_COLORS = ["#f0f0f0", "#9ecae1", "#fdae6b", "#31a354"]
 """Colours of: neither ran, only the full model's, only the other setting's, both."""
 
 
-MARGIN = dict(l=64, r=12, t=60, b=56)
+MARGIN = dict(l=68, r=12, t=60, b=56)
 """Room around the plot for the tick labels and axis titles of a usual chart. Axes still grow
 their margins to fit (``automargin``), but plotly then draws the figure a second time: margins
 set to what a chart needs (here, or per chart) save that redraw — about a third of plotly's time
@@ -760,11 +760,13 @@ def budget_curves(
     percent: bool = False,
     x_title: str = "budget b",
     errors: dict[str, tuple[Sequence[float], Sequence[float]]] | None = None,
+    legend_columns: int = 1,
 ) -> go.Figure:
     """A metric against the budget b (or another share of dense, named ``x_title``): lines (the
     first drawn thickest), single points as large markers, dotted horizontal reference lines
     (dense) and a vertical line at ``mark``. ``errors``: (above, below) error bar lengths of the
-    named points (e.g. a bootstrap interval of an accuracy)."""
+    named points (e.g. a bootstrap interval of an accuracy). ``legend_columns``: legend entries
+    to a row (1 for a chart half a page wide, whose longer names would not fit two)."""
     x_name = "b" if x_title == "budget b" else "cost"
     data = [
         dict(
@@ -832,11 +834,13 @@ def budget_curves(
                 line=dict(color=ACCENT, width=2, dash="dash"),
             )
         ]
-    # many traces: the legend goes under the plot, where it cannot cover the title
-    below = dict(LEGEND, yanchor="top", y=-0.28, font=dict(size=13))
-    # its height depends on the number of entries: the bottom margin grows to hold it
+    # many traces: the legend goes at the bottom of the figure, where it cannot cover the title,
+    # legend_columns entries to a row; the bottom margin holds the axis and those rows
+    below = dict(LEGEND, yref="container", yanchor="bottom", y=0, font=dict(size=13),
+                 entrywidth=1 / legend_columns, entrywidthmode="fraction")
+    rows = math.ceil(len(data) / legend_columns)
     return go.Figure(data=data, layout={**_with_legend(layout), "legend": below, "height": 460,
-                                        "margin": layout["margin"] | dict(t=50)})
+                                        "margin": layout["margin"] | dict(t=50, b=MARGIN["b"] + 8 + 22 * rows)})
 
 
 def model_bars(

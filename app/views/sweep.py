@@ -156,7 +156,8 @@ for pair in (CHARTS[:2], CHARTS[2:]):
 show_chart(
     st,
     charts.budget_curves(
-        "Speed-up over dense: ideal vs measured", "× dense", mark=budget, **results.speedup_series(curve)
+        "Speed-up over dense: ideal vs measured", "× dense", mark=budget, legend_columns=2,
+        **results.speedup_series(curve),
     ),
     key="chart_sweep_speedup",
 )
