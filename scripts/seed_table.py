@@ -90,8 +90,9 @@ def main() -> None:
                   "flops_ratio": r["flops_ratio"], "n": r["n"], "checkpoint": r["checkpoint"]}
                  for s, r in zip(args.seeds, runs, strict=True)]
         seconds = [r["seconds"] for r in runs if r["seconds"] == r["seconds"]]
-        print(f"| {model} | {fmt(acc)} | {', '.join(f'{a * 100:.1f}' for a in acc)} | "
-              f"{fmt([r['mean_heads_fraction'] for r in runs], False)} | {fmt([r['flops_ratio'] for r in runs], False)} | "
+        heads = fmt([r["mean_heads_fraction"] for r in runs], False)
+        flops = fmt([r["flops_ratio"] for r in runs], False)
+        print(f"| {model} | {fmt(acc)} | {', '.join(f'{a * 100:.1f}' for a in acc)} | {heads} | {flops} | "
               f"{statistics.mean(seconds) if seconds else float('nan'):.0f} |")
     if args.csv:
         frame = pd.DataFrame(rows)
