@@ -937,11 +937,14 @@ def side_differences(
 
 def side_cards(a: Analysis, settings: Settings, n_heads: int, method: Method, side: str) -> list[Card]:
     """The headline numbers of one side (:func:`metric_cards` without latency, labelled with the
-    side; a dense model has no budget card: it has no budget)."""
+    side; a dense model has no budget card: it has no budget). For bba the budget card reads
+    "Budget b per layer" (its note says where b comes from): "Requested budget b per layer" does
+    not fit half a page."""
     cards = metric_cards(a, None, settings, n_heads, method)[:4]
     if method.kind == "dense":
         cards = [c for c in cards if not c.label.startswith(method.budget_name)]
-    return [Card(f"{side} · {c.label}", c.value, c.note, c.help) for c in cards]
+    short = {method.budget_name + " per layer": f"Budget {method.symbol} per layer"}
+    return [Card(f"{side} · {short.get(c.label, c.label)}", c.value, c.note, c.help) for c in cards]
 
 
 # --------------------------------------------------------------------------- batch

@@ -43,6 +43,7 @@ from app.state import (
 from budgetformer_core.infer import spearman
 
 N_EXTREMES = 10
+METRICS_PER_ROW = 4  # more to a row cut their labels short at 1280 px
 
 
 def n_heads_of(model: str) -> int:
@@ -110,7 +111,7 @@ shown = [
         "another model finds hard get larger budgets.",
     ),
     (
-        "Heads run: hardest / easiest third",
+        "Heads run, hard / easy third",
         figure_text(ratio, ".2f") + ("×" if ratio is not None else ""),
         "heads_ratio_hard_easy",
         "Mean heads run per input (over layers) on the third of inputs with the highest dense "
@@ -133,7 +134,8 @@ if needed is not None:
         ),
     ]
 reasons = []
-for col, (label, value, key, help_text) in zip(st.columns(len(shown)), shown, strict=True):
+cols = [col for _ in range(0, len(shown), METRICS_PER_ROW) for col in st.columns(METRICS_PER_ROW)][: len(shown)]
+for col, (label, value, key, help_text) in zip(cols, shown, strict=True):
     if value == "n/a":
         reason = in_terms_of(null_reason(figures.notes, key, "the figure cannot be computed for this model"), sym)
         reasons.append(f"{label} is n/a: {reason}")
@@ -207,18 +209,18 @@ c[0].metric(
     delta_arrow="off",
 )
 c[1].metric(
-    f"Spearman ρ({sym}, prediction entropy)",
+    f"ρ({sym}, prediction entropy)",
     rho_text(rho_entropy),
     help=f"Rank correlation of the mean budget {sym} with the entropy of the predicted class "
     "distribution: > 0 means less certain texts get more heads.",
 )
 c[2].metric(
-    f"Spearman ρ({sym}, loss)",
+    f"ρ({sym}, loss)",
     rho_text(rho_loss),
     help=f"Rank correlation of the mean budget {sym} with the cross-entropy of the true class: "
     "> 0 means texts the model gets (more) wrong get more heads.",
 )
-c[3].metric(f"Spearman ρ({sym}, length)", rho_text(rho_len), help="Length = tokens the model read.")
+c[3].metric(f"ρ({sym}, length)", rho_text(rho_len), help="Spearman ρ with the length: tokens the model read.")
 if rho_entropy is not None and rho_loss is not None:
     verdict = (
         "harder texts (less certain, higher loss) tend to get **larger** budgets, as the "

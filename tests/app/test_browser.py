@@ -317,9 +317,9 @@ RESULTS = (ROOT / "precomputed" / "results" / "sweeps.csv").is_file()
 PAGES = {
     # slug: (title, plotly charts at least, metrics to read)
     "explore": ("Explore an input", 3, ()),
-    "sweep": ("Budget sweep", 5 if RESULTS else 0, ("Accuracy", "Speed-up (batch 1)") if RESULTS else ()),
+    "sweep": ("Budget sweep", 5 if RESULTS else 0, ("Accuracy", "Speed-up") if RESULTS else ()),
     "compare": ("Side by side", 2, ("A · Heads run per layer", "B · Heads run per layer")),
-    "easy_hard": ("Easy vs hard", 6, ("Spearman ρ(s, prediction entropy)", "Spearman ρ(s, loss)")),
+    "easy_hard": ("Easy vs hard", 6, ("ρ(s, prediction entropy)", "ρ(s, loss)")),
     "ablations": ("Ablations", 4 if RESULTS else 0, ()),
     "errors": ("Errors", 1, ("Misclassified",)),
     "batch": ("Batch analysis", 0, ()),
@@ -335,6 +335,9 @@ TITLES_CUT = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(
     return box.x + box.width > g._fullLayout.width + 1 ? [title.textContent] : [];
 })"""
 """The titles of the page's charts that run past their figure's right edge."""
+METRICS_CUT = """() => [...document.querySelectorAll('[data-testid="stMetric"] .stMarkdownEllipsis')]
+    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"""
+"""The metric labels and values of the page that Streamlit cuts short (with an ellipsis)."""
 
 
 def no_error_box(page) -> None:
@@ -375,6 +378,8 @@ def test_every_page_renders_in_a_browser(server, browser):
         settled(page)
         cut = page.evaluate(TITLES_CUT)
         assert not cut, f"{slug}: chart titles wider than their figure: {cut}"
+        cut = page.evaluate(METRICS_CUT)
+        assert not cut, f"{slug}: metric labels or values cut short with an ellipsis: {cut}"
         # nothing of Streamlit's own in front of a class: no Deploy button, no developer menu
         assert page.locator('[data-testid="stAppDeployButton"], [data-testid="stMainMenu"]').count() == 0
         screen(page, "page-" + slug)
