@@ -839,7 +839,7 @@ def budget_curves(
     below = dict(LEGEND, yref="container", yanchor="bottom", y=0, font=dict(size=13),
                  entrywidth=1 / legend_columns, entrywidthmode="fraction")
     rows = math.ceil(len(data) / legend_columns)
-    return go.Figure(data=data, layout={**_with_legend(layout), "legend": below, "height": 460,
+    return go.Figure(data=data, layout={**layout, "showlegend": True, "legend": below, "height": 460,
                                         "margin": layout["margin"] | dict(t=50, b=MARGIN["b"] + 8 + 22 * rows)})
 
 
