@@ -154,18 +154,11 @@ NOT_RUN = "#d9d9d9"
 """Cells of heads that were not computed (no colour of the scale, no value)."""
 
 
-def head_heatmap(
-    values: Sequence[Sequence[float]],
-    selected: Sequence[Sequence[int]],
-    title: str,
-    colorscale: str | list = "Blues",
-    zmax: float | None = None,
-    colorbar_title: str = "",
-    unrun_values: bool = False,
-    text_size: int = 16,
-) -> go.Figure:
+def head_heatmap(values: Sequence[Sequence[float]], selected: Sequence[Sequence[int]], title: str,
+                 **options) -> go.Figure:
     """A layers × heads heatmap: the heads that ran coloured, with a ★ above their value; the
-    heads that were not computed grey, outside the colour scale.
+    heads that were not computed grey, outside the colour scale (one map of :func:`head_heatmaps`,
+    which takes the same ``options``).
 
     Two traces: ``data[0]`` the heads that ran (``None`` elsewhere), ``data[1]`` the grey cells of
     the heads that did not run, written "—" (or, with ``unrun_values``, the value in parentheses:
@@ -176,6 +169,30 @@ def head_heatmap(
         values: L × H numbers (relevance p or weights w).
         selected: per layer, the indices of the heads that ran.
         title: figure title.
+    """
+    return head_heatmaps([(values, selected, "")], title, **options)
+
+
+def head_heatmaps(
+    maps: Sequence[tuple[Sequence[Sequence[float]], Sequence[Sequence[int]], str]],
+    title: str,
+    colorscale: str | list = "Blues",
+    zmax: float | None = None,
+    colorbar_title: str = "",
+    unrun_values: bool = False,
+    text_size: int = 16,
+) -> go.Figure:
+    """:func:`head_heatmap` for several maps side by side in one figure, on one colour scale
+    and with one colour bar and legend: ``maps`` holds (values, selected, panel title) per map.
+
+    Map i's two traces are ``data[2i]`` (the heads that ran) and ``data[2i + 1]`` (the grey
+    cells), on the axes ``x{i+1}`` / ``y{i+1}``; the legend's two traces come last. One figure
+    costs the browser less than one per map (each plotly figure is laid out and drawn on its own).
+
+    Args:
+        maps: per map, L × H values (relevance p or weights w), per layer the indices of the heads
+            that ran, and the map's title ("" for none).
+        title: figure title.
         zmax: top of the colour scale (default: the largest value of a head that ran); give the
             same to maps that are compared, so that their colours mean the same.
         colorbar_title: what the colours are (e.g. "p").
@@ -183,46 +200,56 @@ def head_heatmap(
         text_size: font size of the cells' text (smaller for a map in a narrow column, so that
             the numbers of neighbouring cells do not run together).
     """
-    n_layers, n_heads = len(values), len(values[0])
-    ran = [set(sel) for sel in selected]
-    shown = [[float(v) if h in r else None for h, v in enumerate(row)] for row, r in zip(values, ran, strict=True)]
-    top = zmax if zmax is not None else max((v for row in shown for v in row if v is not None), default=1.0)
+    n_layers, n_heads = len(maps[0][0]), len(maps[0][0][0])
+    rans = [[set(sel) for sel in selected] for _, selected, _ in maps]
+    shown = [
+        [[float(v) if h in r else None for h, v in enumerate(row)] for row, r in zip(values, ran, strict=True)]
+        for (values, _, _), ran in zip(maps, rans, strict=True)
+    ]
+    top = zmax if zmax is not None else max((v for m in shown for row in m for v in row if v is not None), default=1.0)
     x, y = [f"h{h}" for h in range(n_heads)], [f"layer {i}" for i in range(n_layers)]
-    heatmap = dict(
-        type="heatmap",
-        z=shown,
-        x=x,
-        y=y,
-        text=[[f"{STAR}<br>{v:.2f}" if v is not None else "" for v in row] for row in shown],
-        texttemplate="%{text}",
-        textfont=dict(size=text_size),
-        colorscale=colorscale,
-        zmin=0,
-        zmax=max(float(top), 1e-9),
-        xgap=3,
-        ygap=3,
-        hoverongaps=False,
-        hovertemplate="%{y}, %{x}: %{z:.3f} (ran)<extra></extra>",
-        colorbar=dict(thickness=14, title=dict(text=colorbar_title, side="right")),
-    )
-    grey = dict(
-        type="heatmap",
-        z=[[None if h in r else 0 for h in range(n_heads)] for r in ran],
-        x=x,
-        y=y,
-        text=[
-            ["" if h in r else (f"({v:.2f})" if unrun_values else "—") for h, v in enumerate(row)]
-            for row, r in zip(values, ran, strict=True)
-        ],
-        texttemplate="%{text}",
-        textfont=dict(size=text_size - 2, color="#555555"),
-        colorscale=[[0.0, NOT_RUN], [1.0, NOT_RUN]],
-        showscale=False,
-        xgap=3,
-        ygap=3,
-        hoverongaps=False,
-        hovertemplate="%{y}, %{x}: not computed<extra></extra>",
-    )
+    gap = 0.16  # between two maps, as a share of the plot width: room for the right one's layer names
+    width = (1 - gap * (len(maps) - 1)) / len(maps)
+    data, axes, notes = [], {}, []
+    for i, ((values, _, panel), ran, cells) in enumerate(zip(maps, rans, shown, strict=True)):
+        on = dict(xaxis=f"x{i + 1}", yaxis=f"y{i + 1}", x=x, y=y, xgap=3, ygap=3, hoverongaps=False)
+        data.append(dict(
+            type="heatmap",
+            z=cells,
+            text=[[f"{STAR}<br>{v:.2f}" if v is not None else "" for v in row] for row in cells],
+            texttemplate="%{text}",
+            textfont=dict(size=text_size),
+            colorscale=colorscale,
+            zmin=0,
+            zmax=max(float(top), 1e-9),
+            showscale=i == 0,
+            hovertemplate="%{y}, %{x}: %{z:.3f} (ran)<extra></extra>",
+            colorbar=dict(thickness=14, title=dict(text=colorbar_title, side="right")),
+            **on,
+        ))
+        data.append(dict(
+            type="heatmap",
+            z=[[None if h in r else 0 for h in range(n_heads)] for r in ran],
+            text=[
+                ["" if h in r else (f"({v:.2f})" if unrun_values else "—") for h, v in enumerate(row)]
+                for row, r in zip(values, ran, strict=True)
+            ],
+            texttemplate="%{text}",
+            textfont=dict(size=text_size - 2, color="#555555"),
+            colorscale=[[0.0, NOT_RUN], [1.0, NOT_RUN]],
+            showscale=False,
+            hovertemplate="%{y}, %{x}: not computed<extra></extra>",
+            **on,
+        ))
+        suffix = "" if i == 0 else str(i + 1)
+        domain = [i * (width + gap), i * (width + gap) + width]
+        axes[f"xaxis{suffix}"] = dict(title="head", type="category", domain=domain, tickfont=TICKS, title_font=TICKS,
+                                      anchor=f"y{suffix}")
+        axes[f"yaxis{suffix}"] = dict(title="layer", type="category", autorange="reversed", tickfont=TICKS,
+                                      title_font=TICKS, anchor=f"x{suffix}", **({"matches": "y"} if i else {}))
+        if panel:
+            notes.append(dict(text=panel, x=sum(domain) / 2, xref="paper", y=1.0, yref="paper", yanchor="bottom",
+                              showarrow=False, font=dict(size=16)))
     symbol = colorbar_title or "value"
     legend = [
         dict(type="scatter", x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
@@ -235,16 +262,15 @@ def head_heatmap(
     narrow = text_size < 16  # half a page wide: the legend's two entries take two rows
     layout = _layout(
         title,
-        150 + 85 * n_layers,
-        xaxis=dict(title="head", type="category"),
-        yaxis=dict(title="layer", type="category", autorange="reversed"),
-        margin=dict(l=82, r=108, b=112 if narrow else 90),  # the colour bar right, the legend below
+        150 + 85 * n_layers + (24 if notes else 0),
+        margin=dict(l=82, r=108, b=112 if narrow else 90, t=MARGIN["t"] + (24 if notes else 0)),
     )
-    layout |= dict(
+    layout |= axes | dict(
         showlegend=True,
+        annotations=notes,
         legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, font=dict(size=14)),
     )
-    return go.Figure(data=[heatmap, grey, *legend], layout=layout)
+    return go.Figure(data=[*data, *legend], layout=layout)
 
 
 ATTENTION_TOKENS = 96
@@ -640,21 +666,30 @@ def budget_scatter(
 def budget_by_class(
     classes: Sequence[str], mean_s: Sequence[float], order: Sequence[str], symbol: str = "s"
 ) -> go.Figure:
-    """Box plot of the mean budget s (bba: b) per true class, classes in ``order``."""
+    """Box plot of the mean budget s (bba: b) per true class, classes in ``order``: quartiles and
+    median as the box, the lowest and highest value as the whiskers.
+
+    The statistics are computed here and sent as numbers (``q1``, ``median``, ``q3``,
+    ``lowerfence``, ``upperfence``), not the thousands of values behind them: the browser then
+    neither sorts them nor draws every outlier as a point (which, on 7,600 inputs, pile into one
+    solid column).
+    """
     classes, values = np.asarray(classes, dtype=object), np.asarray(mean_s, dtype=float)
     if classes.shape != values.shape:
         raise ValueError(f"{len(classes)} classes for {len(values)} budgets")
-    data = [
-        dict(
+    data = []
+    for i, name in enumerate(order):
+        mine = values[classes == name]
+        # min, q1, median, q3, max: one each (none for a class without inputs, which keeps its place)
+        stats = np.quantile(mine, [0, 0.25, 0.5, 0.75, 1])[:, None].tolist() if len(mine) else [[]] * 5
+        low, q1, median, q3, high = stats
+        data.append(dict(
             type="box",
-            y=values[classes == name],
             x0=str(name),  # one position per box, on the categorical axis
+            q1=q1, median=median, q3=q3, lowerfence=low, upperfence=high,
             name=str(name),
             marker=dict(color=LAYER_COLORS[i % len(LAYER_COLORS)]),
-            boxpoints="outliers",
-        )
-        for i, name in enumerate(order)
-    ]
+        ))
     layout = _layout(
         f"Mean budget {symbol} by true class",
         380,

@@ -15,7 +15,7 @@ import streamlit as st
 
 from app import charts
 from app.analysis import Settings, method_of
-from app.components import md_escape, open_in_explore, per_example_or_stop, show_chart
+from app.components import md_escape, open_in_explore, per_example_or_stop, show_chart, show_table
 from app.examples import (
     adaptivity_figures,
     adaptivity_reading,
@@ -263,22 +263,15 @@ if as_density:
 
 # ----------------------------------------------------------------------------- extremes
 lowest, highest = extremes(table, N_EXTREMES)
-columns = ["index", "mean_s", "true", "predicted", "confidence", "text", "loss", "tokens"]
-config = {
-    "index": st.column_config.NumberColumn("#"),
-    "mean_s": st.column_config.NumberColumn(f"mean {sym}", format="%.3f"),
-    "confidence": st.column_config.NumberColumn("confidence", format="percent"),
-    "text": st.column_config.TextColumn("text (start)", width="large"),
-    "loss": st.column_config.NumberColumn("loss", format="%.3f"),
-}
+columns = {"index": "#", "mean_s": f"mean {sym}", "true": "true", "predicted": "predicted",
+           "confidence": "confidence", "text": "text (start)", "loss": "loss", "tokens": "tokens"}
+formats = {"#": "{:d}", f"mean {sym}": "{:.3f}", "confidence": "{:.1%}", "loss": "{:.3f}", "tokens": "{:d}"}
 for title, rows in (("Lowest budgets", lowest), ("Highest budgets", highest)):
     st.subheader(title)
-    st.dataframe(
-        rows[columns].assign(text=[preview(t, 120) for t in rows["text"]]),
-        hide_index=True,
-        column_config=config,
-        key=f"eh_table_{title.split()[0].lower()}",
-    )
+    # plain HTML, not st.dataframe: ten fixed rows need no grid, and the grid cost this page a
+    # third of a second in the browser on a first visit
+    show_table(st, rows[list(columns)].assign(text=[preview(t, 110) for t in rows["text"]]).rename(columns=columns),
+               formats, key=f"eh_{title.split()[0].lower()}")
 ends = {
     **{int(i): f"#{int(i)} · lowest {sym} {v:.3f}" for i, v in zip(lowest["index"], lowest["mean_s"], strict=True)},
     **{int(i): f"#{int(i)} · highest {sym} {v:.3f}" for i, v in zip(highest["index"], highest["mean_s"], strict=True)},
@@ -322,6 +315,7 @@ for side, index in zip("ab", indices, strict=True):
 top = charts.relevance_zmax(
     [a.relevance for a in analyses.values() if not isinstance(a, ValueError)], n_heads_of(name)
 )
+maps = []  # (relevance, heads that ran, panel title) of each text that could be analysed
 for side, col, index in zip("ab", st.columns(2, gap="large"), indices, strict=True):
     row, a = table.iloc[int(index)], analyses[side]
     if isinstance(a, ValueError):
@@ -333,20 +327,21 @@ for side, col, index in zip("ab", st.columns(2, gap="large"), indices, strict=Tr
         f"**{row['mean_s']:.3f}** · heads run per layer {' / '.join(str(k) for k in a.k)} · "
         f"{int(row['tokens'])} tokens"
     )
-    show_chart(
-        col,
-        charts.head_heatmap(
-            a.relevance,
-            a.selected_heads,
-            f"#{int(index)}: " + ("gate scores softmax(z)" if method.kind == "bba" else "head relevance p"),
-            zmax=top,
-            colorbar_title=method.relevance_symbol,
-            text_size=12,  # half a page wide: 8 heads' numbers fit only smaller
-        ),
-        key=f"chart_eh_heads_{side}",
-    )
     with col.expander("Text"):
         st.text(excerpt(row["text"]))
+    maps.append((a.relevance, a.selected_heads, f"{side.upper()}: #{int(index)}"))
+if maps:  # both maps in one figure: one colour bar, one legend, and one chart for the browser to draw
+    show_chart(
+        st,
+        charts.head_heatmaps(
+            maps,
+            "Gate scores softmax(z)" if method.kind == "bba" else "Head relevance p",
+            zmax=top,
+            colorbar_title=method.relevance_symbol,
+            text_size=12,  # half a page wide each: 8 heads' numbers fit only smaller
+        ),
+        key="chart_eh_heads",
+    )
 st.caption(
     f"★ = the head ran (the top k by {'gate score z' if method.kind == 'bba' else 'relevance p'}); "
     "grey cells = heads that were not computed. Both maps use one colour scale."

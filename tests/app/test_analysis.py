@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from app import analysis as an
-from app import charts, examples, history, results
+from app import charts, components, examples, history, results
 from app.state import CHECKPOINTS as PRECOMPUTED
 from budgetformer_core.checkpoint import file_sha256, load_checkpoint
 from budgetformer_core.infer import MAX_CHARS, Evaluation, spearman
@@ -168,6 +168,33 @@ def test_head_heatmap_marks_the_heads_that_ran():
     assert with_values.data[0].zmax == 1.0
 
 
+def test_head_heatmaps_put_several_maps_on_one_colour_scale():
+    a, b = [[0.1, 0.6, 0.2, 0.1]], [[0.3, 0.3, 0.2, 0.2]]
+    fig = charts.head_heatmaps([(a, [[1, 2]], "A: #1"), (b, [[0]], "B: #2")], "p", colorbar_title="p")
+    ran_a, grey_a, ran_b, grey_b, *legend = fig.data
+    assert [t.name for t in legend] == ["head ran (its p)", "not computed"]
+    assert (ran_a.xaxis, ran_b.xaxis, grey_b.yaxis) == ("x", "x2", "y2")
+    assert ran_a.zmax == ran_b.zmax == pytest.approx(0.6)  # the largest value that ran, of both maps
+    assert ran_a.showscale and not ran_b.showscale  # one colour bar
+    assert [list(r) for r in ran_b.z] == [[0.3, None, None, None]] and list(grey_b.text[0]) == ["", "—", "—", "—"]
+    assert [n.text for n in fig.layout.annotations] == ["A: #1", "B: #2"]
+    assert fig.layout.xaxis.domain[1] < fig.layout.xaxis2.domain[0]  # side by side, not overlapping
+    assert fig.layout.yaxis2.matches == "y" and fig.layout.yaxis2.title.text == "layer"
+    # one map is head_heatmap's figure
+    assert charts.head_heatmap(a, [[1, 2]], "p").data[0].z == charts.head_heatmaps([(a, [[1, 2]], "")], "p").data[0].z
+
+
+def test_html_table_shows_markup_as_text_and_formats_numbers():
+    import pandas as pd
+
+    frame = pd.DataFrame({"#": [3], "<i>mean</i> s": [0.12345], "text": ['<b>bold</b> & <script>x</script> "q"']})
+    html = components.html_table(frame, {"#": "{:d}", "<i>mean</i> s": "{:.3f}"}, key="t")
+    assert "<b>" not in html and "<script>" not in html and "<i>" not in html
+    assert "&lt;b&gt;bold&lt;/b&gt; &amp; &lt;script&gt;" in html and "&lt;i&gt;mean&lt;/i&gt; s" in html
+    assert '>0.123</td>' in html and '>3</td>' in html
+    assert "#T_t td.col1" in html and "#T_t td.col2" not in html  # the formatted columns are right-aligned
+
+
 def test_relevance_colour_scale_is_shared_and_uniform_p_is_not_the_darkest():
     uniform = [[0.125] * 8]
     assert charts.relevance_zmax([uniform], 8) == pytest.approx(0.25)  # 1/H: half the scale
@@ -185,7 +212,11 @@ def test_class_axes_are_categories():
     assert cm.layout.xaxis.title.text == "predicted" and cm.data[0].colorbar.title.text == "texts"
     box = charts.budget_by_class(["00", "11", "00"], [0.1, 0.2, 0.3], labels)
     assert box.layout.xaxis.type == "category" and list(box.layout.xaxis.categoryarray) == labels
-    assert [t.x0 for t in box.data] == labels and [list(t.y) for t in box.data] == [[0.1, 0.3], [], [], [0.2]]
+    assert [t.x0 for t in box.data] == labels
+    # the statistics, computed here: the browser gets five numbers per class, not its values
+    stats = [[list(getattr(t, f)) for f in ("lowerfence", "q1", "median", "q3", "upperfence")] for t in box.data]
+    assert stats[0] == [[0.1], [0.15], [pytest.approx(0.2)], [0.25], [0.3]] and stats[3] == [[0.2]] * 5
+    assert stats[1] == stats[2] == [[]] * 5 and all(t.y is None for t in box.data)
     with pytest.raises(ValueError, match="2 classes for 3 budgets"):
         charts.budget_by_class(["00", "11"], [0.1, 0.2, 0.3], labels)
 
@@ -401,7 +432,7 @@ def test_page_charts():
     assert dense.layout.xaxis2.type == "linear" and dense.layout.xaxis2.title.text == "loss (log10)"
     assert min(dense.data[2].x) > -4.9 - 0.1 and max(dense.data[2].x) < 0.1  # bins of log10 of 10^-(i/10)
     box = charts.budget_by_class(["x", "y", "x"], [0.1, 0.2, 0.3], ["x", "y"])
-    assert [list(t.y) for t in box.data] == [[0.1, 0.3], [0.2]]
+    assert [list(t.median) for t in box.data] == [[pytest.approx(0.2)], [0.2]]
     hist = charts.budget_histogram([0.3, 0.4, 0.4], 0.1, 0.9, bins=5)  # binned here: bars of counts
     assert hist.layout.shapes[0].x0 == 0.1 and list(hist.data[0].y) == [1, 0, 0, 0, 2]
     assert hist.data[0].x[0] == pytest.approx(0.31) and sum(hist.data[0].width) == pytest.approx(0.1)

@@ -455,22 +455,38 @@ def test_easy_vs_hard_page(at):
         "label_names"
     ]
 
-    lowest, highest = at.dataframe[0].value, at.dataframe[1].value
-    assert lowest["mean_s"].is_monotonic_increasing and highest["mean_s"].is_monotonic_decreasing
-    assert lowest["mean_s"].iloc[0] == pytest.approx(low) and highest["mean_s"].iloc[0] == pytest.approx(high)
-    a, b = int(lowest["index"].iloc[0]), int(highest["index"].iloc[0])
-    heads = {t: s for t, s in charts(at).items() if t.endswith("head relevance p")}
-    assert list(heads) == [f"#{a}: head relevance p", f"#{b}: head relevance p"]
-    for spec in heads.values():
-        assert len(spec["data"][0]["z"]) == n_layers
+    lowest, highest = extremes_shown(at)
+    assert len(lowest) == len(highest) == 10
+    assert [v for _, v in lowest] == sorted(v for _, v in lowest)
+    assert [v for _, v in highest] == sorted((v for _, v in highest), reverse=True)
+    assert lowest[0][1] == pytest.approx(low, abs=5e-4) and highest[0][1] == pytest.approx(high, abs=5e-4)
+    a, b = lowest[0][0], highest[0][0]
+    maps = chart(at, "Head relevance p")  # both texts' maps in one figure, on one colour scale
+    assert [n["text"] for n in maps["layout"]["annotations"]] == [f"A: #{a}", f"B: #{b}"]
+    assert len(maps["data"]) == 2 * 2 + 2  # per text the heads that ran and the grey ones, then the legend
+    assert maps["data"][0]["zmax"] == maps["data"][2]["zmax"] and [t["xaxis"] for t in maps["data"][:4]] == [
+        "x", "x", "x2", "x2"]
+    for trace in maps["data"][:4]:
+        assert len(trace["z"]) == n_layers
 
     c = min(set(range(3)) - {a, b})
     at.number_input(key=f"eh_b_{DEFAULT_MODEL}").set_value(c)
     run(at)
-    assert [t for t in charts(at) if t.endswith("head relevance p")] == [
-        f"#{a}: head relevance p",
-        f"#{c}: head relevance p",
-    ]
+    assert [n["text"] for n in chart(at, "Head relevance p")["layout"]["annotations"]] == [f"A: #{a}", f"B: #{c}"]
+
+
+def extremes_shown(at: AppTest) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """(index, mean budget) of the lowest and the highest budgets on "Easy vs hard", as its two
+    tables show them (first and second column); the "Open one of them" picker lists the same."""
+    tables = [el.proto.body for el in at.get("html") if 'id="T_eh_' in el.proto.body]
+    assert len(tables) == 2
+    shown = []
+    for body in tables:
+        cells = [re.findall(rf'class="data row\d+ col{c}" >(.*?)</td>', body) for c in (0, 1)]
+        shown.append([(int(i), float(v)) for i, v in zip(*cells, strict=True)])
+    picker = at.selectbox(key="eh_open_pick").options
+    assert picker == [f"#{i} · {end} s {v:.3f}" for end, rows in zip(("lowest", "highest"), shown) for i, v in rows]
+    return shown[0], shown[1]
 
 
 @pytest.mark.skipif("bbc-dense" not in available_models(), reason="no dense checkpoint shipped")
@@ -814,8 +830,7 @@ def test_disagreements_and_extremes_open_in_explore(at, results):
     assert any(c.value.startswith("Test text #3 of bbc") for c in at.caption)
 
     open_page(at, "easy_hard")
-    highest = at.dataframe[1].value
-    pick = int(highest["index"].iloc[0])
+    pick = extremes_shown(at)[1][0][0]  # the highest budget
     at.selectbox(key="eh_open_pick").set_value(pick)
     run(at)
     at.button(key="eh_open").click()

@@ -319,7 +319,7 @@ PAGES = {
     "explore": ("Explore an input", 3, ()),
     "sweep": ("Budget sweep", 5 if RESULTS else 0, ("Accuracy", "Speed-up") if RESULTS else ()),
     "compare": ("Side by side", 2, ("A · Heads run per layer", "B · Heads run per layer")),
-    "easy_hard": ("Easy vs hard", 6, ("ρ(s, prediction entropy)", "ρ(s, loss)")),
+    "easy_hard": ("Easy vs hard", 5, ("ρ(s, prediction entropy)", "ρ(s, loss)")),
     "ablations": ("Ablations", 4 if RESULTS else 0, ()),
     "errors": ("Errors", 1, ("Misclassified",)),
     "batch": ("Batch analysis", 0, ()),
