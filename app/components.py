@@ -49,26 +49,29 @@ TABLE_STYLE = [
 ]
 
 
-def html_table(frame, formats: dict[str, str], key: str) -> str:
+def html_table(frame, formats: dict[str, str], key: str, wide: str | None = None) -> str:
     """``frame`` as a static HTML table (pandas' ``Styler``): every cell and header HTML-escaped,
     so markup in a text is shown as text; ``formats`` maps a column to its format (e.g.
-    ``"{:.3f}"``), and those columns are right-aligned. ``key`` names the table's CSS."""
+    ``"{:.3f}"``), and those columns are right-aligned; column ``wide`` (a text) takes half the
+    width. ``key`` names the table's CSS."""
+    styles = {c: [{"selector": cell, "props": "text-align: right;"} for cell in ("td", "th")] for c in formats}
+    if wide is not None:
+        styles[wide] = [{"selector": "td", "props": "width: 50%;"}]
     styler = (
         Styler(frame).format(formats, escape="html", na_rep="—")
         .format_index(escape="html", axis=1)
         .hide(axis="index")
         .set_uuid(key)
         .set_table_styles(TABLE_STYLE)
-        .set_table_styles({c: [{"selector": cell, "props": "text-align: right;"} for cell in ("td", "th")]
-                           for c in formats}, overwrite=False)
+        .set_table_styles(styles, overwrite=False)
     )
     return styler.to_html()
 
 
-def show_table(where, frame, formats: dict[str, str], key: str) -> None:
+def show_table(where, frame, formats: dict[str, str], key: str, wide: str | None = None) -> None:
     """A small read-only table drawn as plain HTML (:func:`html_table`): far cheaper for the
     browser than ``st.dataframe``'s grid, for tables that need no sorting or scrolling."""
-    where.html(html_table(frame, formats, key))
+    where.html(html_table(frame, formats, key, wide))
 
 
 def md_escape(s: object) -> str:

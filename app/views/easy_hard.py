@@ -271,7 +271,7 @@ for title, rows in (("Lowest budgets", lowest), ("Highest budgets", highest)):
     # plain HTML, not st.dataframe: ten fixed rows need no grid, and the grid cost this page a
     # third of a second in the browser on a first visit
     show_table(st, rows[list(columns)].assign(text=[preview(t, 110) for t in rows["text"]]).rename(columns=columns),
-               formats, key=f"eh_{title.split()[0].lower()}")
+               formats, key=f"eh_{title.split()[0].lower()}", wide="text (start)")
 ends = {
     **{int(i): f"#{int(i)} · lowest {sym} {v:.3f}" for i, v in zip(lowest["index"], lowest["mean_s"], strict=True)},
     **{int(i): f"#{int(i)} · highest {sym} {v:.3f}" for i, v in zip(highest["index"], highest["mean_s"], strict=True)},

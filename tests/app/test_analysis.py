@@ -192,7 +192,9 @@ def test_html_table_shows_markup_as_text_and_formats_numbers():
     assert "<b>" not in html and "<script>" not in html and "<i>" not in html
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; &lt;script&gt;" in html and "&lt;i&gt;mean&lt;/i&gt; s" in html
     assert '>0.123</td>' in html and '>3</td>' in html
-    assert "#T_t td.col1" in html and "#T_t td.col2" not in html  # the formatted columns are right-aligned
+    assert "#T_t td.col1" in html and "#T_t th.col1" in html  # the formatted columns are right-aligned
+    assert "#T_t td.col2" not in html and "width: 50%" not in html
+    assert "#T_t td.col2 {\n  width: 50%;" in components.html_table(frame, {}, key="t", wide="text")
 
 
 def test_relevance_colour_scale_is_shared_and_uniform_p_is_not_the_darkest():
