@@ -263,11 +263,13 @@ def make_synthetic_var(
     slots. It holds one *anchor* word ``q{mask}`` (``mask`` the slots in use, e.g. ``q0110``)
     followed by the ``n_cues`` slot words: slot j, the word j + 1 after the anchor, holds ``a`` or
     ``b`` when in use and ``_`` otherwise. That block of ``n_cues + 1`` words sits at a random
-    place among ``noise_words`` noise words (``w0`` … ``w{noise_vocab-1}``) and loose ``a`` /
-    ``b`` words that bring the sequence to exactly ``n_cues`` of each, so counting letters says
-    nothing (``noise_words + 3·n_cues + 1 − k`` words in all). The label is the ``n_cues``-bit
-    number of the slots (``b`` = 1; ``a`` and ``_`` = 0; slot 0 the least significant bit), so
-    there are ``2 ** n_cues`` classes.
+    place among noise words (``w0`` … ``w{noise_vocab-1}``) and loose ``a`` / ``b`` words that
+    bring the sequence to exactly ``n_cues`` of each, so counting letters says nothing. The
+    ``2·n_cues − k`` loose letters and ``noise_words + k`` noise words give every sequence
+    ``noise_words + 3·n_cues + 1`` words whatever its need: a length that fell with k (as in
+    earlier versions) told the need without the anchor, and budget networks read it from there.
+    The label is the ``n_cues``-bit number of the slots (``b`` = 1; ``a`` and ``_`` = 0; slot 0
+    the least significant bit), so there are ``2 ** n_cues`` classes.
 
     Reading slot j means attending exactly j + 1 words after the anchor (or j + 1 back from a
     slot word to it). One head of a one-layer model reads one relative offset sharply; a head
@@ -291,7 +293,7 @@ def make_synthetic_var(
         mask = "".join("1" if j in used else "0" for j in range(n_cues))
         slots = [rng.choice("ab") if j in used else "_" for j in range(n_cues)]
         loose = ["a"] * (n_cues - slots.count("a")) + ["b"] * (n_cues - slots.count("b"))
-        others = loose + [f"w{rng.randrange(noise_vocab)}" for _ in range(noise_words)]
+        others = loose + [f"w{rng.randrange(noise_vocab)}" for _ in range(noise_words + k)]  # length fixed
         rng.shuffle(others)
         at = rng.randrange(len(others) + 1)  # where the anchor block goes
         texts.append(" ".join(others[:at] + [f"q{mask}", *slots] + others[at:]))
