@@ -744,6 +744,22 @@ def slower_note(timing: Timing | None, n_tokens: int) -> str | None:
     )
 
 
+INLINE_LAYERS = 3
+"""Layers whose values a metric card lists one by one ("0.43 / 0.36"); a deeper model's card
+shows their range, the list in its help (the per-layer chart below has them too)."""
+
+
+def per_layer_value(values: list[str]) -> tuple[str, str | None]:
+    """A metric card's value for one formatted number per layer, and its help: "a / b" up to
+    :data:`INLINE_LAYERS` layers, else "lo–hi" (one value when all are equal) with the whole
+    list, "Per layer: a / b / …", as the help."""
+    joined = " / ".join(values)
+    if len(values) <= INLINE_LAYERS:
+        return joined, None
+    lo, hi = min(values, key=float), max(values, key=float)
+    return (lo if lo == hi else f"{lo}–{hi}"), f"Per layer: {joined}"
+
+
 def metric_cards(
     a: Analysis, timing: Timing | None, settings: Settings, n_heads: int, method: Method | None = None
 ) -> list[Card]:
@@ -774,10 +790,12 @@ def metric_cards(
             "the CPU time of one thread, so waiting for a core on a busy server is not counted). "
             "The speed-up is the median of the per-round ratios; IQR is their spread.",
         )
+    budget, budget_help = per_layer_value([f"{x:.2f}" for x in a.budget])
+    heads, heads_help = per_layer_value([str(x) for x in a.k])
     return [
         Card("Prediction", a.label, f"{max(a.probs):.1%} confident"),
-        Card(method.budget_name + " per layer", " / ".join(f"{x:.2f}" for x in a.budget), s_note),
-        Card("Heads run per layer", " / ".join(str(x) for x in a.k), f"of {n_heads} per layer"),
+        Card(method.budget_name + " per layer", budget, s_note, budget_help),
+        Card("Heads run per layer", heads, f"of {n_heads} per layer", heads_help),
         Card(
             "FLOPs vs dense",
             f"{flops_fraction(a):.0%}",

@@ -162,8 +162,9 @@ def head_heatmap(values: Sequence[Sequence[float]], selected: Sequence[Sequence[
 
     Two traces: ``data[0]`` the heads that ran (``None`` elsewhere), ``data[1]`` the grey cells of
     the heads that did not run, written "—" (or, with ``unrun_values``, the value in parentheses:
-    the head scorer rates every head, also those it then leaves out). ``data[2:]`` draw nothing:
-    they are the legend under the map, what ★ and the grey cells mean.
+    the head scorer rates every head, also those it then leaves out); with more than
+    :data:`NUMBERED_HEADS` heads per layer the cells hold ★ and "—" alone, the values on hover.
+    ``data[2:]`` draw nothing: they are the legend under the map, what ★ and the grey cells mean.
 
     Args:
         values: L × H numbers (relevance p or weights w).
@@ -171,6 +172,11 @@ def head_heatmap(values: Sequence[Sequence[float]], selected: Sequence[Sequence[
         title: figure title.
     """
     return head_heatmaps([(values, selected, "")], title, **options)
+
+
+NUMBERED_HEADS = 8
+"""Heads per layer up to which a head map writes each value in its cell; a wider map (e.g. the
+12 heads of MiniLM) has cells too narrow for "0.09" at a readable size and shows ★ alone."""
 
 
 def head_heatmaps(
@@ -201,6 +207,7 @@ def head_heatmaps(
             the numbers of neighbouring cells do not run together).
     """
     n_layers, n_heads = len(maps[0][0]), len(maps[0][0][0])
+    numbers = n_heads <= NUMBERED_HEADS  # wider layers: ★ alone in the cells, the values on hover
     rans = [[set(sel) for sel in selected] for _, selected, _ in maps]
     shown = [
         [[float(v) if h in r else None for h, v in enumerate(row)] for row, r in zip(values, ran, strict=True)]
@@ -216,7 +223,7 @@ def head_heatmaps(
         data.append(dict(
             type="heatmap",
             z=cells,
-            text=[[f"{STAR}<br>{v:.2f}" if v is not None else "" for v in row] for row in cells],
+            text=[[(f"{STAR}<br>{v:.2f}" if numbers else STAR) if v is not None else "" for v in row] for row in cells],
             texttemplate="%{text}",
             textfont=dict(size=text_size),
             colorscale=colorscale,
@@ -231,7 +238,7 @@ def head_heatmaps(
             type="heatmap",
             z=[[None if h in r else 0 for h in range(n_heads)] for r in ran],
             text=[
-                ["" if h in r else (f"({v:.2f})" if unrun_values else "—") for h, v in enumerate(row)]
+                ["" if h in r else (f"({v:.2f})" if unrun_values and numbers else "—") for h, v in enumerate(row)]
                 for row, r in zip(values, ran, strict=True)
             ],
             texttemplate="%{text}",
@@ -255,11 +262,11 @@ def head_heatmaps(
         dict(type="scatter", x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
              marker=dict(symbol=marker, size=15, color=color, line=dict(width=1, color="#555555")))
         for name, marker, color in (
-            (f"head ran (its {symbol})", "star", "#333333"),
-            ("not computed" + (f" ({symbol} in brackets)" if unrun_values else ""), "square", NOT_RUN),
+            (f"head ran (its {symbol}" + ("" if numbers else " on hover") + ")", "star", "#333333"),
+            ("not computed" + (f" ({symbol} in brackets)" if unrun_values and numbers else ""), "square", NOT_RUN),
         )
     ]
-    narrow = text_size < 16  # half a page wide: the legend's two entries take two rows
+    narrow = text_size < 16 and len(maps) == 1  # one map half a page wide: the legend takes two rows
     layout = _layout(
         title,
         150 + 85 * n_layers + (24 if notes else 0),

@@ -130,6 +130,11 @@ def model_card(name: str) -> None:
         f"**{md_escape(model.get('variant', '?'))}** · {model.get('n_layers', '?')} layers × "
         f"{model.get('n_heads', '?')} heads"
     ]
+    base = cfg.get("backbone")
+    if isinstance(base, dict):  # fine-tuned from a pretrained encoder, named by its package or folder
+        lines.append(f"backbone **{md_escape(str(base.get('package') or base.get('source', '?')))}** (pretrained)")
+    else:
+        lines.append("trained from scratch (no pretrained backbone)")
     if "accuracy" in test:
         lines.append(f"test accuracy **{test['accuracy']:.1%}** on {test.get('n', '?')} texts")
     if model.get("variant") != "dense" and "mean_budget" in test:

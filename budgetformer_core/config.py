@@ -268,6 +268,12 @@ class TrainConfig:
     """bba: keep the gate scores fixed (post-hoc ranking + recovery epoch)."""
     budget_min: float = 0.1
     """bba: smallest budget sampled in training."""
+    new_lr: float = 0.0
+    """Peak learning rate of the networks a warm start or a pretrained encoder does not bring —
+    the classifier, f_θ, g_φ and bba's gates (parameters named ``head`` or ``alloc``) — when it
+    should differ from ``lr`` (0 = ``lr``): fine-tuning a pretrained encoder wants a small ``lr``
+    (1e-4), at which freshly initialised budget networks hardly leave their start in a few hundred
+    steps. Same warm-up and decay."""
     max_train: int = 0
     """Use only the first N training rows (0 = all); for quick runs."""
     freeze_embeddings: bool = False
@@ -280,6 +286,8 @@ class TrainConfig:
             raise ValueError("epochs and batch_size must be >= 1")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.new_lr < 0:
+            raise ValueError(f"new_lr must be >= 0 (0 = lr), got {self.new_lr}")
         if self.grad_clip <= 0:
             raise ValueError(f"grad_clip must be > 0, got {self.grad_clip}")
         if self.max_train < 0:

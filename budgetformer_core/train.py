@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
@@ -55,6 +56,22 @@ def set_seed(seed: int) -> int:
 
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def param_groups(model: nn.Module, cfg: TrainConfig) -> list[dict]:
+    """AdamW's parameter groups: weight decay on matrices but not on embeddings, biases and norms;
+    with ``cfg.new_lr`` the classifier and the allocators' networks (f_θ, g_φ, gates) in groups of
+    their own, whose ``lr_scale`` (new_lr / lr) multiplies the scheduled learning rate."""
+    scale = cfg.new_lr / cfg.lr if cfg.new_lr else 1.0
+    groups: dict[tuple[bool, float], list] = {}
+    for n, p in model.named_parameters():
+        if p.requires_grad:
+            fresh = n.startswith("head.") or ".alloc." in n
+            key = (p.dim() >= 2 and "emb" not in n, scale if fresh else 1.0)
+            groups.setdefault(key, []).append(p)
+    ordered = sorted(groups.items(), key=lambda item: (not item[0][0], item[0][1] != 1.0))  # decayed first
+    return [{"params": ps, "weight_decay": cfg.weight_decay if decay else 0.0, "lr_scale": s}
+            for (decay, s), ps in ordered]
 
 
 def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
@@ -347,13 +364,7 @@ def train(
     if train_cfg.freeze_gates:
         for alloc in model.allocators:
             alloc.gate.requires_grad_(False)
-    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    decay = [p for n, p in params if p.dim() >= 2 and "emb" not in n]
-    no_decay = [p for n, p in params if not (p.dim() >= 2 and "emb" not in n)]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": train_cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=train_cfg.lr,
-    )
+    opt = torch.optim.AdamW(param_groups(model, train_cfg), lr=train_cfg.lr)
     steps_per_epoch = math.ceil(len(train_ids) / train_cfg.batch_size)
     total_steps = steps_per_epoch * train_cfg.epochs
     distributed.check_batches(len(train_ids), train_cfg.batch_size)
@@ -416,7 +427,8 @@ def train(
                 batch = pad([views[j] for j in mine])
                 y = labels[[rows[j] for j in mine]].to(device)
                 for g in opt.param_groups:
-                    g["lr"] = lr_at(step, total_steps, train_cfg)
+                    # (a run's state saved before new_lr existed has no lr_scale: 1)
+                    g["lr"] = lr_at(step, total_steps, train_cfg) * g.get("lr_scale", 1.0)
                 t = step / max(1, total_steps - 1)  # training progress in [0, 1]
                 mode = "dense" if dense else ("structural" if t >= structural_from else "soft")
                 control = dataclasses.replace(heads, soft_gates=t < train_cfg.structural_from) if gated else heads

@@ -166,6 +166,13 @@ def test_head_heatmap_marks_the_heads_that_ran():
     assert list(with_values.data[1].text[0]) == ["(0.10)", "", "", "(0.10)"]
     assert with_values.data[3].name == "not computed (value in brackets)"
     assert with_values.data[0].zmax == 1.0
+    # 12 heads a layer (MiniLM): cells too narrow for numbers, ★ and "—" alone, the values on hover
+    wide = [[0.05 + 0.01 * h for h in range(12)]]
+    heat, grey, ran_key, not_run_key = charts.head_heatmap(wide, [[0, 11]], "p", colorbar_title="p",
+                                                           unrun_values=True).data
+    assert list(heat.text[0]) == ["★"] + [""] * 10 + ["★"] and heat.z[0][11] == pytest.approx(0.16)
+    assert list(grey.text[0]) == [""] + ["—"] * 10 + [""] and "%{z" in heat.hovertemplate
+    assert (ran_key.name, not_run_key.name) == ("head ran (its p on hover)", "not computed")
 
 
 def test_head_heatmaps_put_several_maps_on_one_colour_scale():
@@ -271,6 +278,12 @@ def test_bar_charts():
     assert all(bar.textangle == -90 for bar in pair.data)  # side by side labels stand up
     assert pair.layout.uniformtext.minsize == 12 and pair.layout.uniformtext.mode == "hide"  # never tiny
     assert fig.layout.xaxis.range[1] > 1.3  # room for the label of a bar at 100%
+
+
+def test_a_deep_models_per_layer_card_shows_the_range_and_lists_every_layer_in_its_help():
+    assert an.per_layer_value(["0.43", "0.36"]) == ("0.43 / 0.36", None)
+    assert an.per_layer_value(["5", "4", "10", "5", "5", "4"]) == ("4–10", "Per layer: 5 / 4 / 10 / 5 / 5 / 4")
+    assert an.per_layer_value(["5"] * 6) == ("5", "Per layer: 5 / 5 / 5 / 5 / 5 / 5")
 
 
 def test_metric_cards(bbc_budgetformer, dense):

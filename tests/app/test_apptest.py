@@ -56,8 +56,11 @@ def at() -> AppTest:
 
 
 def metric(at: AppTest, label: str) -> str:
+    """A metric's value; for a per-layer card of a deep model, which shows a range, the whole
+    list from its help ("Per layer: a / b / …")."""
     [m] = [m for m in at.metric if m.label == label]
-    return m.value
+    listed = re.match(r"Per layer: (.*)$", m.help or "")
+    return listed.group(1) if listed else m.value
 
 
 def typed_arrays_as_lists(spec):
@@ -1053,6 +1056,10 @@ def test_every_page_speaks_the_models_method(model):
     history = json.loads((CHECKPOINTS / model / "history.json").read_text() or "[]")
     texts_here = cfg["dataset"] in ("bbc", "synthetic", "synthetic_var")
     at = pick_model(run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT)), model)
+    card = " ".join(c.value for c in at.sidebar.caption).replace("\\", "")  # markdown escapes dropped
+    base = cfg.get("backbone")
+    assert (f"backbone **{base['package']}** (pretrained)" if base else "trained from scratch") in card
+    assert f"{mcfg['n_layers']} layers × {mcfg['n_heads']} heads" in card
     for view in PAGES:
         if view != "explore":
             open_page(at, view)
@@ -1140,7 +1147,9 @@ def check_dynamics(at, mcfg, labels, history, texts_here):
 def check_compare(at, mcfg, labels, history, texts_here):
     # by default the picked model against its dataset's dense model (or the budgetformer of a dense one)
     ks = [metric(at, f"{side} · Heads run per layer") for side in "AB"]
-    assert len(ks) == 2 and all(len(k.split(" / ")) == mcfg["n_layers"] for k in ks)
+    layers = [config(at.selectbox(key=f"sbs_model_{side}").value)["model"]["n_layers"] for side in "AB"]
+    assert layers[0] == mcfg["n_layers"]  # side A is the picked model; B may have another depth
+    assert [len(k.split(" / ")) for k in ks] == layers
     assert ("A · Budget b per layer" in [m.label for m in at.metric]) == (mcfg["variant"] == "bba")
 
 

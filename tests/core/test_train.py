@@ -6,7 +6,8 @@ import pytest
 
 from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides
 from budgetformer_core.data import Split, TextDataset
-from budgetformer_core.train import set_seed, train
+from budgetformer_core.model import BudgetFormer
+from budgetformer_core.train import lr_at, param_groups, set_seed, train
 
 from ..conftest import small_config, train_tiny
 
@@ -38,6 +39,27 @@ def test_tiny_run_lowers_the_loss(tmp_path, variant):
     betas = [h["beta"] for h in result.history]
     assert betas == sorted(betas)
     assert (tmp_path / variant / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("variant", ["budgetformer", "bba", "dense"])
+def test_new_lr_is_the_rate_of_the_classifier_and_the_allocators_only(variant):
+    model = BudgetFormer(small_config(variant=variant))
+    names = {id(p): n for n, p in model.named_parameters()}
+    fresh = {n for n in names.values() if n.startswith("head.") or ".alloc." in n}
+    assert fresh and any(".alloc." in n for n in fresh) == (variant != "dense")
+    cfg = TrainConfig(lr=1e-4, new_lr=2e-3, weight_decay=0.01)
+    groups = param_groups(model, cfg)
+    in_groups = [names[id(p)] for g in groups for p in g["params"]]
+    assert sorted(in_groups) == sorted(names.values())  # every parameter once
+    for g in groups:
+        got = {names[id(p)] for p in g["params"]}
+        assert g["lr_scale"] == pytest.approx(20.0 if got <= fresh else 1.0) and (got <= fresh or not got & fresh)
+        assert all((p.dim() >= 2 and "emb" not in names[id(p)]) == (g["weight_decay"] > 0) for p in g["params"])
+    # the scheduled rate at the peak (after warm-up) is lr for the encoder, new_lr for the fresh networks
+    peak = lr_at(int(0.1 * 100), 100, cfg)
+    assert {round(peak * g["lr_scale"], 12) for g in groups} == {1e-4, 2e-3}
+    plain = param_groups(model, TrainConfig(weight_decay=0.01))  # new_lr 0: lr everywhere, decayed group first
+    assert [g["lr_scale"] for g in plain] == [1.0, 1.0] and plain[0]["weight_decay"] == 0.01
 
 
 def test_set_seed_returns_seed():
