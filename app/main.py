@@ -10,6 +10,7 @@ import streamlit as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.components import model_picker  # noqa: E402  (needs the path above)
+from app.state import prefetch  # noqa: E402
 
 started = time.perf_counter()
 # an emoji favicon is drawn in the browser; a :material/…: one is fetched from fonts.gstatic.com
@@ -26,7 +27,9 @@ pages = [
     st.Page("views/dynamics.py", title="Training dynamics", icon=":material/show_chart:"),
 ]
 page = st.navigation(pages)
-model_picker()  # shared by every page: widgets in the entry script persist across pages
+name = model_picker()  # shared by every page: widgets in the entry script persist across pages
 page.run()
+if name is not None:
+    prefetch(name)  # the picked model's per-example tables, read while the visitor looks at this page
 # reached only when the page ran to the end (st.stop ends the run before this)
 st.sidebar.caption(f"Server time for this update: {(time.perf_counter() - started) * 1e3:.0f} ms")

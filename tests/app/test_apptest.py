@@ -135,6 +135,18 @@ def test_default_page_shows_the_analysis(at):
     ]
 
 
+def test_the_picked_models_per_example_tables_are_read_in_the_background(at):
+    from app import state
+
+    thread = state.PREFETCH[DEFAULT_MODEL]  # started by the run that picked the model, after its page
+    thread.join(120)
+    assert not thread.is_alive() and thread.daemon
+    for model in (DEFAULT_MODEL, state.reference_model(DEFAULT_MODEL)):
+        assert state.precomputed_table(model) is not None  # what the thread read: vouched and readable
+    state.prefetch(DEFAULT_MODEL)
+    assert state.PREFETCH[DEFAULT_MODEL] is thread  # once per server process
+
+
 def test_typing_a_text_updates_the_prediction(at):
     assert metric(at, "Prediction") == "sports"
     type_text(at, BUSINESS)
