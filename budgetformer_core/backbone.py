@@ -24,6 +24,8 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,16 +141,52 @@ class Backbone:
         return model
 
 
+HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+"""A Hugging Face hub model id: ``name`` or ``owner/name``."""
+HUB_FILES = ["config.json", "model.safetensors", "tokenizer.json", "vocab.txt"]
+"""What is fetched of a hub model: the files :func:`load_backbone` reads, nothing else."""
+
+
 def resolve(source: str | Path) -> tuple[Path, PackagedBackbone | None]:
-    """The checkpoint folder of a packaged backbone's name or of a local directory."""
+    """The checkpoint folder of a packaged backbone's name, a local directory or a hub model id
+    (:func:`hub_snapshot`)."""
     if str(source) in PACKAGED:
         package = PACKAGED[str(source)]
         return package.directory(), package
     path = Path(source)
-    if not path.is_dir():
-        known = ", ".join(PACKAGED)
+    if path.is_dir():
+        return path, None
+    known = ", ".join(PACKAGED)
+    if not HUB_NAME.match(str(source)):
         raise CheckpointError(f"backbone {str(source)!r} is neither a directory nor a packaged backbone ({known})")
-    return path, None
+    return hub_snapshot(str(source)), None
+
+
+def hub_snapshot(name: str) -> Path:
+    """The local folder of hub model ``name`` (:data:`HUB_FILES` only), downloaded into the
+    Hugging Face cache the first time — the one use of the network, and only when asked for a
+    hub model. ``HF_HUB_OFFLINE=1`` reads the cache alone; ``HF_HUB_CACHE`` says where it is
+    (both read at each call).
+
+    Raises:
+        CheckpointError: ``huggingface_hub`` is not installed, or the model is neither cached
+            nor reachable (no network, no such model, a gated one).
+    """
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+    except ImportError:
+        raise CheckpointError(f"backbone {name!r} is not a directory here; a hub model needs huggingface_hub "
+                              "(pip install huggingface_hub)") from None
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    try:
+        folder = snapshot_download(repo_id=name, allow_patterns=HUB_FILES, local_files_only=offline,
+                                   cache_dir=os.environ.get("HF_HUB_CACHE") or None)
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError) as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        where = "the hub cache (HF_HUB_OFFLINE is set)" if offline else "the hub cache or the hub"
+        raise CheckpointError(f"backbone {name!r} is not a directory here, nor a model in {where}: {why}") from None
+    return Path(folder)
 
 
 def backbone_config(source: str | Path) -> ModelConfig:
@@ -169,7 +207,8 @@ def load_backbone(source: str | Path = "minilm-l6", sha256: str | None = None) -
     """Read a BERT-family checkpoint: a packaged backbone's name (:data:`PACKAGED`) or a folder.
 
     Args:
-        source: ``minilm-l6`` or a directory in the Hugging Face layout.
+        source: ``minilm-l6``, a directory in the Hugging Face layout or a hub model id
+            (e.g. ``sentence-transformers/all-MiniLM-L6-v2``; downloaded once, see :func:`hub_snapshot`).
         sha256: the weights' expected sha256 (default: the package's, none for a folder); a
             different file is refused.
 

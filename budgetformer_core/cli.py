@@ -334,8 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", choices=("dense", "budgetformer", "bba"), default="budgetformer")
     p.add_argument("--init", help="warm start from this checkpoint (e.g. a dense model, for bba)")
     p.add_argument("--backbone", metavar="NAME|DIR",
-                   help="start from a pretrained encoder: minilm-l6 (shipped by a package) or a Hugging Face BERT "
-                        "folder (config.json, model.safetensors, tokenizer.json or vocab.txt)")
+                   help="start from a pretrained encoder: minilm-l6 (shipped by a package), a Hugging Face BERT "
+                        "folder (config.json, model.safetensors, tokenizer.json or vocab.txt) or a hub model id "
+                        "(e.g. prajjwal1/bert-mini: downloaded once into the Hugging Face cache, needs the network)")
     p.add_argument("--out", help="checkpoint directory to write (required); the run's state is kept in OUT.resume")
     p.add_argument("--force", action="store_true", help="replace a checkpoint already at --out")
     p.add_argument("--resume", metavar="DIR", help="continue the interrupted run whose state is in DIR (OUT.resume)")

@@ -176,7 +176,7 @@ def _refused(source, match, **kwargs):
 def test_bad_checkpoint_folders_are_refused_by_name(backbone, tmp_path):
     config = json.loads((backbone.path / "config.json").read_text())
     _refused(tmp_path / "nowhere", "neither a directory nor a packaged backbone")
-    _refused("minilm-l12", "neither a directory nor a packaged backbone")
+    _refused("minilm-l12", "not a directory here, nor a model in the hub cache")  # a hub id: offline here
     _refused(_folder(tmp_path / "a", backbone), r"a/config.json: not found")
     _refused(_folder(tmp_path / "b", backbone, {**config, "model_type": "roberta"}),
              "model_type 'roberta' is not supported")
@@ -189,6 +189,25 @@ def test_bad_checkpoint_folders_are_refused_by_name(backbone, tmp_path):
              sha256="0" * 64)
     no_width = {k: v for k, v in config.items() if k != "hidden_size"}
     _refused(_folder(tmp_path / "f", backbone, no_width), "config.json: no 'hidden_size'")
+
+
+def test_a_hub_model_id_is_read_from_the_hub_cache_offline(backbone, tmp_path, monkeypatch):
+    """A hub id resolves through huggingface_hub's cache (HF_HUB_OFFLINE: no network): a cached
+    snapshot loads as the same encoder; an uncached one is refused in one line, at once."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    repo = tmp_path / "models--sentence-transformers--all-MiniLM-L6-v2"
+    snapshot = repo / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40)
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        (snapshot / name).symlink_to(backbone.path / name)
+    hub = load_backbone("sentence-transformers/all-MiniLM-L6-v2", sha256=backbone.sha256)
+    assert hub.path == snapshot and hub.config == backbone.config
+    assert all(torch.equal(hub.weights[k], v) for k, v in backbone.weights.items())
+    _refused("someone/not-cached", "not a directory here, nor a model in the hub cache")
+    _refused("not a/hub id", "neither a directory nor a packaged backbone")
 
 
 def test_a_config_that_changes_the_checkpoints_shape_is_refused(backbone):
