@@ -174,7 +174,6 @@ def hub_snapshot(name: str) -> Path:
     """
     try:
         from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
     except ImportError:
         raise CheckpointError(f"backbone {name!r} is not a directory here; a hub model needs huggingface_hub "
                               "(pip install huggingface_hub)") from None
@@ -182,7 +181,7 @@ def hub_snapshot(name: str) -> Path:
     try:
         folder = snapshot_download(repo_id=name, allow_patterns=HUB_FILES, local_files_only=offline,
                                    cache_dir=os.environ.get("HF_HUB_CACHE") or None)
-    except (LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError) as e:
+    except (OSError, ValueError) as e:  # its errors (not cached, not found, HTTP) are OSErrors
         why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         where = "the hub cache (HF_HUB_OFFLINE is set)" if offline else "the hub cache or the hub"
         raise CheckpointError(f"backbone {name!r} is not a directory here, nor a model in {where}: {why}") from None

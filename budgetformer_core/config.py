@@ -269,9 +269,9 @@ class TrainConfig:
     budget_min: float = 0.1
     """bba: smallest budget sampled in training."""
     new_lr: float = 0.0
-    """Peak learning rate of the networks a warm start or a pretrained encoder does not bring —
-    the classifier, f_θ, g_φ and bba's gates (parameters named ``head`` or ``alloc``) — when it
-    should differ from ``lr`` (0 = ``lr``): fine-tuning a pretrained encoder wants a small ``lr``
+    """Peak learning rate of the networks a pretrained encoder does not bring — the classifier,
+    f_θ, g_φ and bba's gates (parameters named ``head`` or ``alloc``) — when it should differ
+    from ``lr`` (0 = ``lr``): fine-tuning a pretrained encoder wants a small ``lr``
     (1e-4), at which freshly initialised budget networks hardly leave their start in a few hundred
     steps. Same warm-up and decay."""
     max_train: int = 0
