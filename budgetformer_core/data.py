@@ -276,8 +276,10 @@ def make_synthetic_var(
     that spreads over two slots gets a mix of two letters from the same pair ``a`` / ``b`` and
     cannot tell which slot held which. So a model with h heads reads at most h slots: an input
     with k slots in use needs k heads, and *which* heads follows from its mask. Both are visible
-    in the anchor word, i.e. in the pooled embeddings that f_θ and g_φ read. The split's
-    ``needed_heads`` holds every k.
+    in the anchor word, i.e. in the pooled embeddings that f_θ and g_φ read. k is visible a
+    second way too: ``n_cues − k`` of the words are ``_`` and ``noise_words + k`` are noise, and
+    a mean-pooled summary counts them (the shipped f_θ reads k there, not from the anchor:
+    README, "Allocation that adapts", (5)). The split's ``needed_heads`` holds every k.
 
     (Earlier versions planted k marker-and-value cues as :func:`make_synthetic` does; with each
     cue's own value words one head read every cue by content, and with shared ones a dense model

@@ -8,6 +8,7 @@ import dataclasses
 import io
 import json
 import math
+import re
 import shutil
 
 import numpy as np
@@ -15,8 +16,9 @@ import pandas as pd
 import pytest
 
 from budgetformer_core.adaptivity import adaptivity, from_arrays, from_frames, hard_easy_ratio, layer_adaptivity
+from budgetformer_core.checkpoint import load_checkpoint
 from budgetformer_core.cli import main
-from budgetformer_core.data import load_dataset
+from budgetformer_core.data import Split, load_dataset
 from budgetformer_core.infer import evaluate_split, spearman
 
 from ..conftest import PRECOMPUTED
@@ -210,3 +212,32 @@ def test_from_arrays_without_reference_or_needs_and_with_constant_s():
     assert same_need.notes == ["rho_k_needed is null: every input needs 2 heads"]
     with pytest.raises(ValueError, match="needed-head counts"):
         from_arrays(selected, np.ones((3, 1)), [0, 1, 1], [0, 1, 0], needed_heads=[1, 2])
+
+
+
+ANCHOR = re.compile(r"\bq[01]{4}\b")  # synthetic_var's anchor q{mask}: the slots in use
+READS_THE_MIX = (
+    "the shipped synthetic_var-budgetformer reads the need from the mix of the other words, not from the anchor: "
+    "every sequence has 28 words, but 4 - n of them are `_`, 15 + n noise words and 8 - n loose letters; with the "
+    "anchor alone rewritten, mean k is 3.46 (one slot named) and 3.53 (all four) on these 400 inputs, and the "
+    "inputs needing 4 with the mix of a one-slot input (3 noise words made `_`, 3 made loose letters) run k = 3.0 "
+    "instead of 4.0 (README, 'Allocation that adapts')"
+)
+
+
+@pytest.mark.skipif(not (PRECOMPUTED / "synthetic_var-budgetformer").is_dir(), reason="no shipped model")
+@pytest.mark.xfail(strict=True, reason=READS_THE_MIX)
+def test_synthetic_var_budget_is_read_from_the_anchor():
+    """The anchor names the slots an input uses, so a budget that follows the need because it
+    reads the need should move with the anchor alone: the same 400 test inputs with the anchor
+    rewritten to name one slot, then all four, run more heads the second time."""
+    ckpt = load_checkpoint(PRECOMPUTED / "synthetic_var-budgetformer")
+    texts = load_dataset("synthetic_var").split("test").texts[:400]
+
+    def mean_k(anchor: str) -> float:
+        split = Split([ANCHOR.sub(anchor, t) for t in texts], [0] * len(texts))
+        return float(evaluate_split(ckpt, split).selected.sum(-1).mean())  # (N, L) -> one number
+
+    one, four = mean_k("q1000"), mean_k("q1111")
+    print(f"\nmean k with the anchor naming 1 slot: {one:.2f}, all 4: {four:.2f}")
+    assert four - one > 1.5

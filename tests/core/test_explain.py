@@ -120,8 +120,9 @@ def cue_share(name: str, n_inputs: int = 20) -> tuple[float, float, float]:
 NOT_YET = (
     "over the first 20 test inputs with 3-4 slots in use, the anchor and its slots (17.9 % of the tokens) carry "
     "28.9 % of |attribution| for budgetformer (its k follows the need, rho(k, n) = +0.87; mean total 6e-2 per "
-    "input) and 25.9 % for budgetformer-paper (2e-2): with a mean-pooled summary, leaving out any token moves the "
-    "mean, so every one of the 23 other tokens carries a share"
+    "input) and 25.9 % for budgetformer-paper (2e-2): f_θ reads the need from how many of the other words are "
+    "`_`, noise and loose letters (they move with n), not from the anchor, so every token carries a share "
+    "(test_adaptivity.py::test_synthetic_var_budget_is_read_from_the_anchor)"
 )
 
 
