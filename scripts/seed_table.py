@@ -60,7 +60,9 @@ def train(shipped: Path, seed: int, out: Path) -> dict:
         times[out.name] = time.perf_counter() - start
         times_file.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
     run = json.loads((out / "config.json").read_text())
-    return {**run["test"], "seconds": times.get(out.name, float("nan")), "checkpoint": str(out)}
+    where = out.resolve()
+    where = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where  # the CSV names no machine
+    return {**run["test"], "seconds": times.get(out.name, float("nan")), "checkpoint": where.as_posix()}
 
 
 def fmt(values: list[float], pct: bool = True) -> str:

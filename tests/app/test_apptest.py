@@ -810,6 +810,11 @@ def test_error_bars_on_the_ablation_and_sweep_pages(at):
         assert lo <= row[5] <= hi
     assert set(shown["verdict"]) <= {"within noise", "beyond noise"}
     assert any("Paired bootstrap over the 426 test inputs (2,000 resamples, seed 0)" in c.value for c in at.caption)
+    # the spread over training seeds, as scripts/seed_table.py wrote it (seed 0: the shipped models)
+    runs = bootstrap.read_seed_runs(ROOT / "precomputed" / "results" / "seeds.csv")
+    seeds = frame_with(at, "per seed (%)")
+    assert seeds.equals(results_module.seed_table(bootstrap.seed_spread(runs, "bbc")))
+    assert (seeds["seeds"] == 3).all() and {"budgetformer", "dense"} <= set(seeds["model"])
     intervals = bootstrap.accuracy_intervals(tables)
     accuracy = chart(at, "Accuracy and macro-F1")["data"][0]
     keys = [m for m, name in names.items() if name in accuracy["x"]]

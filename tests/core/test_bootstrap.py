@@ -78,6 +78,25 @@ def test_seed_runs_and_their_spread(tmp_path):
         bs.read_seed_runs(path)
 
 
+SEEDS = Path(__file__).resolve().parents[2] / "precomputed" / "results" / "seeds.csv"
+
+
+@pytest.mark.skipif(not SEEDS.is_file(), reason="no shipped seed runs")
+def test_the_shipped_seed_runs_start_from_the_shipped_models():
+    """seeds.csv's seed 0 of each model is the shipped checkpoint (its recorded test figures), and
+    every other seed is a run of its own: three seeds per model, no two the same row."""
+    import json
+
+    runs = bs.read_seed_runs(SEEDS)
+    assert not runs.duplicated(["dataset", "model", "seed"]).any()
+    checkpoints = SEEDS.parents[1] / "checkpoints"
+    for row in runs[runs["seed"] == 0].itertuples():
+        test = json.loads((checkpoints / f"{row.dataset}-{row.model}" / "config.json").read_text())["test"]
+        assert row.accuracy == pytest.approx(test["accuracy"], abs=1e-6)
+        assert row.heads_fraction == pytest.approx(test["mean_heads_fraction"], abs=1e-6)
+    assert (runs.groupby(["dataset", "model"])["seed"].nunique() == 3).all()
+
+
 PER_EXAMPLE = Path(__file__).resolve().parents[2] / "precomputed" / "results" / "per_example"
 
 
