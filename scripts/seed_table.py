@@ -9,7 +9,9 @@ seed 0 is the shipped checkpoint itself (every shipped model is trained with see
 not trained again. The table reports test accuracy (mean ± sd over the seeds and each seed's),
 heads run and FLOPs, and the wall-clock time of each training subprocess as timed here.
 ``--csv`` writes a row per model and seed (the file the app's error bars read, see
-``budgetformer_core.bootstrap.read_seed_runs``); rows of other datasets in it are kept.
+``budgetformer_core.bootstrap.read_seed_runs``); the rows of other datasets and models in it are
+kept, so models run by separate invocations (e.g. side by side, each with its own ``--out``) end
+up in one file.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--models", nargs="+", default=["dense", "budgetformer"])
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "seeds")
-    ap.add_argument("--csv", type=Path, help="write a row per model and seed here (other datasets' rows kept)")
+    ap.add_argument("--csv", type=Path, help="write a row per model and seed here (other models' rows kept)")
     args = ap.parse_args()
     print("| model | test accuracy % (mean ± sd) | per seed | heads run | FLOPs vs dense | train time (s) |")
     print("|---|---|---|---|---|---|")
@@ -100,7 +102,8 @@ def main() -> None:
         frame = pd.DataFrame(rows)
         if args.csv.is_file():
             kept = pd.read_csv(args.csv)
-            frame = pd.concat([kept[kept["dataset"] != args.dataset], frame], ignore_index=True)
+            rerun = (kept["dataset"] == args.dataset) & kept["model"].isin(args.models)
+            frame = pd.concat([kept[~rerun], frame], ignore_index=True)
         frame.to_csv(args.csv, index=False, float_format="%.6f")
 
 

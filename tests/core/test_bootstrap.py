@@ -126,3 +126,26 @@ def test_the_readme_holds_the_intervals_as_computed():
             assert not verdicts["budgetformer", "dense"] and not verdicts["no-budget-net", "budgetformer"]
             assert not verdicts["no-head-scorer", "budgetformer"]
             assert verdicts["bba", "dense"]
+
+
+@pytest.mark.skipif(not (SEEDS.parents[1] / "checkpoints" / "bbc-dense").is_dir(), reason="no shipped models")
+def test_seed_table_keeps_the_rows_of_the_models_it_did_not_run(tmp_path):
+    """scripts/seed_table.py --csv replaces the rows of the models it ran and keeps the others, so
+    runs made side by side end up in one file; seed 0 is the shipped checkpoint (nothing trained)."""
+    import subprocess
+    import sys
+
+    root = SEEDS.parents[2]
+    path = tmp_path / "seeds.csv"
+    pd.DataFrame({"dataset": ["bbc", "bbc", "ag_news"], "model": ["bba", "dense", "dense"], "seed": [1, 5, 0],
+                  "accuracy": [0.9, 0.1, 0.8]}).to_csv(path, index=False)
+    done = subprocess.run([sys.executable, str(root / "scripts" / "seed_table.py"), "--dataset", "bbc", "--seeds", "0",
+                           "--models", "dense", "--out", str(tmp_path / "runs"), "--csv", str(path)],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = bs.read_seed_runs(path)
+    assert sorted(zip(rows["dataset"], rows["model"], rows["seed"])) == [
+        ("ag_news", "dense", 0), ("bbc", "bba", 1), ("bbc", "dense", 0)]  # bbc dense's seed 5 replaced
+    dense = rows[(rows["dataset"] == "bbc") & (rows["model"] == "dense")].iloc[0]
+    assert dense["checkpoint"] == "precomputed/checkpoints/bbc-dense"
+    assert not (tmp_path / "runs").exists()  # seed 0 is the shipped checkpoint: nothing trained
