@@ -214,7 +214,6 @@ def test_from_arrays_without_reference_or_needs_and_with_constant_s():
         from_arrays(selected, np.ones((3, 1)), [0, 1, 1], [0, 1, 0], needed_heads=[1, 2])
 
 
-
 ANCHOR = re.compile(r"\bq[01]{4}\b")  # synthetic_var's anchor q{mask}: the slots in use
 READS_THE_MIX = (
     "the shipped synthetic_var-budgetformer reads the need from the mix of the other words, not from the anchor: "

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -85,8 +88,6 @@ SEEDS = Path(__file__).resolve().parents[2] / "precomputed" / "results" / "seeds
 def test_the_shipped_seed_runs_start_from_the_shipped_models():
     """seeds.csv's seed 0 of each model is the shipped checkpoint (its recorded test figures), and
     every other seed is a run of its own: three seeds per model, no two the same row."""
-    import json
-
     runs = bs.read_seed_runs(SEEDS)
     assert not runs.duplicated(["dataset", "model", "seed"]).any()
     checkpoints = SEEDS.parents[1] / "checkpoints"
@@ -132,9 +133,6 @@ def test_the_readme_holds_the_intervals_as_computed():
 def test_seed_table_keeps_the_rows_of_the_models_it_did_not_run(tmp_path):
     """scripts/seed_table.py --csv replaces the rows of the models it ran and keeps the others, so
     runs made side by side end up in one file; seed 0 is the shipped checkpoint (nothing trained)."""
-    import subprocess
-    import sys
-
     root = SEEDS.parents[2]
     path = tmp_path / "seeds.csv"
     pd.DataFrame({"dataset": ["bbc", "bbc", "ag_news"], "model": ["bba", "dense", "dense"], "seed": [1, 5, 0],
