@@ -11,7 +11,8 @@ execution modes — the one place a mode is dispatched:
   Q/K/V projection and their columns of the output projection are gathered, so the work done is
   proportional to k. Inputs in one call may each select different heads (same k).
 
-The fused projection ``qkv.weight`` has shape (3·D, D); head i owns rows
+The fused projection ``qkv.weight`` has shape (3·H·Dh, D) (H·Dh = D unless the config gives
+heads a width of their own, ``ModelConfig.head_dim``); head i owns rows
 [i·Dh, (i+1)·Dh) of each of its Q, K and V blocks, and columns [i·Dh, (i+1)·Dh) of ``out.weight``.
 Viewed as (3, H, Dh·D) and (D, H, Dh), a head's slices are one index along the H axis, so
 gathering k heads is one ``index_select`` per weight, with no index arithmetic per call.
@@ -76,13 +77,15 @@ class AttentionCapture:
 class HeadAttention(nn.Module):
     """Self-attention whose heads can be weighted, masked or structurally skipped."""
 
-    def __init__(self, d_model: int, n_heads: int, kept: list[int] | None = None):
+    def __init__(self, d_model: int, n_heads: int, kept: list[int] | None = None, d_head: int = 0):
         """``kept``: build the layer already pruned to these of its ``n_heads`` heads (to load a
-        pruned checkpoint); :meth:`prune_heads` prunes a built one."""
+        pruned checkpoint); :meth:`prune_heads` prunes a built one. ``d_head``: each head's width
+        (0 = ``d_model / n_heads``)."""
         super().__init__()
-        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.out = nn.Linear(d_model, d_model)
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_head or d_model // n_heads
+        width = n_heads * self.d_head
+        self.qkv = nn.Linear(d_model, 3 * width)
+        self.out = nn.Linear(width, d_model)
         if kept is not None:
             self.prune_heads(kept)
 

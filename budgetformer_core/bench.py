@@ -48,8 +48,8 @@ from .budget import (
     ForwardContext,
     GateAllocator,
     heads_for_budget_value,
-    masked_mean,
     run_budget_nets,
+    summarize,
 )
 from .flops import attention_share, dense_flops, forward_flops
 from .model import BudgetFormer
@@ -429,11 +429,11 @@ def _budgeting(
     embeddings = model.embed(ids)  # (B, T, D)
 
     def context() -> ForwardContext:  # a fresh one per call: nothing computed is reused
-        return ForwardContext(None, Control(), "structural", embeddings)
+        return ForwardContext(None, Control(), "structural", embeddings, pooling=model.cfg.pooling)
 
     def networks(alloc, xn: torch.Tensor, ctx: ForwardContext) -> object:
         if isinstance(alloc, BudgetAllocator):
-            return run_budget_nets(alloc.budget_net, alloc.scorer, masked_mean(xn, None))
+            return run_budget_nets(alloc.budget_net, alloc.scorer, summarize(xn, None, model.cfg.pooling))
         if isinstance(alloc, GateAllocator):
             return alloc.scores(xn, ctx)
         return None

@@ -56,6 +56,13 @@ def masked_mean(x: Tensor, mask: Tensor | None) -> Tensor:
     return (x * m).sum(1) / m.sum(1).clamp_min(1.0)
 
 
+def summarize(x: Tensor, mask: Tensor | None, pooling: str) -> Tensor:
+    """The (B, D) summary of token states x (B, T, D) that the budgeting networks read: the mean
+    over real tokens, or the first token's state where the model classifies that
+    (``ModelConfig.pooling="first"``; ``mean_max`` models read the mean)."""
+    return x[:, 0] if pooling == "first" else masked_mean(x, mask)
+
+
 class BudgetNet(nn.Module):
     """f_θ: a two-layer MLP mapping the pooled layer input to a budget s ∈ (0, 1)."""
 
@@ -149,6 +156,10 @@ class Control:
     soft_gates: bool = False
     """Training only, ``gated`` weights: the soft gates themselves as the weights (every head
     contributes a little and learns) instead of the exact top k with their gradients."""
+    dither: bool = False
+    """Training only, ``gated`` weights: each input runs k = ⌊s·H + u⌋ heads, u uniform on
+    [0, 1) drawn from this Control's generator, so that k is s·H on average (see
+    ``TrainConfig.dither_k``)."""
 
     def __post_init__(self) -> None:
         if self.budget is not None and not 0.0 < self.budget <= 1.0:
@@ -341,13 +352,15 @@ class ForwardContext:
     """(B, T, D) the embedding output (the input of the first layer)."""
     capture_attention: bool = False
     """Keep every layer's attention probabilities in its trace (``LayerTrace.attention``)."""
+    pooling: str = "mean"
+    """The model's pooling: how :func:`summarize` sums up an input for the budgeting networks."""
     _memo: dict = field(default_factory=dict, repr=False)
 
     def embedded(self) -> Tensor:
-        """(B, D) mean of the embedding output over real tokens: a summary of the input that no
+        """(B, D) :func:`summarize` of the embedding output: a summary of the input that no
         layer's head choice changes (bba's gates read it). Computed once per forward pass."""
         if "embedded" not in self._memo:
-            self._memo["embedded"] = masked_mean(self.embeddings, self.mask)
+            self._memo["embedded"] = summarize(self.embeddings, self.mask, self.pooling)
         return self._memo["embedded"]
 
     def every_head(self, n_heads: int, heads: Sequence[int] | None = None) -> LayerTrace:
@@ -428,7 +441,7 @@ class BudgetAllocator(Allocator):
     def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
         cfg, control = self.cfg, ctx.control
         B, H = xn.shape[0], cfg.n_heads
-        h = masked_mean(xn, ctx.mask)  # (B, D) global summary of the layer input
+        h = summarize(xn, ctx.mask, ctx.pooling)  # (B, D) global summary of the layer input
         choice = control.head_choice or cfg.head_choice
         if choice == "learned" and self.scorer is None:
             raise ValueError("this model has no head-scoring network g_φ; choose uniform or random")
@@ -451,6 +464,9 @@ class BudgetAllocator(Allocator):
         elif constant is not None:
             shared_k = heads_for_budget_value(constant, H)
             k = torch.full((B,), shared_k, device=h.device)
+        elif control.dither and self.training:
+            k = heads_for_budget(s.detach() + control.random_scores(B, 1).squeeze(1).to(s.device) / H, H)
+            shared_k = None
         else:
             k = heads_for_budget(s, H)
             shared_k = int(k) if B == 1 else None
@@ -490,7 +506,7 @@ class GateAllocator(Allocator):
         if self.cfg.gate_source == "embedding":
             summary = ctx.embedded()  # (B, D), the same at every budget
             return self.gate(F.layer_norm(summary, summary.shape[-1:]))
-        return self.gate(masked_mean(xn, ctx.mask))
+        return self.gate(summarize(xn, ctx.mask, ctx.pooling))
 
     def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
         cfg, control = self.cfg, ctx.control

@@ -67,6 +67,11 @@ class ModelConfig:
     """Width of the residual stream."""
     n_heads: int = 8
     """Attention heads per layer (H)."""
+    head_dim: int = 0
+    """Width Dh of each head's queries, keys and values; 0 = ``d_model / n_heads``, the usual
+    split. A width of its own decouples what a head can pass on from the residual stream's
+    width: ``synthetic_var``'s models run heads of width 1, each passing on one number, so that
+    a head reads one of its slots (README, "Allocation that adapts")."""
     n_layers: int = 2
     """Encoder layers."""
     d_ff: int = 256
@@ -75,8 +80,10 @@ class ModelConfig:
     """Longest input in tokens; longer inputs are truncated."""
     dropout: float = 0.2
     """Dropout on embeddings, attention output and feed-forward output."""
-    pooling: Literal["mean", "mean_max"] = "mean"
-    """How token states become the classifier's input: their mean, or mean and max concatenated."""
+    pooling: Literal["mean", "mean_max", "first"] = "mean"
+    """How token states become the classifier's input: their mean, mean and max concatenated, or
+    the first token's state alone (``first``: in a one-layer model only the first token's query
+    then reaches the classifier, so what a head passes on is one attention pattern's reading)."""
     variant: Variant = "budgetformer"
     """``dense`` (plain multi-head attention), ``budgetformer`` (f_θ + g_φ per layer) or ``bba``
     (budgeted attention allocation: the caller requests a budget b, monotone head gates)."""
@@ -137,14 +144,16 @@ class ModelConfig:
             raise ValueError(f"max_len must be <= {MAX_LEN:,}, got {self.max_len:,}")
         d, ff, n_layers, hidden = self.d_model, self.d_ff, self.n_layers, self.budget_hidden
         # embeddings, attention and feed-forward per layer, f_θ and g_φ per layer, the classifier
-        weights = ((self.vocab_size + self.max_len) * d + n_layers * (4 * d * d + 2 * d * ff)
+        weights = ((self.vocab_size + self.max_len) * d + n_layers * (4 * d * self.n_heads * self.d_head + 2 * d * ff)
                    + n_layers * hidden * (2 * d + self.n_heads + 1) + 2 * d * self.n_classes)
         if weights > MAX_PARAMETERS:
-            raise ValueError(f"this shape implies about {weights:,} weights (vocab_size, max_len, d_model, d_ff, "
-                             f"n_layers, budget_hidden, n_classes); the limit is {MAX_PARAMETERS:,}")
+            raise ValueError(f"this shape implies about {weights:,} weights (vocab_size, max_len, d_model, head_dim, "
+                             f"d_ff, n_layers, budget_hidden, n_classes); the limit is {MAX_PARAMETERS:,}")
         if self.n_classes < 2:
             raise ValueError(f"n_classes must be >= 2, got {self.n_classes}")
-        if self.d_model % self.n_heads:
+        if self.head_dim < 0:
+            raise ValueError(f"head_dim must be >= 0 (0 = d_model / n_heads), got {self.head_dim}")
+        if not self.head_dim and self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if self.variant not in ("dense", "budgetformer", "bba"):
             raise ValueError(f"variant must be dense, budgetformer or bba, got {self.variant!r}")
@@ -152,8 +161,8 @@ class ModelConfig:
             raise ValueError(f"default_budget must be in (0, 1], got {self.default_budget}")
         if self.gate_temperature <= 0:
             raise ValueError(f"gate_temperature must be > 0, got {self.gate_temperature}")
-        if self.pooling not in ("mean", "mean_max"):
-            raise ValueError(f"pooling must be 'mean' or 'mean_max', got {self.pooling!r}")
+        if self.pooling not in ("mean", "mean_max", "first"):
+            raise ValueError(f"pooling must be 'mean', 'mean_max' or 'first', got {self.pooling!r}")
         if self.head_choice not in ("learned", "uniform", "random"):
             raise ValueError(f"head_choice must be learned/uniform/random, got {self.head_choice!r}")
         if not 0.0 < self.fixed_budget <= 1.0:
@@ -187,10 +196,10 @@ class ModelConfig:
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads
+        return self.head_dim or self.d_model // self.n_heads
 
 
-ENCODER_FIELDS = ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "norm", "activation",
+ENCODER_FIELDS = ("vocab_size", "d_model", "n_heads", "head_dim", "n_layers", "d_ff", "norm", "activation",
                   "type_vocab_size", "layer_norm_eps")
 """The ModelConfig fields that fix an encoder's weights and how they compute: a pretrained
 checkpoint, or a warm start, decides them."""
@@ -241,6 +250,23 @@ class TrainConfig:
     1 when the inputs of a batch favour different heads evenly and H when all favour one, so that
     g_φ ranks heads per input rather than once for all (as the load balancing of mixtures of
     experts)."""
+    random_k: float = 0.0
+    """Rank first, then count (``adaptive`` recipe; 0 = off): for this fraction of training, from
+    its start, every input runs a random number of heads, uniform on 1 … ⌊s_max·H⌋, instead of
+    f_θ's k, and g_φ learns which heads matter most for each input — the first must serve alone,
+    the second with it, …; for the rest g_φ is kept as learnt and f_θ learns how many heads to
+    run. With f_θ's k from the start g_φ is taught only at the k that f_θ picks, and while that
+    k covers every input one order of heads for all inputs costs nothing; and taught for long,
+    the straight-through gradient of the heads that run (how their scale would change the loss)
+    drifts the order away from the heads each input needs (README, "Allocation that adapts")."""
+    dither_k: bool = False
+    """``adaptive`` recipe: in training, each input runs k = ⌊s·H + u⌋ heads, u uniform on
+    [0, 1), instead of ⌊s·H⌋ — k is s·H on average, and an s between two k runs the higher one
+    as often as its fraction says. Without it s settles on the edge where an input's last
+    needed head switches on (one head more helps until it runs; then only the price speaks,
+    since the straight-through gradient of a head that runs tells how its scale, not its
+    presence, would change the loss), and the k at inference flips with the last digits of s.
+    Dithered, s settles where the needed head runs nearly always, inside the range of its k."""
     beta_start: float = -1.0
     """β at the start of training (< 0 rewards high head entropy: explore)."""
     beta_end: float = 1.0
@@ -279,6 +305,14 @@ class TrainConfig:
     freeze_embeddings: bool = False
     """Keep the token, position and token-type embeddings (and their layer norm) as they start:
     a pretrained encoder's vocabulary stays as pretrained, and each step is cheaper."""
+    freeze_attention: bool = False
+    """Keep the embeddings and, in every layer, the layer norm before attention and the
+    attention's projections (each head's Q/K/V rows and output columns) as they start, and train
+    the rest around them (feed-forward blocks, classifier, f_θ, g_φ). The first layer's heads
+    then compute what a warm start's did (later layers' heads read what the trained feed-forward
+    blocks give them): on synthetic_var each head of the dense model reads one slot, and g_φ
+    learns to pick them per input instead of the heads learning to serve one order of picks
+    (README, "Allocation that adapts")."""
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -309,6 +343,8 @@ class TrainConfig:
             raise ValueError(f"pos_init must be 'normal' or 'sinusoidal', got {self.pos_init!r}")
         if not 0.0 <= self.ema < 1.0:
             raise ValueError(f"ema must be in [0, 1), got {self.ema}")
+        if not 0.0 <= self.random_k <= 1.0:
+            raise ValueError(f"random_k must be in [0, 1], got {self.random_k}")
         if not 0.0 <= self.structural_from <= 1.0:
             raise ValueError(f"structural_from must be in [0, 1], got {self.structural_from}")
         if not 0.0 <= self.token_dropout < 1.0:

@@ -1,9 +1,10 @@
 """Encoder classifier whose attention layers budget their heads per input.
 
 A Transformer encoder (token + learned position embeddings, ``n_layers`` layers of attention and
-feed-forward, mean-pool over real tokens, linear classifier). Pre-norm by default (a layer norm
-before each sublayer and a final one); ``ModelConfig.norm="post"`` gives BERT's layout (token-type
-embeddings, a layer norm of the embeddings and after each residual sum), into which
+feed-forward, mean-pool over real tokens — or the first token's state — linear classifier).
+Pre-norm by default (a layer norm before each sublayer and a final one); ``ModelConfig.norm="post"``
+gives BERT's layout (token-type embeddings, a layer norm of the embeddings and after each
+residual sum), into which
 :mod:`budgetformer_core.backbone` loads pretrained checkpoints.
 Each layer owns an allocator (:mod:`budgetformer_core.budget`) that decides, from the layer's
 normalised input, which heads run for each input — BudgetFormer's f_θ and g_φ, bba's gates, a
@@ -62,7 +63,7 @@ class EncoderLayer(nn.Module):
         self.post_norm = cfg.norm == "post"
         self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.alloc = alloc
-        self.attn = HeadAttention(cfg.d_model, cfg.n_heads, kept)
+        self.attn = HeadAttention(cfg.d_model, cfg.n_heads, kept, cfg.d_head)
         self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         gelu = nn.GELU(approximate="tanh" if cfg.activation == "gelu_tanh" else "none")
         self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), gelu, nn.Linear(cfg.d_ff, cfg.d_model))
@@ -185,7 +186,10 @@ class BudgetFormer(nn.Module):
         return self.ln_emb(x)
 
     def pool(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        """(B, T, D) final states -> (B, D) mean, or (B, 2D) mean ‖ max, over real tokens."""
+        """(B, T, D) final states -> (B, D) mean, or (B, 2D) mean ‖ max, over real tokens, or
+        (B, D) the first token's state."""
+        if self.cfg.pooling == "first":
+            return x[:, 0]
         mean = masked_mean(x, mask)
         if self.cfg.pooling == "mean":
             return mean
@@ -219,7 +223,7 @@ class BudgetFormer(nn.Module):
         key_mask = None if bool(mask.all()) else mask  # no padding: unmasked (faster) attention
         x = self.embed(ids)  # (B, T, D)
         x = self.drop(x) if self.training else x
-        ctx = ForwardContext(key_mask, control or Control(), mode, x, capture_attention)
+        ctx = ForwardContext(key_mask, control or Control(), mode, x, capture_attention, self.cfg.pooling)
         traces = []
         for layer in self.layers:
             x, trace = layer(x, ctx)

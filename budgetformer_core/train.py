@@ -271,6 +271,26 @@ class TrainResult:
     seconds: float
 
 
+def batch_control(heads: Control, t: float, n: int, model_cfg: ModelConfig, train_cfg: TrainConfig,
+                  rng: random.Random) -> Control:
+    """The overrides one training batch of ``n`` inputs runs under, at training progress ``t``.
+
+    ``heads`` carries the stream random heads are drawn from. BudgetFormer with gated weights:
+    the soft gates themselves as weights before ``structural_from``, and before ``random_k`` a
+    random k per input, uniform on 1 … ⌊s_max·H⌋ (drawn from ``rng``). bba: one requested
+    budget for the batch, its ``train_budget`` or uniform on [budget_min, 1].
+    """
+    if model_cfg.variant == "bba":
+        return Control(budget=train_cfg.train_budget or rng.uniform(train_cfg.budget_min, 1.0))
+    if model_cfg.variant != "budgetformer" or model_cfg.head_weighting != "gated":
+        return heads
+    control = dataclasses.replace(heads, soft_gates=t < train_cfg.structural_from, dither=train_cfg.dither_k)
+    if t < train_cfg.random_k:  # g_φ learns to rank the heads before f_θ learns how many to run
+        top = heads_for_budget_value(train_cfg.s_max, model_cfg.n_heads)
+        control = dataclasses.replace(control, k=[rng.randint(1, top) for _ in range(n)])
+    return control
+
+
 def train(
     dataset: TextDataset,
     model_cfg: ModelConfig,
@@ -344,6 +364,11 @@ def train(
     pretrained = start is not None or base is not None
     if train_cfg.freeze_embeddings:
         for module in (model.tok_emb, model.pos_emb, model.type_emb, model.ln_emb):
+            if module is not None:
+                module.requires_grad_(False)
+    if train_cfg.freeze_attention:  # what the heads read, and how they compute
+        for module in (model.tok_emb, model.pos_emb, model.type_emb, model.ln_emb,
+                       *(m for layer in model.layers for m in (layer.ln1, layer.attn))):
             if module is not None:
                 module.requires_grad_(False)
     dense = model_cfg.variant == "dense"
@@ -431,9 +456,11 @@ def train(
                     g["lr"] = lr_at(step, total_steps, train_cfg) * g.get("lr_scale", 1.0)
                 t = step / max(1, total_steps - 1)  # training progress in [0, 1]
                 mode = "dense" if dense else ("structural" if t >= structural_from else "soft")
-                control = dataclasses.replace(heads, soft_gates=t < train_cfg.structural_from) if gated else heads
-                if model_cfg.variant == "bba":  # one requested budget per batch
-                    control = Control(budget=train_cfg.train_budget or rng.uniform(train_cfg.budget_min, 1.0))
+                control = batch_control(heads, t, len(mine), model_cfg, train_cfg, rng)
+                if train_cfg.random_k and gated:  # g_φ learns while k is random, then stays as learnt
+                    for alloc in model.allocators:
+                        if getattr(alloc, "scorer", None) is not None:
+                            alloc.scorer.requires_grad_(t < train_cfg.random_k)
                 out = net(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
                 terms = total_loss(out, y, train_cfg, t, model_cfg.variant != "budgetformer")
                 if not torch.isfinite(terms.total):  # diverged: stop before the weights are overwritten

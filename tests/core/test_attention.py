@@ -9,10 +9,11 @@ import torch
 from budgetformer_core.attention import HeadAttention
 
 
-@pytest.fixture
-def attn() -> HeadAttention:
+@pytest.fixture(params=[0, 1, 6], ids=["width-D/H", "width-1", "width-6"])
+def attn(request) -> HeadAttention:
+    """8 heads on a width-32 stream: of width 32 / 8 = 4, or of a width of their own (1, 6)."""
     torch.manual_seed(0)
-    return HeadAttention(d_model=32, n_heads=8).eval()
+    return HeadAttention(d_model=32, n_heads=8, d_head=request.param).eval()
 
 
 def inputs(B=3, T=7):
@@ -56,9 +57,10 @@ def test_shared_head_set_takes_the_same_result_as_per_input(attn):
 
 
 def test_head_slices_pick_each_heads_rows_and_columns(attn):
-    Dh, D = 4, 32
+    Dh = attn.d_head
+    assert attn.qkv.weight.shape == (3 * 8 * Dh, 32) and attn.out.weight.shape == (32, 8 * Dh)
     w_qkv, b_qkv, w_out = attn.head_slices(torch.tensor([6, 2]))
-    rows = [blk * D + h * Dh + c for blk in range(3) for h in (6, 2) for c in range(Dh)]  # Q, K, V blocks
+    rows = [blk * 8 * Dh + h * Dh + c for blk in range(3) for h in (6, 2) for c in range(Dh)]  # Q, K, V blocks
     cols = [h * Dh + c for h in (6, 2) for c in range(Dh)]
     assert torch.equal(w_qkv, attn.qkv.weight[rows]) and torch.equal(b_qkv, attn.qkv.bias[rows])
     assert torch.equal(w_out, attn.out.weight[:, cols])

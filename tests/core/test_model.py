@@ -230,3 +230,72 @@ def test_gated_weights_are_the_top_k_forward_and_pass_gradients_to_s_and_z():
     with torch.no_grad():
         structural, masked = model(ids, mask, mode="structural"), model(ids, mask, mode="masked")
     torch.testing.assert_close(structural.logits, masked.logits, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("pooling", ["first", "mean"])
+def test_heads_of_their_own_width_run_structurally_prune_and_survive_saving(tmp_path, pooling):
+    """Heads of width 1 on a width-32 stream (``head_dim``): the structural path equals the
+    masked one, padding is invisible, pruning slices them, a saved model reloads; ``first``
+    pooling classifies the first token's state."""
+    from budgetformer_core.checkpoint import load_checkpoint, save_checkpoint
+    from budgetformer_core.tokenizer import train_tokenizer
+
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config(head_dim=1, pooling=pooling))
+    with torch.no_grad():
+        for alloc in model.allocators:
+            alloc.budget_net.net[-1].weight.normal_(0, 3.0)
+            alloc.scorer.net[-1].weight.normal_(0, 3.0)
+    model.eval()
+    assert model.layers[0].attn.qkv.weight.shape == (3 * 4 * 1, 32) and model.layers[0].attn.out.weight.shape == (32, 4)
+    ids, mask = batch()
+    out = model(ids, mask)
+    torch.testing.assert_close(out.logits, model(ids, mask, mode="masked").logits, atol=1e-5, rtol=0)
+    mean = (out.hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)  # (B, D) over real tokens
+    pooled = out.hidden[:, 0] if pooling == "first" else mean
+    torch.testing.assert_close(out.logits, model.head(pooled), atol=1e-5, rtol=0)
+    for b in range(4):  # each input alone, unpadded
+        n = int(mask[b].sum())
+        torch.testing.assert_close(model(ids[b : b + 1, :n], mask[b : b + 1, :n]).logits[0], out.logits[b],
+                                   atol=1e-5, rtol=0)
+    # f_θ and g_φ read the same summary as the classifier: with ``first`` the first token's state,
+    # so in the first layer s and p do not move when any other token changes
+    other = model(torch.cat([ids[:, :1], (ids[:, 1:] + 7) % 50], 1), mask).layers[0]
+    same = torch.allclose(other.budget, out.layers[0].budget, atol=1e-6) and torch.allclose(
+        other.relevance, out.layers[0].relevance, atol=1e-6)
+    assert same == (pooling == "first")
+    path = save_checkpoint(tmp_path / "narrow", model, train_tokenizer(["a b c"], 50), ["x", "y", "z"], {})
+    loaded = load_checkpoint(path)
+    assert (loaded.config.head_dim, loaded.config.pooling) == (1, pooling)
+    torch.testing.assert_close(loaded.model(ids, mask).logits, out.logits, atol=2e-3, rtol=0)  # float16 storage
+    loaded.model.prune_heads([[0, 2], [1, 2, 3]])
+    assert loaded.model.layers[1].attn.qkv.weight.shape == (3 * 3, 32)
+
+
+def test_head_width_and_pooling_are_checked():
+    with pytest.raises(ValueError, match="head_dim must be >= 0"):
+        small_config(head_dim=-1)
+    with pytest.raises(ValueError, match="divisible"):
+        small_config(d_model=30)
+    assert small_config(d_model=30, head_dim=7).d_head == 7  # a width of their own needs no divisibility
+    with pytest.raises(ValueError, match="pooling must be"):
+        small_config(pooling="cls")
+
+
+def test_dithered_k_is_s_times_h_on_average_in_training_only(small_model):
+    """``Control(dither=True)``: in training each input runs ⌊s·H + u⌋ heads, u ~ U[0, 1), so the
+    mean k over draws is s·H; in eval the same control gives ⌊s·H⌋."""
+    ids, mask = batch()
+    small_model.train()
+    control = Control(dither=True, seed=3)
+    with torch.no_grad():
+        draws = torch.stack([torch.stack([t.k for t in small_model(ids, mask, control=control).layers])
+                             for _ in range(400)]).float()  # (draws, L, B)
+        s = torch.stack([t.budget for t in small_model(ids, mask, control=control).layers])  # (L, B)
+    expected = (s * 4).clamp(1, 4)  # 4 heads; k is at least 1
+    assert (draws.std(0) > 0).any()  # the k of some inputs varies from draw to draw
+    torch.testing.assert_close(draws.mean(0), expected, atol=0.12, rtol=0)
+    small_model.eval()
+    with torch.no_grad():
+        plain = [t.k for t in small_model(ids, mask, control=control).layers]
+    assert all(torch.equal(k, heads_for_budget(t.budget, 4)) for k, t in zip(plain, small_model(ids, mask).layers))
