@@ -70,8 +70,8 @@ class ModelConfig:
     head_dim: int = 0
     """Width Dh of each head's queries, keys and values; 0 = ``d_model / n_heads``, the usual
     split. A width of its own decouples what a head can pass on from the residual stream's
-    width: ``synthetic_var``'s models run heads of width 1, each passing on one number, so that
-    a head reads one of its slots (README, "Allocation that adapts")."""
+    width: a head of width 1 passes on one number (a synthetic_var layout built on it: README,
+    "Status and notes for the next person")."""
     n_layers: int = 2
     """Encoder layers."""
     d_ff: int = 256
@@ -258,15 +258,17 @@ class TrainConfig:
     run. With f_θ's k from the start g_φ is taught only at the k that f_θ picks, and while that
     k covers every input one order of heads for all inputs costs nothing; and taught for long,
     the straight-through gradient of the heads that run (how their scale would change the loss)
-    drifts the order away from the heads each input needs (README, "Allocation that adapts")."""
+    drifts the order away from the heads each input needs (README, "Status and notes for the
+    next person")."""
     dither_k: bool = False
     """``adaptive`` recipe: in training, each input runs k = ⌊s·H + u⌋ heads, u uniform on
     [0, 1), instead of ⌊s·H⌋ — k is s·H on average, and an s between two k runs the higher one
     as often as its fraction says. Without it s settles on the edge where an input's last
     needed head switches on (one head more helps until it runs; then only the price speaks,
     since the straight-through gradient of a head that runs tells how its scale, not its
-    presence, would change the loss), and the k at inference flips with the last digits of s.
-    Dithered, s settles where the needed head runs nearly always, inside the range of its k."""
+    presence, would change the loss), and the k at inference flips with the last digits of s;
+    dithering is meant to move s inside the range of its k. Tried once on synthetic_var, it
+    lowered validation accuracy to 60 % (README, "Status and notes for the next person")."""
     beta_start: float = -1.0
     """β at the start of training (< 0 rewards high head entropy: explore)."""
     beta_end: float = 1.0
@@ -310,9 +312,8 @@ class TrainConfig:
     attention's projections (each head's Q/K/V rows and output columns) as they start, and train
     the rest around them (feed-forward blocks, classifier, f_θ, g_φ). The first layer's heads
     then compute what a warm start's did (later layers' heads read what the trained feed-forward
-    blocks give them): on synthetic_var each head of the dense model reads one slot, and g_φ
-    learns to pick them per input instead of the heads learning to serve one order of picks
-    (README, "Allocation that adapts")."""
+    blocks give them), so that g_φ learns to pick them per input instead of the heads learning
+    to serve one order of picks (README, "Status and notes for the next person")."""
 
     def __post_init__(self) -> None:
         check_field_types(self)

@@ -362,15 +362,14 @@ def train(
     if start is not None:
         warm_start(model, start.model)
     pretrained = start is not None or base is not None
-    if train_cfg.freeze_embeddings:
-        for module in (model.tok_emb, model.pos_emb, model.type_emb, model.ln_emb):
-            if module is not None:
-                module.requires_grad_(False)
+    frozen = []
+    if train_cfg.freeze_embeddings or train_cfg.freeze_attention:
+        frozen += [model.tok_emb, model.pos_emb, model.type_emb, model.ln_emb]
     if train_cfg.freeze_attention:  # what the heads read, and how they compute
-        for module in (model.tok_emb, model.pos_emb, model.type_emb, model.ln_emb,
-                       *(m for layer in model.layers for m in (layer.ln1, layer.attn))):
-            if module is not None:
-                module.requires_grad_(False)
+        frozen += [m for layer in model.layers for m in (layer.ln1, layer.attn)]
+    for module in frozen:
+        if module is not None:
+            module.requires_grad_(False)
     dense = model_cfg.variant == "dense"
 
     crop_len = 10**9 if train_cfg.random_crop else model_cfg.max_len
@@ -457,10 +456,10 @@ def train(
                 t = step / max(1, total_steps - 1)  # training progress in [0, 1]
                 mode = "dense" if dense else ("structural" if t >= structural_from else "soft")
                 control = batch_control(heads, t, len(mine), model_cfg, train_cfg, rng)
-                if train_cfg.random_k and gated:  # g_φ learns while k is random, then stays as learnt
+                if gated and 0 < train_cfg.random_k <= t:  # g_φ learnt while k was random: it stays so
                     for alloc in model.allocators:
                         if getattr(alloc, "scorer", None) is not None:
-                            alloc.scorer.requires_grad_(t < train_cfg.random_k)
+                            alloc.scorer.requires_grad_(False)
                 out = net(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
                 terms = total_loss(out, y, train_cfg, t, model_cfg.variant != "budgetformer")
                 if not torch.isfinite(terms.total):  # diverged: stop before the weights are overwritten
