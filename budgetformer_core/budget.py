@@ -156,10 +156,14 @@ class Control:
     soft_gates: bool = False
     """Training only, ``gated`` weights: the soft gates themselves as the weights (every head
     contributes a little and learns) instead of the exact top k with their gradients."""
-    dither: bool = False
-    """Training only, ``gated`` weights: each input runs k = ⌊s·H + u⌋ heads, u uniform on
-    [0, 1) drawn from this Control's generator, so that k is s·H on average (see
-    ``TrainConfig.dither_k``)."""
+    standardize_scores: bool = False
+    """Training only, ``gated`` weights: g_φ's soft gates read z standardised over each input's
+    heads, (z − mean) / std, instead of z (the order, and so the heads that run, is the same; see
+    ``TrainConfig.standardize_scores``)."""
+    margin: float = 0.0
+    """Training only, ``gated`` weights: each input runs k = max(1, ⌊s·H − margin⌋) heads, and
+    the gradient of s comes from the gates of that k, so that s settles ``margin`` heads above
+    the edge where its last needed head switches on (see ``TrainConfig.k_margin``)."""
 
     def __post_init__(self) -> None:
         if self.budget is not None and not 0.0 < self.budget <= 1.0:
@@ -464,8 +468,8 @@ class BudgetAllocator(Allocator):
         elif constant is not None:
             shared_k = heads_for_budget_value(constant, H)
             k = torch.full((B,), shared_k, device=h.device)
-        elif control.dither and self.training:
-            k = heads_for_budget(s.detach() + control.random_scores(B, 1).squeeze(1).to(s.device) / H, H)
+        elif control.margin and self.training:
+            k = heads_for_budget(s - control.margin / H, H)
             shared_k = None
         else:
             k = heads_for_budget(s, H)
@@ -475,7 +479,9 @@ class BudgetAllocator(Allocator):
         if cfg.head_weighting == "scaled":
             weights = p * (s * H)[:, None]
         elif self.training and ctx.mode == "soft":
-            learnt_s = s if constant is None and control.k is None else None
+            learnt_s = s - control.margin / H if constant is None and control.k is None else None
+            if z is not None and control.standardize_scores:  # (B, H), the same order
+                z = (z - z.mean(-1, keepdim=True)) / z.std(-1, keepdim=True).clamp_min(1e-6)
             weights = gated_weights(selected, z, learnt_s, order, k, cfg.gate_temperature, h.dtype,
                                     soft=control.soft_gates)
         else:

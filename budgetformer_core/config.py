@@ -253,22 +253,32 @@ class TrainConfig:
     random_k: float = 0.0
     """Rank first, then count (``adaptive`` recipe; 0 = off): for this fraction of training, from
     its start, every input runs a random number of heads, uniform on 1 … ⌊s_max·H⌋, instead of
-    f_θ's k, and g_φ learns which heads matter most for each input — the first must serve alone,
-    the second with it, …; for the rest g_φ is kept as learnt and f_θ learns how many heads to
-    run. With f_θ's k from the start g_φ is taught only at the k that f_θ picks, and while that
-    k covers every input one order of heads for all inputs costs nothing; and taught for long,
-    the straight-through gradient of the heads that run (how their scale would change the loss)
-    drifts the order away from the heads each input needs (README, "Status and notes for the
-    next person")."""
-    dither_k: bool = False
-    """``adaptive`` recipe: in training, each input runs k = ⌊s·H + u⌋ heads, u uniform on
-    [0, 1), instead of ⌊s·H⌋ — k is s·H on average, and an s between two k runs the higher one
-    as often as its fraction says. Without it s settles on the edge where an input's last
-    needed head switches on (one head more helps until it runs; then only the price speaks,
-    since the straight-through gradient of a head that runs tells how its scale, not its
-    presence, would change the loss), and the k at inference flips with the last digits of s;
-    dithering is meant to move s inside the range of its k. Tried once on synthetic_var, it
-    lowered validation accuracy to 60 % (README, "Status and notes for the next person")."""
+    f_θ's k, and everything but f_θ learns — g_φ which heads matter most for each input (the
+    first must serve alone, the second with it, …), the rest of the model to work with any number
+    of them; for the rest of training only f_θ learns, how many heads to run, at the price λ_c.
+    With f_θ's k from the start g_φ is taught only at the k that f_θ picks, and while that k
+    covers every input one order of heads for all inputs costs nothing; and while the rest of the
+    model keeps learning, it learns to do without the heads f_θ leaves out, so that f_θ sees no
+    gain in running them and leaves them out for good (README, "Allocation that adapts")."""
+    standardize_scores: bool = False
+    """``adaptive`` recipe: g_φ's soft gates read each input's head scores standardised,
+    (z − mean) / std over its H heads, rather than z itself (the ranking, and so which heads run,
+    is unchanged). A soft gate passes a gradient only to heads whose z lies within a few
+    temperatures of the cut between the k-th and the (k+1)-th head; with raw z, Adam's
+    scale-free steps keep pushing the heads that are always cut out (or always in) further away,
+    the spread of z grows without bound, p saturates (log p of −∞ for most heads) and the order
+    among the heads far below the cut — the ones an input would need next — freezes at
+    whatever it was (seen on synthetic_var: README, "Allocation that adapts"). Standardised, no
+    head can leave the gates' reach."""
+    k_margin: float = 0.0
+    """``adaptive`` recipe, in heads (0 = off): in training each input runs
+    k = max(1, ⌊s·H − k_margin⌋) heads instead of ⌊s·H⌋, and s's gradient comes from the gates
+    of that k; inference runs ⌊s·H⌋. Without it s settles on the edge where an input's last
+    needed head switches on — one head more lowers the loss until it runs, then only the price
+    on heads speaks (the straight-through gradient of a head that runs tells how its scale, not
+    its presence, would change the loss) — and the k at inference flips with the last digits of
+    s. With a margin of 0.5 s settles half a head above that edge: inference runs the same
+    heads as training, with half a head of slack either way."""
     beta_start: float = -1.0
     """β at the start of training (< 0 rewards high head entropy: explore)."""
     beta_end: float = 1.0
@@ -344,6 +354,8 @@ class TrainConfig:
             raise ValueError(f"pos_init must be 'normal' or 'sinusoidal', got {self.pos_init!r}")
         if not 0.0 <= self.ema < 1.0:
             raise ValueError(f"ema must be in [0, 1), got {self.ema}")
+        if not 0.0 <= self.k_margin < 1.0:
+            raise ValueError(f"k_margin must be in [0, 1) heads, got {self.k_margin}")
         if not 0.0 <= self.random_k <= 1.0:
             raise ValueError(f"random_k must be in [0, 1], got {self.random_k}")
         if not 0.0 <= self.structural_from <= 1.0:

@@ -284,11 +284,22 @@ def batch_control(heads: Control, t: float, n: int, model_cfg: ModelConfig, trai
         return Control(budget=train_cfg.train_budget or rng.uniform(train_cfg.budget_min, 1.0))
     if model_cfg.variant != "budgetformer" or model_cfg.head_weighting != "gated":
         return heads
-    control = dataclasses.replace(heads, soft_gates=t < train_cfg.structural_from, dither=train_cfg.dither_k)
+    control = dataclasses.replace(heads, soft_gates=t < train_cfg.structural_from, margin=train_cfg.k_margin,
+                                  standardize_scores=train_cfg.standardize_scores)
     if t < train_cfg.random_k:  # g_φ learns to rank the heads before f_θ learns how many to run
         top = heads_for_budget_value(train_cfg.s_max, model_cfg.n_heads)
         control = dataclasses.replace(control, k=[rng.randint(1, top) for _ in range(n)])
     return control
+
+
+def keep_ranking(model: BudgetFormer) -> None:
+    """The end of ``random_k``: what learnt while k was random stays as it is. With f_θ, f_θ alone
+    learns on (how many heads to run); without (a constant k), all but g_φ learn to work with it.
+    Parameters frozen already (``freeze_attention``) stay frozen."""
+    has_f = model.cfg.use_budget_net
+    for name, param in model.named_parameters():
+        if has_f or ".scorer." in name:
+            param.requires_grad_(has_f and ".budget_net." in name)
 
 
 def train(
@@ -456,10 +467,8 @@ def train(
                 t = step / max(1, total_steps - 1)  # training progress in [0, 1]
                 mode = "dense" if dense else ("structural" if t >= structural_from else "soft")
                 control = batch_control(heads, t, len(mine), model_cfg, train_cfg, rng)
-                if gated and 0 < train_cfg.random_k <= t:  # g_φ learnt while k was random: it stays so
-                    for alloc in model.allocators:
-                        if getattr(alloc, "scorer", None) is not None:
-                            alloc.scorer.requires_grad_(False)
+                if gated and 0 < train_cfg.random_k <= t:
+                    keep_ranking(model)
                 out = net(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
                 terms = total_loss(out, y, train_cfg, t, model_cfg.variant != "budgetformer")
                 if not torch.isfinite(terms.total):  # diverged: stop before the weights are overwritten

@@ -282,20 +282,60 @@ def test_head_width_and_pooling_are_checked():
         small_config(pooling="cls")
 
 
-def test_dithered_k_is_s_times_h_on_average_in_training_only(small_model):
-    """``Control(dither=True)``: in training each input runs ⌊s·H + u⌋ heads, u ~ U[0, 1), so the
-    mean k over draws is s·H; in eval the same control gives ⌊s·H⌋."""
+def test_a_k_margin_runs_fewer_heads_in_training_only():
+    """``Control(margin=m)``: in training each input runs max(1, ⌊s·H − m⌋) heads and s's
+    gradient comes from the gates of that k (so s settles m heads above the edge where its last
+    needed head switches on); in eval the same control runs ⌊s·H⌋."""
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config(head_weighting="gated", n_heads=8))
+    with torch.no_grad():
+        for alloc in model.allocators:
+            alloc.budget_net.net[-1].weight.normal_(0, 3.0)
     ids, mask = batch()
-    small_model.train()
-    control = Control(dither=True, seed=3)
+    control = Control(margin=0.5)
+    model.train()
+    out = model(ids, mask, mode="soft", control=control)
+    for t in out.layers:
+        assert torch.equal(t.k, heads_for_budget(t.budget - 0.5 / 8, 8))
+        assert torch.equal(t.selected.sum(-1), t.k)
+        torch.testing.assert_close(t.head_weights.detach(), t.selected.float())  # the exact top k runs
+    assert any(not torch.equal(t.k, heads_for_budget(t.budget, 8)) for t in out.layers)  # the margin bites
+    # s's gradient through the first head left out (rank k) is the slope of its rank gate
+    # sigmoid((s·H − m − k − ½) / T), centred with the margin
+    t, T = out.layers[0], model.cfg.gate_temperature
+    b = int(torch.nonzero(t.k < 8)[0])
+    (grad,) = torch.autograd.grad(t.head_weights[b, t.order[b, t.k[b]]], t.budget)
+    gate = torch.sigmoid((t.budget[b].detach() * 8 - 0.5 - t.k[b] - 0.5) / T)
+    torch.testing.assert_close(grad[b], gate * (1 - gate) * 8 / T)
+    model.eval()
     with torch.no_grad():
-        draws = torch.stack([torch.stack([t.k for t in small_model(ids, mask, control=control).layers])
-                             for _ in range(400)]).float()  # (draws, L, B)
-        s = torch.stack([t.budget for t in small_model(ids, mask, control=control).layers])  # (L, B)
-    expected = (s * 4).clamp(1, 4)  # 4 heads; k is at least 1
-    assert (draws.std(0) > 0).any()  # the k of some inputs varies from draw to draw
-    torch.testing.assert_close(draws.mean(0), expected, atol=0.12, rtol=0)
-    small_model.eval()
-    with torch.no_grad():
-        plain = [t.k for t in small_model(ids, mask, control=control).layers]
-    assert all(torch.equal(k, heads_for_budget(t.budget, 4)) for k, t in zip(plain, small_model(ids, mask).layers))
+        plain = model(ids, mask, control=control)
+    assert all(torch.equal(t.k, heads_for_budget(t.budget, 8)) for t in plain.layers)
+
+
+def test_standardized_scores_run_the_same_heads_with_a_scale_free_gradient():
+    """``Control(standardize_scores=True)``: the same heads run, and what the gates pass back to g_φ's
+    scores z is the gradient of (z − mean) / std — orthogonal to shifting and to scaling each input's
+    z — so the gates cannot widen z's spread (with raw z they can: README, "Allocation that adapts")."""
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config(head_weighting="gated", n_heads=8)).train()
+    ids, mask = batch()
+    scores = []  # z of the first layer, as g_φ gives it, once per forward pass
+
+    def keep(module, args, z):
+        z.retain_grad()
+        scores.append(z)
+
+    model.allocators[0].scorer.register_forward_hook(keep)
+    runs = [model(ids, mask, mode="soft", control=Control(standardize_scores=flag)) for flag in (False, True)]
+    assert all(torch.equal(a.selected, b.selected) for a, b in zip(runs[0].layers, runs[1].layers))
+    along = []
+    for out, z in zip(runs, scores, strict=True):
+        (out.layers[0].head_weights * torch.randn(out.layers[0].head_weights.shape)).sum().backward()
+        centred = z.detach() - z.detach().mean(-1, keepdim=True)
+        along.append(((z.grad * centred).sum(-1) / centred.norm(dim=-1), z.grad.sum(-1), z.grad.norm(dim=-1)))
+    (raw_scale, _, raw_norm), (scale, shift, norm) = along
+    assert (norm > 0).all()
+    torch.testing.assert_close(scale, torch.zeros_like(scale), atol=1e-5 * norm.max().item(), rtol=0)
+    torch.testing.assert_close(shift, torch.zeros_like(shift), atol=1e-5 * norm.max().item(), rtol=0)
+    assert (raw_scale.abs() > 1e-3 * raw_norm).any()  # raw z: a part of the gradient stretches z

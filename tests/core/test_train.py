@@ -9,7 +9,7 @@ from budgetformer_core.budget import Control
 from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides
 from budgetformer_core.data import Split, TextDataset
 from budgetformer_core.model import BudgetFormer
-from budgetformer_core.train import batch_control, lr_at, param_groups, set_seed, train
+from budgetformer_core.train import batch_control, keep_ranking, lr_at, param_groups, set_seed, train
 
 from ..conftest import small_config, train_tiny
 
@@ -138,6 +138,25 @@ def test_random_k_draws_every_inputs_k_before_f_theta_takes_over():
     assert recipe.budget_min <= b <= 1.0
     with pytest.raises(ValueError, match="random_k"):
         TrainConfig(random_k=1.5)
+
+
+def test_after_random_k_f_theta_alone_learns():
+    """The end of ``random_k``: with f_θ only f_θ learns on; without f_θ (a constant k) all but g_φ;
+    what was frozen before stays frozen."""
+    def learning(model):
+        return {n.split(".")[0] if not n.startswith("layers") else ".".join(n.split(".")[2:4])
+                for n, p in model.named_parameters() if p.requires_grad}
+
+    model = BudgetFormer(small_config(head_weighting="gated"))
+    keep_ranking(model)
+    assert learning(model) == {"alloc.budget_net"}
+    ablation = BudgetFormer(small_config(head_weighting="gated", use_budget_net=False))
+    ablation.layers[0].attn.requires_grad_(False)  # frozen before, e.g. by freeze_attention
+    keep_ranking(ablation)
+    assert not {"alloc.scorer", "alloc.budget_net"} & learning(ablation)
+    assert {"tok_emb", "head", "ff.0", "ln1.weight"} <= learning(ablation)
+    assert not any(p.requires_grad for p in ablation.layers[0].attn.parameters())
+    assert all(p.requires_grad for p in ablation.layers[1].attn.parameters())
 
 
 def test_frozen_attention_keeps_what_the_warm_starts_heads_read_and_compute(tmp_path):
