@@ -56,11 +56,21 @@ def masked_mean(x: Tensor, mask: Tensor | None) -> Tensor:
     return (x * m).sum(1) / m.sum(1).clamp_min(1.0)
 
 
+def first_token(x: Tensor, mask: Tensor | None) -> Tensor:
+    """(B, D) the state of each input's first real token: x (B, T, D), mask (B, T) or None.
+
+    That is position 0 of every input the tokenizer gives; a token masked out (as occlusion
+    removes one, :mod:`budgetformer_core.explain`) hands the role to the next one."""
+    if mask is None:
+        return x[:, 0]
+    return x[torch.arange(x.shape[0], device=x.device), mask.to(torch.uint8).argmax(1)]
+
+
 def summarize(x: Tensor, mask: Tensor | None, pooling: str) -> Tensor:
     """The (B, D) summary of token states x (B, T, D) that the budgeting networks read: the mean
-    over real tokens, or the first token's state where the model classifies that
+    over real tokens, or the first real token's state where the model classifies that
     (``ModelConfig.pooling="first"``; ``mean_max`` models read the mean)."""
-    return x[:, 0] if pooling == "first" else masked_mean(x, mask)
+    return first_token(x, mask) if pooling == "first" else masked_mean(x, mask)
 
 
 class BudgetNet(nn.Module):

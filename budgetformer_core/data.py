@@ -254,52 +254,42 @@ def make_synthetic(
     return Split(texts, labels, [n_cues] * n)
 
 
-def make_synthetic_var(
-    n: int, seed: int, n_cues: int = SYNTH_VAR_CUES, noise_words: int = 15, noise_vocab: int = SYNTH_VOCAB
-) -> Split:
+def make_synthetic_var(n: int, seed: int, n_cues: int = SYNTH_VAR_CUES, slot_len: int = 15) -> Split:
     """A cue task whose every sequence needs its own, known number of heads, 1 … ``n_cues``.
 
-    Each sequence draws its need k uniformly from 1 … ``n_cues`` and a random k of the ``n_cues``
-    slots. It holds one *anchor* word ``q{mask}`` (``mask`` the slots in use, e.g. ``q0110``)
-    followed by the ``n_cues`` slot words: slot j, the word j + 1 after the anchor, holds ``a`` or
-    ``b`` when in use and ``_`` otherwise. That block of ``n_cues + 1`` words sits at a random
-    place among noise words (``w0`` … ``w{noise_vocab-1}``) and loose ``a`` / ``b`` words that
-    bring the sequence to exactly ``n_cues`` of each, so counting letters says nothing. The
-    ``2·n_cues − k`` loose letters and ``noise_words + k`` noise words give every sequence
-    ``noise_words + 3·n_cues + 1`` words whatever its need: a length that fell with k (as in
-    earlier versions) told the need without the anchor, and budget networks read it from there.
-    The label is the ``n_cues``-bit number of the slots (``b`` = 1; ``a`` and ``_`` = 0; slot 0
-    the least significant bit), so there are ``2 ** n_cues`` classes.
+    Each sequence draws its need k uniformly from 1 … ``n_cues`` and a random k of the
+    ``n_cues`` slots. It starts with an *anchor* word ``q{mask}`` (``mask`` the slots in use, e.g.
+    ``q0110``), followed by the ``n_cues`` slots, each ``slot_len`` words of ``a`` / ``b`` drawn
+    at random, slot j at positions ``1 + j·slot_len`` … ``(j + 1)·slot_len``. Every slot is
+    filled whether it is in use or not, so every sequence has the same ``1 + n_cues·slot_len``
+    words, the same layout and the same mix of words; only the anchor tells which slots count.
+    Bit j of the label is 1 when slot j is in use and holds more ``b`` than ``a`` (``slot_len``
+    is odd, so there is always a majority); slot 0 is the least significant bit, so there are
+    ``2 ** n_cues`` classes.
 
-    Reading slot j means attending exactly j + 1 words after the anchor (or j + 1 back from a
-    slot word to it). One head of a one-layer model reads one relative offset sharply; a head
-    that spreads over two slots gets a mix of two letters from the same pair ``a`` / ``b`` and
-    cannot tell which slot held which. So a model with h heads reads at most h slots: an input
-    with k slots in use needs k heads, and *which* heads follows from its mask. Both are visible
-    in the anchor word, i.e. in the pooled embeddings that f_θ and g_φ read. k is visible a
-    second way too: ``n_cues − k`` of the words are ``_`` and ``noise_words + k`` are noise, and
-    a mean-pooled summary counts them (the shipped f_θ reads k there, not from the anchor:
-    README, "Allocation that adapts", (5)). The split's ``needed_heads`` holds every k.
+    Meant for one-layer models with heads of width 1 that classify the first token
+    (``--set head_dim=1 --set pooling=first``): the anchor's query reaches the classifier
+    alone, a head passes on one number, and reading a slot's majority means averaging its
+    ``slot_len`` letters — one head reads one slot. So a model with h heads reads at most h slots
+    (dense models with fewer heads than k fail on those inputs: README, "Allocation that adapts"),
+    an input with k slots in use needs k heads, and *which* heads follows from its mask, which the
+    anchor alone tells the budget networks. The split's ``needed_heads`` holds every k.
 
-    (Earlier versions planted k marker-and-value cues as :func:`make_synthetic` does; with each
-    cue's own value words one head read every cue by content, and with shared ones a dense model
-    learnt the four-cue task too slowly: 65 % after 16 epochs.)
+    (Earlier versions put the anchor and one letter per slot among noise words; a softmax head
+    of the usual width then passed on several slots, or the need showed in the mix of words and
+    the budget networks read it there: README, "Allocation that adapts", (2)–(5).)
     """
-    if noise_words < n_cues:
-        raise ValueError(f"noise_words {noise_words} is too short for {n_cues} cues")
+    if slot_len < 1 or slot_len % 2 == 0:
+        raise ValueError(f"slot_len must be odd (a slot's bit is its majority letter), got {slot_len}")
     rng = random.Random(seed)
     texts, labels, needs = [], [], []
     for _ in range(n):
         k = rng.randint(1, n_cues)
         used = set(rng.sample(range(n_cues), k))
+        slots = [[rng.choice("ab") for _ in range(slot_len)] for _ in range(n_cues)]
         mask = "".join("1" if j in used else "0" for j in range(n_cues))
-        slots = [rng.choice("ab") if j in used else "_" for j in range(n_cues)]
-        loose = ["a"] * (n_cues - slots.count("a")) + ["b"] * (n_cues - slots.count("b"))
-        others = loose + [f"w{rng.randrange(noise_vocab)}" for _ in range(noise_words + k)]  # length fixed
-        rng.shuffle(others)
-        at = rng.randrange(len(others) + 1)  # where the anchor block goes
-        texts.append(" ".join(others[:at] + [f"q{mask}", *slots] + others[at:]))
-        labels.append(_bits_label([int(v == "b") for v in slots]))
+        texts.append(" ".join([f"q{mask}", *(word for slot in slots for word in slot)]))
+        labels.append(_bits_label([int(j in used and slot.count("b") > slot_len // 2) for j, slot in enumerate(slots)]))
         needs.append(k)
     return Split(texts, labels, needs)
 

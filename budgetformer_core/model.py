@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import MODES, AttentionCapture, HeadAttention
-from .budget import Allocator, Control, ForwardContext, LayerTrace, make_allocators, masked_mean, mlp
+from .budget import Allocator, Control, ForwardContext, LayerTrace, first_token, make_allocators, masked_mean, mlp
 from .config import ModelConfig
 
 __all__ = ["MODES", "BudgetFormer", "EncoderLayer", "LayerTrace", "ModelOutput", "masked_mean"]
@@ -187,9 +187,9 @@ class BudgetFormer(nn.Module):
 
     def pool(self, x: Tensor, mask: Tensor | None) -> Tensor:
         """(B, T, D) final states -> (B, D) mean, or (B, 2D) mean ‖ max, over real tokens, or
-        (B, D) the first token's state."""
+        (B, D) the first real token's state."""
         if self.cfg.pooling == "first":
-            return x[:, 0]
+            return first_token(x, mask)
         mean = masked_mean(x, mask)
         if self.cfg.pooling == "mean":
             return mean

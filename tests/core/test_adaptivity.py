@@ -215,17 +215,9 @@ def test_from_arrays_without_reference_or_needs_and_with_constant_s():
 
 
 ANCHOR = re.compile(r"\bq[01]{4}\b")  # synthetic_var's anchor q{mask}: the slots in use
-READS_THE_MIX = (
-    "the shipped synthetic_var-budgetformer reads the need from the mix of the other words, not from the anchor: "
-    "every sequence has 28 words, but 4 - n of them are `_`, 15 + n noise words and 8 - n loose letters; with the "
-    "anchor alone rewritten, mean k is 3.46 (one slot named) and 3.53 (all four) on these 400 inputs, and the "
-    "inputs needing 4 with the mix of a one-slot input (3 noise words made `_`, 3 made loose letters) run k = 3.0 "
-    "instead of 4.0 (README, 'Allocation that adapts')"
-)
 
 
 @pytest.mark.skipif(not (PRECOMPUTED / "synthetic_var-budgetformer").is_dir(), reason="no shipped model")
-@pytest.mark.xfail(strict=True, reason=READS_THE_MIX)
 def test_synthetic_var_budget_is_read_from_the_anchor():
     """The anchor names the slots an input uses, so a budget that follows the need because it
     reads the need should move with the anchor alone: the same 400 test inputs with the anchor

@@ -212,7 +212,7 @@ def test_shipped_bba_head_sets_are_nested_on_every_test_input(name):
         with torch.no_grad():
             for batch in batches:
                 x = model.embed(batch.ids)  # (B, T, D) as in forward
-                ctx = ForwardContext(batch.mask, Control(budget=b), "structural", x)
+                ctx = ForwardContext(batch.mask, Control(budget=b), "structural", x, pooling=model.cfg.pooling)
                 out.append(torch.stack([layer.alloc.allocate(x, ctx).selected for layer in model.layers], 1))
         return torch.cat(out)  # (N, L, H)
 

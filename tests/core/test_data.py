@@ -98,11 +98,11 @@ def test_synthetic_label_is_the_value_at_each_cue_offset():
         make_synthetic(1, seed=0, n_cues=4, length=12)
 
 
-def read_slots(text: str, n_cues: int = 4) -> tuple[str, list[str]]:
-    """(mask, slot words) of a synthetic_var text: the anchor q{mask} and the n_cues words after it."""
-    words = text.split()
-    [at] = [i for i, w in enumerate(words) if w.startswith("q")]  # exactly one anchor
-    return words[at][1:], words[at + 1 : at + 1 + n_cues]
+def read_slots(text: str, n_cues: int = 4, slot_len: int = 15) -> tuple[str, list[list[str]]]:
+    """(mask, slots) of a synthetic_var text: the anchor q{mask} first, then n_cues slots of slot_len letters."""
+    anchor, *letters = text.split()
+    assert anchor.startswith("q") and len(letters) == n_cues * slot_len  # one layout whatever the need
+    return anchor[1:], [letters[j * slot_len : (j + 1) * slot_len] for j in range(n_cues)]
 
 
 def test_synthetic_var_is_deterministic_and_carries_needed_heads():
@@ -134,21 +134,22 @@ def test_synthetic_var_needs_vary_and_labels_match_the_slots():
     counts = Counter(split.needed_heads)
     assert set(counts) == {1, 2, 3, 4}
     assert all(abs(c / 4000 - 0.25) < 0.03 for c in counts.values())  # n uniform on 1 … 4
-    masks = Counter()
+    masks, unused_b = Counter(), Counter()
     for text, label, need in zip(split.texts, split.labels, split.needed_heads):
-        words = text.split()
         mask, slots = read_slots(text)
-        assert len(words) == 15 + need + 8 - need + 1 + 4  # noise, loose letters, anchor and slots: any need
-        assert words.count("a") == words.count("b") == 4  # counting letters says nothing
+        assert all(set(slot) <= {"a", "b"} for slot in slots)  # every slot filled, used or not: no `_`
         assert mask.count("1") == need  # the anchor names the slots in use
-        assert all((v in "ab") == (m == "1") for v, m in zip(slots, mask))  # unused slots hold _
-        assert label == sum((v == "b") << j for j, v in enumerate(slots))  # slot 0 least significant
+        bits = [int(m == "1" and slot.count("b") > 7) for m, slot in zip(mask, slots)]
+        assert label == sum(bit << j for j, bit in enumerate(bits))  # slot 0 least significant
         masks[mask] += 1
+        unused_b.update(slot.count("b") > 7 for m, slot in zip(mask, slots) if m == "0")
     assert len(masks) == 15  # every non-empty subset of the 4 slots occurs
     # the same need comes from different slot sets: which heads are needed varies too
     assert min(masks[m] for m in ("1000", "0100", "0010", "0001")) > 150
-    with pytest.raises(ValueError, match="too short"):
-        make_synthetic_var(1, seed=0, noise_words=3)
+    # an unused slot's majority is as often b as a, and its bit is 0 either way: only the anchor tells
+    assert abs(unused_b[True] / sum(unused_b.values()) - 0.5) < 0.03
+    with pytest.raises(ValueError, match="odd"):
+        make_synthetic_var(1, seed=0, slot_len=4)
 
 
 # --------------------------------------------------------------------------- shared copies

@@ -339,3 +339,24 @@ def test_standardized_scores_run_the_same_heads_with_a_scale_free_gradient():
     torch.testing.assert_close(scale, torch.zeros_like(scale), atol=1e-5 * norm.max().item(), rtol=0)
     torch.testing.assert_close(shift, torch.zeros_like(shift), atol=1e-5 * norm.max().item(), rtol=0)
     assert (raw_scale.abs() > 1e-3 * raw_norm).any()  # raw z: a part of the gradient stretches z
+
+
+def test_first_token_pooling_reads_the_first_real_token():
+    """``pooling="first"`` reads position 0 of every input the tokenizer gives; with that token masked
+    out (as occlusion removes a token) the next real one takes its place, for the classifier and f_θ."""
+    from budgetformer_core.budget import first_token, summarize
+
+    x = torch.randn(3, 5, 4)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1, :2] = False  # input 1 without its first two tokens
+    mask[2, 3:] = False  # input 2 padded at the end
+    assert torch.equal(first_token(x, mask), torch.stack([x[0, 0], x[1, 2], x[2, 0]]))
+    assert torch.equal(first_token(x, None), x[:, 0]) and torch.equal(summarize(x, mask, "first"), first_token(x, mask))
+    model = BudgetFormer(small_config(pooling="first", n_layers=1)).eval()
+    ids, full = batch(B=2)
+    occluded = full.clone()
+    occluded[:, 0] = False
+    with torch.no_grad():
+        a, b = model(ids, full), model(ids, occluded)
+    assert not torch.allclose(a.layers[0].budget, b.layers[0].budget)  # f_θ read another token
+    assert not torch.allclose(a.logits, b.logits)
