@@ -126,8 +126,9 @@ def model_card(name: str) -> None:
     cfg = checkpoint_config(name)
     model = cfg.get("model", {})
     test = cfg.get("test", {})
+    n_layers = model.get("n_layers", "?")
     lines = [
-        f"**{md_escape(model.get('variant', '?'))}** · {model.get('n_layers', '?')} layers × "
+        f"**{md_escape(model.get('variant', '?'))}** · {n_layers} layer{'' if n_layers == 1 else 's'} × "
         f"{model.get('n_heads', '?')} heads"
     ]
     base = cfg.get("backbone")

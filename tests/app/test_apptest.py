@@ -1076,7 +1076,8 @@ def test_every_page_speaks_the_models_method(model):
     card = " ".join(c.value for c in at.sidebar.caption).replace("\\", "")  # markdown escapes dropped
     base = cfg.get("backbone")
     assert (f"backbone **{base['package']}** (pretrained)" if base else "trained from scratch") in card
-    assert f"{mcfg['n_layers']} layers × {mcfg['n_heads']} heads" in card
+    layers = "1 layer" if mcfg["n_layers"] == 1 else f"{mcfg['n_layers']} layers"
+    assert f"{layers} × {mcfg['n_heads']} heads" in card
     for view in PAGES:
         if view != "explore":
             open_page(at, view)
