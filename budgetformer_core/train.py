@@ -293,13 +293,15 @@ def batch_control(heads: Control, t: float, n: int, model_cfg: ModelConfig, trai
 
 
 def keep_ranking(model: BudgetFormer) -> None:
-    """The end of ``random_k``: what learnt while k was random stays as it is. With f_θ, f_θ alone
-    learns on (how many heads to run); without (a constant k), all but g_φ learn to work with it.
-    Parameters frozen already (``freeze_attention``) stay frozen."""
+    """After ``random_k``, called between the backward pass and the optimiser step: what learnt
+    while k was random stays as it is. With f_θ, f_θ alone learns on (how many heads to run);
+    without (a constant k), all but g_φ learn to work with it. The others' gradients are dropped
+    (AdamW skips a parameter without one, weight decay included) rather than their
+    ``requires_grad`` switched off mid-run, which DDP (``torchrun``) does not allow."""
     has_f = model.cfg.use_budget_net
     for name, param in model.named_parameters():
-        if has_f or ".scorer." in name:
-            param.requires_grad_(has_f and ".budget_net." in name)
+        if (".budget_net." not in name) if has_f else (".scorer." in name):
+            param.grad = None
 
 
 def train(
@@ -466,9 +468,9 @@ def train(
                     g["lr"] = lr_at(step, total_steps, train_cfg) * g.get("lr_scale", 1.0)
                 t = step / max(1, total_steps - 1)  # training progress in [0, 1]
                 mode = "dense" if dense else ("structural" if t >= structural_from else "soft")
-                control = batch_control(heads, t, len(mine), model_cfg, train_cfg, rng)
-                if gated and 0 < train_cfg.random_k <= t:
-                    keep_ranking(model)
+                control = batch_control(heads, t, len(rows), model_cfg, train_cfg, rng)  # the global batch's
+                if isinstance(control.k, list):  # random k per row (random_k): this process's rows'
+                    control = dataclasses.replace(control, k=[control.k[j] for j in mine])
                 out = net(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
                 terms = total_loss(out, y, train_cfg, t, model_cfg.variant != "budgetformer")
                 if not torch.isfinite(terms.total):  # diverged: stop before the weights are overwritten
@@ -477,6 +479,8 @@ def train(
                                        f"{terms.total.item()} (try a lower lr); no checkpoint was written")
                 opt.zero_grad(set_to_none=True)
                 (terms.total * share).backward()  # DDP's mean over ranks: the global batch's mean
+                if gated and 0 < train_cfg.random_k <= t:
+                    keep_ranking(model)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
                 opt.step()
                 if averaged is not None:

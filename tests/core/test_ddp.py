@@ -31,9 +31,11 @@ from budgetformer_core.model import BudgetFormer
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ["--quiet", "--set", "epochs=2", "--set", "max_len=24", "--set", "d_model=32", "--set", "n_heads=4",
-         "--set", "d_ff=64", "--set", "vocab_size=100", "--set", "dropout=0"]
+         "--set", "d_ff=64", "--set", "vocab_size=100", "--set", "dropout=0", "--set", "random_k=0.5",
+         "--set", "s_max=0.75"]
 """A tiny recipe: the default adaptive BudgetFormer, 2 epochs, without dropout (whose masks
-cannot be the same when the rows are spread over processes)."""
+cannot be the same when the rows are spread over processes), ranking first (``random_k``: a
+random k of 1 … 3 per input for the first epoch, then f_θ alone learns, which DDP must allow)."""
 
 
 def write_task(path: Path, n: int = 1200, seed: int = 0) -> Path:
