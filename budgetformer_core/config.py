@@ -277,8 +277,9 @@ class TrainConfig:
     needed head switches on — one head more lowers the loss until it runs, then only the price
     on heads speaks (the straight-through gradient of a head that runs tells how its scale, not
     its presence, would change the loss) — and the k at inference flips with the last digits of
-    s. With a margin of 0.5 s settles half a head above that edge: inference runs the same
-    heads as training, with half a head of slack either way."""
+    s. With a margin of 0.5 the edge that training settles on, s·H − ½ = n for an input whose
+    last needed head is the n-th, puts s·H at n + ½: inference runs those n heads with half a
+    head of slack either way (synthetic_var: README, "Allocation that adapts")."""
     beta_start: float = -1.0
     """β at the start of training (< 0 rewards high head entropy: explore)."""
     beta_end: float = 1.0
