@@ -324,7 +324,9 @@ class TrainConfig:
     the rest around them (feed-forward blocks, classifier, f_θ, g_φ). The first layer's heads
     then compute what a warm start's did (later layers' heads read what the trained feed-forward
     blocks give them), so that g_φ learns to pick them per input instead of the heads learning
-    to serve one order of picks (README, "Status and notes for the next person")."""
+    to serve one order of picks. No shipped recipe uses it: on synthetic_var the warm start's
+    heads, kept, read a slot less precisely alone than heads left to learn (95.3 % against
+    100 %: README, "Allocation that adapts")."""
 
     def __post_init__(self) -> None:
         check_field_types(self)

@@ -277,7 +277,7 @@ def make_synthetic_var(n: int, seed: int, n_cues: int = SYNTH_VAR_CUES, slot_len
 
     (Earlier versions put the anchor and one letter per slot among noise words; a softmax head
     of the usual width then passed on several slots, or the need showed in the mix of words and
-    the budget networks read it there: README, "Allocation that adapts", (2)–(5).)
+    the budget networks read it there: README, "Allocation that adapts", Earlier layouts.)
     """
     if slot_len < 1 or slot_len % 2 == 0:
         raise ValueError(f"slot_len must be odd (a slot's bit is its majority letter), got {slot_len}")
