@@ -1,5 +1,8 @@
-"""The ``budgetformer`` command: a table of subcommands, each a thin wrapper of a core function.
+"""The budgetformer command: train, evaluate and explore models that run some of their attention heads.
 
+A table of subcommands, each a thin wrapper of a core function:
+
+    budgetformer models  (the shipped models: name, dataset, method, accuracy, heads run)
     budgetformer train   --dataset NAME --variant {dense,budgetformer,bba} --out DIR [--init DIR] [--set key=value ...]
                          [--backbone minilm-l6|DIR] [--force]   (or: budgetformer train --resume OUT.resume)
     budgetformer eval    --checkpoint DIR [--dataset D] [--split {test,...,all}] [--budget S] [--ablation A] [--json]
@@ -10,15 +13,19 @@
                          [--seq-len L | --seq-lens L,L,...] [--repeats R] [--budgets B,B,...]
                          [--clock {wall,cpu}] [--json]
 
+Wherever a checkpoint is asked for (--checkpoint, --init, --reference), a folder or the name of
+a shipped model (e.g. bbc-budgetformer) is accepted, from any working folder.
+
 Errors the user can fix (unknown key, bad checkpoint, empty text, a label the checkpoint does
 not know, an existing checkpoint at --out without --force) print one line to stderr and exit
-with status 2; no traceback. Ctrl-C prints one line and exits with 130 (``train`` saves its
+with status 2; no traceback. Ctrl-C prints one line and exits with 130 (train saves its
 state first and says how to resume). JSON output writes null for NaN.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import itertools
 import json
@@ -29,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from . import distributed
+from . import __version__, distributed
 from .bench import BUDGETS, bench, bench_lengths
 from .budget import ABLATIONS, Control, ablation
 from .checkpoint import check_out_dir, json_safe, load_checkpoint
@@ -45,6 +52,82 @@ def dumps(obj, **kw) -> str:
     return json.dumps(json_safe(obj), allow_nan=False, **kw)
 
 
+PRECOMPUTED = Path(__file__).resolve().parents[1] / "precomputed"
+"""The shipped models (manifest.json, checkpoints/) and their results (results/sweeps.csv)."""
+
+CHECKPOINT_OPTIONS = ("checkpoint", "init", "reference")
+"""The options that name a checkpoint: a folder, or a shipped model by name."""
+
+
+def shipped_runs() -> dict[str, dict]:
+    """The runs precomputed/manifest.json lists, by model name (empty without a manifest)."""
+    manifest = PRECOMPUTED / "manifest.json"
+    return dict(sorted(json.loads(manifest.read_text())["runs"].items())) if manifest.is_file() else {}
+
+
+def shipped_models() -> dict[str, Path]:
+    """Name → folder of every shipped model."""
+    return {name: PRECOMPUTED.parent / run["path"] for name, run in shipped_runs().items()}
+
+
+def resolve_checkpoint(value: str) -> str:
+    """``value`` itself when it exists (a folder, or a file the loader then refuses), else the
+    folder of the shipped model of that name; neither is a one-line error listing the names."""
+    if Path(value).exists():
+        return value
+    shipped = shipped_models()
+    if value in shipped:
+        return str(shipped[value])
+    raise ValueError(f"checkpoint {value} is not a directory nor a shipped model; the shipped models are: "
+                     f"{', '.join(shipped) or 'none (precomputed/manifest.json is missing)'}")
+
+
+def resolve_checkpoints(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with every checkpoint option given resolved by :func:`resolve_checkpoint`."""
+    for name in CHECKPOINT_OPTIONS:
+        if getattr(args, name, None):
+            setattr(args, name, resolve_checkpoint(getattr(args, name)))
+    return args
+
+
+def model_table() -> list[dict]:
+    """A row per shipped model: its name, dataset, method, test accuracy and share of heads run,
+    read from precomputed/manifest.json and the model's own row of results/sweeps.csv."""
+    sweeps = PRECOMPUTED / "results" / "sweeps.csv"
+    own = {}
+    if sweeps.is_file():
+        with sweeps.open(newline="") as f:
+            own = {f"{r['dataset']}-{r['model']}": r for r in csv.DictReader(f) if r["budget"] == "own"}
+    rows = []
+    for name, run in shipped_runs().items():
+        r = own.get(name, {})
+        model, variant = r.get("model"), r.get("variant")
+        detail = ABLATIONS[model].split(":")[0] if model in ABLATIONS else (model or "").removeprefix(f"{variant}-")
+        rows.append({"name": name, "dataset": r.get("dataset"),
+                     "method": None if not r else variant if model == variant else f"{variant} ({detail})",
+                     "accuracy": run.get("test_accuracy"),
+                     "heads_run": float(r["heads_fraction"]) if r.get("heads_fraction") else None,
+                     "path": run["path"]})
+    return rows
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    rows = model_table()
+    if not rows:
+        raise ValueError(f"no shipped models: {PRECOMPUTED / 'manifest.json'} is missing")
+    if args.json:
+        print(dumps(rows))
+        return 0
+    pct = lambda x: "n/a" if x is None else f"{x:.1%}"  # noqa: E731
+    table = [("name", "dataset", "method", "accuracy", "heads run")]
+    table += [(r["name"], r["dataset"] or "n/a", r["method"] or "n/a", pct(r["accuracy"]), pct(r["heads_run"]))
+              for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        print("  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from .train import read_run, resume_dir, train  # keeps `predict` start-up light
 
@@ -58,7 +141,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if argv[:1] != ["train"]:
             raise ValueError(f"{args.resume}/run.json does not record the budgetformer train command of its run")
         quiet, state_dir = args.quiet, args.resume
-        args = build_parser().parse_args(argv)
+        args = resolve_checkpoints(build_parser().parse_args(argv))
         args.argv, args.quiet, args.force, args.resume = argv, args.quiet or quiet, run.get("force", False), True
         if args.out is None or resume_dir(args.out).resolve() != Path(state_dir).resolve():
             raise ValueError(f"{state_dir} holds the state of the run writing --out {args.out} (a path relative to "
@@ -77,7 +160,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     dataset = load_dataset(args.dataset, args.data_dir, seed=args.split_seed)
     # --force only lets an existing checkpoint be replaced: the recorded command is the one without it
     command = {"command": shlex.join(["budgetformer", *(a for a in args.argv if a != "--force")])}
-    with distributed.process_group():  # one process, or one of torchrun's (README: "Several processes")
+    with distributed.process_group():  # one process, or one of torchrun's
         result = train(dataset, model_cfg, train_cfg, args.out, progress=not args.quiet, init=args.init, meta=command,
                        force=args.force, resume=bool(args.resume), backbone=args.backbone)
         if distributed.is_main():  # under torchrun rank 0 alone prints
@@ -317,22 +400,34 @@ def _positive(value: str) -> int:
 def add_split_arguments(p: argparse.ArgumentParser) -> None:
     """The options :func:`checkpoint_split` reads."""
     p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
-    p.add_argument("--data-dir")
+    p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
     p.add_argument("--split", choices=("train", "validation", "test", "all"),
                    help="default: test; all = every labelled row, no split made (the default for a single file)")
     p.add_argument("--split-seed", type=int, help="default: the seed the checkpoint was trained with")
     p.add_argument("--limit", type=_positive, help="use only the first N rows")
 
 
+CHECKPOINT_HELP = "a checkpoint folder, or a shipped model's name (budgetformer models lists them)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="budgetformer", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="budgetformer", description=__doc__.split("\n")[0],
+                                     epilog="A checkpoint is a folder or the name of a shipped model "
+                                            "(budgetformer models lists them).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("models", help="list the shipped models: dataset, method, test accuracy, heads run")
+    p.add_argument("--json", action="store_true", help="print one JSON list")
 
     p = sub.add_parser("train", help="train a model and write a checkpoint")
     p.add_argument("--dataset", help="bbc, synthetic, synthetic_var, a hub name (ag_news, …) or a file (required)")
     p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
-    p.add_argument("--variant", choices=("dense", "budgetformer", "bba"), default="budgetformer")
-    p.add_argument("--init", help="warm start from this checkpoint (e.g. a dense model, for bba)")
+    p.add_argument("--variant", choices=("dense", "budgetformer", "bba"), default="budgetformer",
+                   help="dense: every head; budgetformer: f_θ / g_φ choose the heads per input; "
+                        "bba: a requested budget b gates nested head sets (default: budgetformer)")
+    p.add_argument("--init", help="warm start from this checkpoint, a folder or a shipped model's name "
+                                  "(e.g. a dense model, for bba)")
     p.add_argument("--backbone", metavar="NAME|DIR",
                    help="start from a pretrained encoder: minilm-l6 (shipped by a package), a Hugging Face BERT "
                         "folder (config.json, model.safetensors, tokenizer.json or vocab.txt) or a hub model id "
@@ -340,23 +435,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="checkpoint directory to write (required); the run's state is kept in OUT.resume")
     p.add_argument("--force", action="store_true", help="replace a checkpoint already at --out")
     p.add_argument("--resume", metavar="DIR", help="continue the interrupted run whose state is in DIR (OUT.resume)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field of ModelConfig or TrainConfig (repeatable; unknown keys are refused)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the train/validation/test split")
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
     p = sub.add_parser("eval", help="evaluate a checkpoint on a split")
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
     add_split_arguments(p)
     p.add_argument("--budget", type=_budget, help="force s for every input and layer")
     p.add_argument("--ablation", choices=list(ABLATIONS), help="; ".join(f"{k}: {v}" for k, v in ABLATIONS.items()))
-    p.add_argument("--mode", choices=("structural", "masked", "soft", "dense"), help="execution mode")
+    p.add_argument("--mode", choices=("structural", "masked", "soft", "dense"),
+                   help="execution mode (default: dense for a dense model, structural otherwise)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random head choice")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
-    p = sub.add_parser("adaptivity", help="how much the heads run follow the input (SPEC §6)")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--reference", help="model whose per-example loss is the difficulty "
-                   "(default: <dataset>-dense beside the checkpoint)")
+    p = sub.add_parser("adaptivity", help="how much the heads run follow the input's difficulty")
+    p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
+    p.add_argument("--reference", help="model whose per-example loss is the difficulty, a folder or a shipped "
+                   "model's name (default: <dataset>-dense beside the checkpoint)")
     add_split_arguments(p)
     p.add_argument("--budget", type=_budget, help="force s (budgetformer) or request b (bba) for every input")
     p.add_argument("--ablation", choices=list(ABLATIONS), help="; ".join(f"{k}: {v}" for k, v in ABLATIONS.items()))
@@ -364,30 +461,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("prune", help="rank a dense model's heads (post-hoc baseline) into a bba checkpoint")
-    p.add_argument("--checkpoint", required=True, help="a dense checkpoint")
-    p.add_argument("--out", required=True)
+    p.add_argument("--checkpoint", required=True, help="a dense checkpoint: a folder or a shipped model's name")
+    p.add_argument("--out", required=True, help="checkpoint directory to write")
     p.add_argument("--force", action="store_true", help="replace a checkpoint already at --out")
     p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
-    p.add_argument("--data-dir")
+    p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
     p.add_argument("--split-seed", type=int, help="default: the seed the checkpoint was trained with")
 
     p = sub.add_parser("predict", help="classify texts and show the heads each one used")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--budget", type=_budget)
-    p.add_argument("--input-file", help="one text per line")
+    p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
+    p.add_argument("--budget", type=_budget, help="force s (budgetformer) or request b (bba) for every input")
+    p.add_argument("--input-file", help="one text per line, or a CSV / JSONL file with a text column")
     p.add_argument("--json", action="store_true", help="one JSON object per input")
-    p.add_argument("text", nargs="*")
+    p.add_argument("text", nargs="*", help="texts to classify")
 
     p = sub.add_parser("explain", help="which tokens raised or lowered each layer's budget s (bba: its gate margin)")
-    p.add_argument("--checkpoint", required=True, help="a budgetformer or bba checkpoint")
+    p.add_argument("--checkpoint", required=True, help="a budgetformer or bba checkpoint: a folder or a shipped "
+                                                        "model's name")
     p.add_argument("--budget", type=_budget, help="bba: the requested budget b (default: the model's own)")
     p.add_argument("--json", action="store_true", help="one JSON object per input: tokens, budget_attribution, …")
-    p.add_argument("text", nargs="*")
+    p.add_argument("text", nargs="*", help="texts to explain")
 
     p = sub.add_parser("bench", help="measure structural speed-up per budget against the FLOP ideal")
-    p.add_argument("--checkpoint", help="a budgetformer checkpoint (default: a random model, see --set)")
+    p.add_argument("--checkpoint", help="a checkpoint, a folder or a shipped model's name (default: a random "
+                                        "model, see --set)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="shape of the random model")
-    p.add_argument("--batch-size", type=_positive, default=1)
+    p.add_argument("--batch-size", type=_positive, default=1, help="inputs per forward pass (default: 1)")
     p.add_argument("--threads", type=_positive, default=1, help="torch threads (1: single-thread latency)")
     p.add_argument("--seq-len", type=_positive, help="tokens per input (default: the model's max_len)")
     p.add_argument("--seq-lens", type=_lengths, help="comma-separated lengths: one benchmark each, and the crossover")
@@ -402,6 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "models": cmd_models,
     "train": cmd_train,
     "eval": cmd_eval,
     "adaptivity": cmd_adaptivity,
@@ -416,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded in the checkpoints written
     try:
-        return COMMANDS[args.command](args)
+        return COMMANDS[args.command](resolve_checkpoints(args))
     except (ValueError, RuntimeError, FileNotFoundError) as e:
         print(f"budgetformer {args.command}: error: {e}", file=sys.stderr)
         return 2
