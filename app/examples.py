@@ -4,8 +4,8 @@ The pages work on one table: a row per text of a split, built from
 :meth:`budgetformer_core.infer.Evaluation.to_frame` (predictions, probabilities, s per layer),
 computed live or read from the precomputed per-example tables; :func:`per_example_table` adds the
 class names and texts. The filters, confusion matrix, extremes and the models' disagreements are
-computed from those tables, and so is the reading of the adaptivity figures (SPEC §6:
-:func:`budgetformer_core.adaptivity.from_frames` on a model's table and its dense reference's).
+computed from those tables, and so is the reading of the adaptivity figures
+(:func:`budgetformer_core.adaptivity.from_frames` on a model's table and its dense reference's).
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def disagreements(
     return out.reset_index(drop=True), len(joined)
 
 
-# --------------------------------------------------------------------------- adaptivity (SPEC §6)
+# --------------------------------------------------------------------------- adaptivity
 
 FOLLOWS_RHO = 0.2
 """|ρ(s, reference loss)| from which the reading says the budget follows difficulty."""

@@ -480,7 +480,7 @@ def prefetch(name: str) -> None:
     thread.start()
 
 
-# --------------------------------------------------------------------------- adaptivity (SPEC §6)
+# --------------------------------------------------------------------------- adaptivity
 
 NEEDS_DATASETS = ("synthetic", "synthetic_var")
 """Datasets built in code whose splits say how many heads each input needs (``Split.needed_heads``)."""

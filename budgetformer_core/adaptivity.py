@@ -1,6 +1,6 @@
 """How much a model's head allocation follows the input, judged against an outside difficulty.
 
-SPEC §6: easy inputs should get few heads and hard ones many, with difficulty measured by
+The claim under test: easy inputs get few heads and hard ones many, with difficulty measured by
 something other than the model judged — the per-example loss of a reference model (a dense one
 by default) or, on a synthetic task, the number of heads each input is built to need.
 

@@ -505,7 +505,7 @@ class GateAllocator(Allocator):
 
     With ``gate_source="embedding"`` z is computed from the pooled embedding output, which does
     not depend on b, so the head sets are nested in every layer: for b₁ < b₂ the heads at b₁ are
-    among those at b₂. (``"layer"``, the gates of earlier checkpoints, read the layer's own input,
+    among those at b₂. (``"layer"`` gates read the layer's own input,
     which depends on the heads earlier layers ran at this b: nested in the first layer only.)
 
     Head weights are soft gates in the ``soft`` mode (training); otherwise exactly 1 on the

@@ -70,8 +70,8 @@ class ModelConfig:
     head_dim: int = 0
     """Width Dh of each head's queries, keys and values; 0 = ``d_model / n_heads``, the usual
     split. A width of its own decouples what a head can pass on from the residual stream's
-    width: a head of width 1 passes on one number (a synthetic_var layout built on it: README,
-    "Status and notes for the next person")."""
+    width: a head of width 1 passes on one number (the synthetic_var models: one head reads one
+    slot)."""
     n_layers: int = 2
     """Encoder layers."""
     d_ff: int = 256
@@ -110,9 +110,8 @@ class ModelConfig:
     one learned score per head shared by all inputs (False: static gates, as in the baselines)."""
     gate_source: GateSource = "embedding"
     """bba: what the gates read. ``embedding``: the pooled embedding output, the same at every
-    budget, so head sets are nested in every layer. ``layer``: the pooled layer input, as in
-    earlier checkpoints (nested in the first layer only, since later layers' inputs depend on the
-    heads run before them)."""
+    budget, so head sets are nested in every layer. ``layer``: the pooled layer input (nested in the
+    first layer only, since later layers' inputs depend on the heads run before them)."""
     gate_temperature: float = 0.5
     """Softness of the training gates: bba's sigmoid((z − threshold) / T), and the soft gates
     behind BudgetFormer's ``gated`` weights (of z, and of s by head rank)."""
@@ -259,7 +258,7 @@ class TrainConfig:
     With f_θ's k from the start g_φ is taught only at the k that f_θ picks, and while that k
     covers every input one order of heads for all inputs costs nothing; and while the rest of the
     model keeps learning, it learns to do without the heads f_θ leaves out, so that f_θ sees no
-    gain in running them and leaves them out for good (README, "Allocation that adapts")."""
+    gain in running them and leaves them out for good (docs/method.md)."""
     standardize_scores: bool = False
     """``adaptive`` recipe: g_φ's soft gates read each input's head scores standardised,
     (z − mean) / std over its H heads, rather than z itself (the ranking, and so which heads run,
@@ -268,7 +267,7 @@ class TrainConfig:
     scale-free steps keep pushing the heads that are always cut out (or always in) further away,
     the spread of z grows without bound, p saturates (log p of −∞ for most heads) and the order
     among the heads far below the cut — the ones an input would need next — freezes at
-    whatever it was (seen on synthetic_var: README, "Allocation that adapts"). Standardised, no
+    whatever it was (as on synthetic_var). Standardised, no
     head can leave the gates' reach."""
     k_margin: float = 0.0
     """``adaptive`` recipe, in heads (0 = off): in training each input runs
@@ -279,7 +278,7 @@ class TrainConfig:
     its presence, would change the loss) — and the k at inference flips with the last digits of
     s. With a margin of 0.5 the edge that training settles on, s·H − ½ = n for an input whose
     last needed head is the n-th, puts s·H at n + ½: inference runs those n heads with half a
-    head of slack either way (synthetic_var: README, "Allocation that adapts")."""
+    head of slack either way."""
     beta_start: float = -1.0
     """β at the start of training (< 0 rewards high head entropy: explore)."""
     beta_end: float = 1.0
@@ -325,8 +324,7 @@ class TrainConfig:
     then compute what a warm start's did (later layers' heads read what the trained feed-forward
     blocks give them), so that g_φ learns to pick them per input instead of the heads learning
     to serve one order of picks. No shipped recipe uses it: on synthetic_var the warm start's
-    heads, kept, read a slot less precisely alone than heads left to learn (95.3 % against
-    100 %: README, "Allocation that adapts")."""
+    heads, kept, read a slot less precisely alone than heads left to learn."""
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -422,12 +420,12 @@ def model_config_from_dict(d: dict[str, Any]) -> ModelConfig:
     unknown = set(d) - known
     if unknown:
         raise ValueError(f"config has unknown keys {sorted(unknown)}")
-    # checkpoints written before these fields existed mean what the code did then
+    # a config without these fields means the layout they default to in LEGACY_MODEL_FIELDS
     return ModelConfig(**{**LEGACY_MODEL_FIELDS, **d})
 
 
 LEGACY_MODEL_FIELDS = {"head_weighting": "scaled", "gate_source": "layer"}
-"""What a saved config without these keys means (earlier checkpoints): w = s·H·p, layer-input gates."""
+"""What a saved config without these keys means: w = s·H·p, layer-input gates."""
 
 
 def dumps(cfg: Any) -> str:

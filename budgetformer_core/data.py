@@ -271,13 +271,11 @@ def make_synthetic_var(n: int, seed: int, n_cues: int = SYNTH_VAR_CUES, slot_len
     (``--set head_dim=1 --set pooling=first``): the anchor's query reaches the classifier
     alone, a head passes on one number, and reading a slot's majority means averaging its
     ``slot_len`` letters — one head reads one slot. So a model with h heads reads at most h slots
-    (dense models with fewer heads than k fail on those inputs: README, "Allocation that adapts"),
+    (dense models with fewer heads than k fail on those inputs: docs/results.md),
     an input with k slots in use needs k heads, and *which* heads follows from its mask, which the
     anchor alone tells the budget networks. The split's ``needed_heads`` holds every k.
-
-    (Earlier versions put the anchor and one letter per slot among noise words; a softmax head
-    of the usual width then passed on several slots, or the need showed in the mix of words and
-    the budget networks read it there: README, "Allocation that adapts", Earlier layouts.)
+    Every slot is filled whether in use or not, so the length, layout and mix of words are the
+    same for every k: only the anchor tells the need.
     """
     if slot_len < 1 or slot_len % 2 == 0:
         raise ValueError(f"slot_len must be odd (a slot's bit is its majority letter), got {slot_len}")

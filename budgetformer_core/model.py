@@ -89,7 +89,7 @@ class EncoderLayer(nn.Module):
         return self.drop(x) if self.training else x  # skip the module call in eval
 
 
-# state-dict names of earlier checkpoints, whose networks sat beside the layers
+# state-dict names of checkpoints saved with their networks beside the layers
 _LEGACY_PREFIXES = {"budget_nets.": "alloc.budget_net.", "scorers.": "alloc.scorer.", "gates.": "alloc.gate."}
 
 

@@ -115,12 +115,10 @@ ADAPTIVE = ("lambda_difficulty=10", "s_min=0.05", "s_max=0.65", "lambda_balance=
 """BudgetFormer's adaptive recipe on BBC: gated weights trained straight-through from the start,
 the price λ_c·s, s pulled towards each input's difficulty rank (λ_d) over the band [0.05, 0.65]
 (k = 1 … 5 of 8; the easiest inputs can run one head per layer), and heads balanced over the
-inputs of a batch (λ_u 0.2). Of the runs tried (README, "Allocation that adapts") the one that
-meets every adaptivity bar on BBC."""
+inputs of a batch (λ_u 0.2)."""
 
 AG_NEWS_ADAPTIVE = (*ADAPTIVE, "lambda_cost=0.03")
-"""The adaptive recipe with a lower price on heads (λ_c 0.03 instead of 0.05): of the runs tried
-the one that meets every adaptivity bar on AG News."""
+"""The adaptive recipe with a lower price on heads (λ_c 0.03 instead of 0.05), for AG News."""
 
 MINILM_ADAPTIVE = ("lambda_difficulty=10", "s_min=0.05", "s_max=0.6", "lambda_balance=0.2", "structural_from=0")
 """The adaptive recipe for 12 heads: the band [0.05, 0.6] (k = 1 … 7 of 12)."""
@@ -151,7 +149,7 @@ RECIPES: dict[str, Recipe] = {
         # warm-started from dense. Rank, then count: for the first half every input runs a random
         # k of 1 … 4 and all but f_θ learn (g_φ which heads first, the heads to read a slot each);
         # then f_θ alone learns how many to run, at a price that makes a head worth its cost only
-        # where it reads a slot in use, with half a head of margin (README, "Allocation that adapts")
+        # where it reads a slot in use, with half a head of margin
         budget_sets=("epochs=8", "s_min=0.1875", "s_max=0.6", "lambda_budget=10", "structural_from=0",
                      "random_k=0.5", "standardize_scores=true", "k_margin=0.5", "lambda_cost=2.0"),
         paper_sets=("epochs=8", "s_max=0.6", "lambda_budget=10"),

@@ -1,4 +1,4 @@
-"""Train shipped models again with other seeds; print the README's seed table and save it.
+"""Train shipped models again with other seeds; print their seed table and save it.
 
     python scripts/seed_table.py --dataset bbc --seeds 0 1 2 [--models dense budgetformer] [--out runs/seeds]
                                  [--csv precomputed/results/seeds.csv]

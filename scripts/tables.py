@@ -1,4 +1,4 @@
-"""The README's results tables, from precomputed/results (what `make precompute` measured).
+"""The results tables, from precomputed/results (what `make precompute` measured).
 
     python scripts/tables.py            # every dataset in sweeps.csv
 
@@ -123,7 +123,7 @@ def need_table(sweeps: pd.DataFrame) -> str:
 
 INTERVAL_PAIRS = (("budgetformer", "dense"), ("budgetformer-paper", "dense"), ("no-budget-net", "budgetformer"),
                   ("no-head-scorer", "budgetformer"), ("bba", "dense"))
-"""The accuracy differences the README puts a paired bootstrap interval on."""
+"""The accuracy differences given a paired bootstrap interval (docs/results.md, the app's pages)."""
 
 
 def interval_table(dataset: str) -> str:

@@ -1,7 +1,7 @@
 """Easy vs hard: which test texts get a small budget s and which a large one, and why.
 
 The paper's claim is that easy inputs get small budgets and hard or noisy ones larger. This page
-checks it on the held-out test split. First the adaptivity figures of SPEC §6, with difficulty
+checks it on the held-out test split. First the adaptivity figures, with difficulty
 judged by another model (the dense model's per-example loss) or, on a synthetic task, by the
 heads an input is built to need: k per layer, distinct head sets, ρ(s, dense loss), the heads run
 on the hardest third against the easiest. Then the distribution of s, s against the model's
@@ -73,7 +73,7 @@ if table is None or len(table) < 2:
     st.info("The test split has too few texts to compare.")
     st.stop()
 
-# ----------------------------------------------------------------------------- adaptivity (SPEC §6)
+# ----------------------------------------------------------------------------- adaptivity
 reference = reference_model(name)
 reference_table = None
 if reference is not None:
@@ -268,8 +268,8 @@ columns = {"index": "#", "mean_s": f"mean {sym}", "true": "true", "predicted": "
 formats = {"#": "{:d}", f"mean {sym}": "{:.3f}", "confidence": "{:.1%}", "loss": "{:.3f}", "tokens": "{:d}"}
 for title, rows in (("Lowest budgets", lowest), ("Highest budgets", highest)):
     st.subheader(title)
-    # plain HTML, not st.dataframe: ten fixed rows need no grid, and the two grids cost this page
-    # 0.25 s a visit in the browser, 0.56 s on the first (README, The app)
+    # plain HTML, not st.dataframe: ten fixed rows need no grid, and a grid costs the browser
+    # a quarter of a second or more to draw
     show_table(st, rows[list(columns)].assign(text=[preview(t, 110) for t in rows["text"]]).rename(columns=columns),
                formats, key=f"eh_{title.split()[0].lower()}", wide="text (start)")
 ends = {

@@ -921,7 +921,7 @@ def test_sweep_and_ablation_pages_without_results(tmp_path, monkeypatch, case):
         assert not at.get("plotly_chart") and not at.dataframe
 
 
-# ----------------------------------------------------------------------------- adaptivity (SPEC §6)
+# ----------------------------------------------------------------------------- adaptivity
 PER_EXAMPLE = ROOT / "precomputed" / "results" / "per_example"
 
 

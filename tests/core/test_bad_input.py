@@ -2,7 +2,7 @@
 result or a clear one-line error: exit status 2 (130 for Ctrl-C, tested in test_resume.py), never
 a traceback, and no good file changes (every file is hashed before and after each case).
 
-The cases are those of issue 14 ("Trust and scale") and SPEC §5: labels a checkpoint does not
+The cases: labels a checkpoint does not
 know, a dataset of another task, non-finite or out-of-range settings, sizes that would allocate
 gigabytes, a checkpoint in the way, changed or damaged checkpoint files, input files that are not
 UTF-8 or hold blank lines, and texts that are empty, odd or over the one length limit

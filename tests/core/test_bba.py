@@ -75,7 +75,7 @@ def test_structural_equals_masked_and_weights_are_one():
 @pytest.mark.parametrize("source", ["embedding", "layer"])
 def test_gates_on_the_embedding_are_nested_in_every_layer(source):
     """Gates that read the pooled embeddings rank heads the same way at every budget, so the head
-    sets nest in every layer; gates on each layer's input (earlier checkpoints) need not."""
+    sets nest in every layer; gates on each layer's input (``gate_source="layer"``) need not."""
     torch.manual_seed(0)
     model = BudgetFormer(small_config(variant="bba", gate_source=source, n_layers=3)).eval()
     with torch.no_grad():

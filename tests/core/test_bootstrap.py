@@ -102,26 +102,24 @@ PER_EXAMPLE = Path(__file__).resolve().parents[2] / "precomputed" / "results" / 
 
 
 @pytest.mark.skipif(not (PER_EXAMPLE / "bbc-budgetformer.parquet").is_file(), reason="no shipped tables")
-def test_the_readme_holds_the_intervals_as_computed():
-    """The README's error-bar tables are what scripts/tables.py computes from the shipped tables;
-    every point difference lies in its interval, and the README's reading of them holds."""
+def test_the_shipped_intervals_hold_their_verdicts():
+    """On the shipped per-example tables every point difference lies in its interval, and the
+    verdicts are these: on BBC every gap between the shipped models is within noise; on AG News
+    only bba at b = 0.5 is beyond noise against dense."""
     import importlib.util
 
     root = PER_EXAMPLE.parents[2]
     spec = importlib.util.spec_from_file_location("tables", root / "scripts" / "tables.py")
     tables = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tables)
-    readme = (root / "README.md").read_text()
     for dataset in ("bbc", "ag_news"):
         if not all((PER_EXAMPLE / f"{dataset}-{m}.parquet").is_file() for pair in tables.INTERVAL_PAIRS for m in pair):
             continue
-        block = tables.interval_table(dataset)
-        assert block in readme, f"the README's {dataset} error bars are not what scripts/tables.py prints"
         t = {m: pd.read_parquet(PER_EXAMPLE / f"{dataset}-{m}.parquet") for pair in tables.INTERVAL_PAIRS for m in pair}
         rows = bs.compare(t, list(tables.INTERVAL_PAIRS))
         assert ((rows["low"] <= rows["difference"]) & (rows["difference"] <= rows["high"])).all()
         verdicts = dict(zip(zip(rows["a"], rows["b"]), rows["beyond_noise"], strict=True))
-        if dataset == "bbc":  # "a point either way is within its noise"
+        if dataset == "bbc":
             assert not any(verdicts.values())
         else:  # AG News: the full model's 0.25 below dense and its ablations' 0.1 are noise, bba's 1.07 is not
             assert not verdicts["budgetformer", "dense"] and not verdicts["no-budget-net", "budgetformer"]

@@ -316,7 +316,7 @@ def test_a_k_margin_runs_fewer_heads_in_training_only():
 def test_standardized_scores_run_the_same_heads_with_a_scale_free_gradient():
     """``Control(standardize_scores=True)``: the same heads run, and what the gates pass back to g_φ's
     scores z is the gradient of (z − mean) / std — orthogonal to shifting and to scaling each input's
-    z — so the gates cannot widen z's spread (with raw z they can: README, "Allocation that adapts")."""
+    z — so the gates cannot widen z's spread (with raw z they can)."""
     torch.manual_seed(0)
     model = BudgetFormer(small_config(head_weighting="gated", n_heads=8)).train()
     ids, mask = batch()
