@@ -1,0 +1,65 @@
+"""The documentation: a short README for users, the pages under docs/, a results page that is
+what scripts/results_page.py writes, and no run history anywhere a user reads."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+
+from .conftest import ROOT
+
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+
+HISTORY = re.compile(
+    r"this round|measured again|on a faster day|notes for the next|next person|issue #|\bissues? \d+"
+    r"|SPEC §|README[,:] \"|\(README\b|tried and dropped|tried on the way|shipped before|\(in progress\)",
+    re.IGNORECASE,
+)
+"""Run history and citations of sources a user does not have: neither belongs in what users read."""
+
+
+def user_facing_files():
+    yield README
+    yield from sorted(DOCS.glob("*.md"))
+    for package in ("budgetformer_core", "app", "scripts"):
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+def test_no_run_history_in_readme_docs_engine_or_app():
+    found = [f"{path.relative_to(ROOT)}:{n}: {m.group(0)!r}"
+             for path in user_facing_files()
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if (m := HISTORY.search(line))]
+    assert not found, "history phrases:\n" + "\n".join(found)
+
+
+def test_the_phrase_list_catches_what_it_should():
+    for line in ("Run history of this round", "issue #13's bars", "issue 16 brings", "SPEC §6 asks",
+                 "(README, \"Allocation that adapts\")", "Measured again later"):
+        assert HISTORY.search(line), line
+    for line in ("the issue of cost", "a test split of 426 issues", "SPECIAL_TOKENS", "tissue 3"):
+        assert not HISTORY.search(line), line
+
+
+def test_readme_is_short_and_its_links_resolve():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    assert text.index("make run") < text.index("##") and text.index("make test") < text.index("##")
+    pages = sorted(p.name for p in DOCS.glob("*.md"))
+    assert {"method.md", "results.md", "performance.md", "cli.md", "pretrained.md", "reproduce.md"} <= set(pages)
+    for source in (README, *DOCS.glob("*.md")):
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", source.read_text(encoding="utf-8")):
+            if not re.match(r"[a-z]+://", target):
+                assert (source.parent / target).exists(), f"{source.name} links to {target}, which is not there"
+
+
+@pytest.mark.skipif(not (ROOT / "precomputed" / "results" / "sweeps.csv").is_file(), reason="no shipped results")
+def test_the_results_page_is_what_the_script_writes():
+    spec = importlib.util.spec_from_file_location("results_page", ROOT / "scripts" / "results_page.py")
+    results_page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(results_page)
+    assert (DOCS / "results.md").read_text(encoding="utf-8") == results_page.render(), (
+        "docs/results.md is out of date: run python scripts/results_page.py")
