@@ -116,7 +116,7 @@ class BudgetFormer(nn.Module):
 
     def _init_weights(self) -> None:
         """Normal(0, 0.02) weights, zero biases; the budgeting networks last, f_θ of every layer,
-        then g_φ, then the gates — the order of the random draws of earlier versions, so the
+        then g_φ, then the gates — the order the shipped checkpoints were drawn in, so the
         same seed still gives the same initial model."""
         allocators = list({id(a): a for a in self.allocators}.values())  # shared ones once
         skip = {id(a) for a in allocators}
