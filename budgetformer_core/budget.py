@@ -69,8 +69,8 @@ def first_token(x: Tensor, mask: Tensor | None) -> Tensor:
 def summarize(x: Tensor, mask: Tensor | None, pooling: str) -> Tensor:
     """The (B, D) summary of token states x (B, T, D) that the budgeting networks read: the mean
     over real tokens, or the first real token's state where the model classifies that
-    (``ModelConfig.pooling="first"``; ``mean_max`` models read the mean)."""
-    return first_token(x, mask) if pooling == "first" else masked_mean(x, mask)
+    (``ModelConfig.pooling="first"`` or ``"pooler"``; ``mean_max`` models read the mean)."""
+    return first_token(x, mask) if pooling in ("first", "pooler") else masked_mean(x, mask)
 
 
 class BudgetNet(nn.Module):

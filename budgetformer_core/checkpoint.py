@@ -17,6 +17,9 @@ read from the base on loading, which refuses a base whose sha256 differs. The ba
 that fine-tuning changed (``delta``) are stored as what fine-tuning added to them, in int8 steps
 of a power-of-two size per row (:func:`quantize_delta`): a quarter of their float32 size, and
 far finer than float16 for the small changes fine-tuning makes.
+
+:func:`load_checkpoint` also opens a Hugging Face sequence classifier's folder
+(:mod:`budgetformer_core.classifier`).
 """
 
 from __future__ import annotations
@@ -304,11 +307,27 @@ def _base_tensors(path: Path, config: dict[str, Any], max_len: int, tensors: dic
         tensors[name] = dequantize_delta(q, scale.float(), weights[name])
 
 
+def hf_layout(path: Path) -> bool:
+    """True when ``path/config.json`` is a Hugging Face model's (it has a ``model_type`` or
+    ``architectures``, and no ``format_version`` of ours)."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and "format_version" not in config and (
+        "model_type" in config or "architectures" in config)
+
+
 def load_checkpoint(path: str | Path) -> Checkpoint:
-    """Load a checkpoint directory written by :func:`save_checkpoint`."""
+    """Load a checkpoint directory written by :func:`save_checkpoint`, or a Hugging Face sequence
+    classifier's folder (:func:`budgetformer_core.classifier.load_classifier`)."""
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(f"checkpoint {path} is not a directory")
+    if hf_layout(path):
+        from .classifier import load_classifier  # it builds on this module
+
+        return load_classifier(path)
     missing = [f for f in FILES if not (path / f).is_file()]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {', '.join(missing)}")

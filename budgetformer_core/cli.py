@@ -14,7 +14,10 @@ A table of subcommands, each a thin wrapper of a core function:
                          [--clock {wall,cpu}] [--json]
 
 Wherever a checkpoint is asked for (--checkpoint, --init, --reference), a folder or the name of
-a shipped model (e.g. bbc-budgetformer) is accepted, from any working folder.
+a shipped model (e.g. bbc-budgetformer) is accepted, from any working folder. ``--checkpoint``
+also takes a Hugging Face BERT-family sequence classifier's folder
+(:mod:`budgetformer_core.classifier`); ``--rank-file F`` ranks such a classifier's heads on F,
+which gives it budgets without training.
 
 Errors the user can fix (unknown key, bad checkpoint, empty text, a label the checkpoint does
 not know, an existing checkpoint at --out without --force) print one line to stderr and exit
@@ -39,7 +42,7 @@ import torch
 from . import __version__, distributed
 from .bench import BUDGETS, bench, bench_lengths
 from .budget import ABLATIONS, Control, ablation
-from .checkpoint import check_out_dir, json_safe, load_checkpoint
+from .checkpoint import Checkpoint, check_out_dir, json_safe, load_checkpoint
 from .config import ModelConfig, TrainConfig, apply_overrides
 from .data import Split, load_dataset, source_path
 from .infer import MAX_CHARS, check_texts, evaluate_split, predict_rows
@@ -169,6 +172,20 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def open_model(args: argparse.Namespace) -> Checkpoint:
+    """The model ``--checkpoint`` names, a classifier's heads ranked on ``--rank-file`` if given."""
+    from .classifier import open_checkpoint
+
+    return open_checkpoint(args.checkpoint, args.rank_file)
+
+
+def no_budget(ckpt: Checkpoint) -> str:
+    """How a dense model might get a budget: a classifier's heads can be ranked; else none."""
+    from .classifier import RANK_HINT
+
+    return f" ({RANK_HINT})" if "classifier" in ckpt.meta else ""
+
+
 def ablation_control(ckpt, args: argparse.Namespace, split) -> Control:
     """The Control for --budget / --ablation (one meaning per name: ``budget.ABLATIONS``).
 
@@ -177,7 +194,8 @@ def ablation_control(ckpt, args: argparse.Namespace, split) -> Control:
     first k heads; ``random-heads`` k random heads per input (``--seed``).
     """
     if ckpt.config.variant == "dense" and (args.budget is not None or args.ablation):
-        raise ValueError("a dense checkpoint has no budget: --budget and --ablation need a budgetformer model")
+        raise ValueError("a dense checkpoint has no budget: --budget and --ablation need a budgetformer model"
+                         + no_budget(ckpt))
     if ckpt.config.variant == "bba" and args.ablation:
         raise ValueError("--ablation applies to budgetformer models; a bba model takes --budget")
     if not args.ablation:
@@ -239,7 +257,7 @@ def checkpoint_split(ckpt, args: argparse.Namespace, default: str = "test") -> t
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    ckpt = load_checkpoint(args.checkpoint)
+    ckpt = open_model(args)
     dataset_name, split, rows = checkpoint_split(ckpt, args)
     control = ablation_control(ckpt, args, split)
     result = evaluate_split(ckpt, split, control, args.mode)
@@ -256,7 +274,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_adaptivity(args: argparse.Namespace) -> int:
     from .adaptivity import adaptivity, load_reference  # pandas / scipy: keeps `predict` start-up light
 
-    ckpt = load_checkpoint(args.checkpoint)
+    ckpt = open_model(args)
     reference = load_reference(args.checkpoint, args.reference)
     dataset_name, split, rows = checkpoint_split(ckpt, args)
     result = adaptivity(ckpt, split, reference, ablation_control(ckpt, args, split))
@@ -280,10 +298,10 @@ def cmd_adaptivity(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    ckpt = load_checkpoint(args.checkpoint)
+    ckpt = open_model(args)
     control = Control(budget=args.budget) if args.budget is not None else None
     if control and ckpt.config.variant == "dense":
-        raise ValueError("a dense checkpoint has no budget: --budget needs a budgetformer model")
+        raise ValueError("a dense checkpoint has no budget: --budget needs a budgetformer model" + no_budget(ckpt))
     if args.text:
         check_texts(list(args.text))
     elif not args.input_file:
@@ -314,10 +332,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from .explain import explain, top_tokens
 
-    ckpt = load_checkpoint(args.checkpoint)
+    ckpt = open_model(args)
     variant = ckpt.config.variant
     if variant == "dense":
-        raise ValueError("a dense checkpoint has no budget to explain: every layer runs all of its heads")
+        raise ValueError("a dense checkpoint has no budget to explain: every layer runs all of its heads"
+                         + no_budget(ckpt))
     if args.budget is not None and variant == "budgetformer":
         raise ValueError("--budget forces s on a budgetformer model, leaving nothing to explain; "
                          "it is the requested budget b of a bba model")
@@ -345,7 +364,12 @@ def bench_model(args: argparse.Namespace) -> tuple[BudgetFormer, str]:
     if args.checkpoint:
         if args.set:
             raise ValueError("--set changes the shape of a fresh model; a checkpoint has its own shape")
-        return load_checkpoint(args.checkpoint).model, str(args.checkpoint)
+        ckpt = open_model(args)
+        if ckpt.config.variant == "dense":
+            raise ValueError("bench needs a budgetformer model: a dense model has no heads to skip" + no_budget(ckpt))
+        return ckpt.model, str(args.checkpoint)
+    if args.rank_file:
+        raise ValueError("--rank-file ranks the heads of a --checkpoint; a random model has nothing to rank")
     model_cfg, train_cfg = apply_overrides(ModelConfig(), TrainConfig(), args.set)
     if train_cfg != TrainConfig():
         raise ValueError("bench takes only model keys in --set (d_model, n_heads, max_len, ...)")
@@ -407,7 +431,16 @@ def add_split_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=_positive, help="use only the first N rows")
 
 
-CHECKPOINT_HELP = "a checkpoint folder, or a shipped model's name (budgetformer models lists them)"
+CHECKPOINT_HELP = ("a checkpoint folder, a shipped model's name (budgetformer models lists them), or a Hugging Face "
+                   "BERT-family sequence classifier's folder (config.json with id2label, model.safetensors, "
+                   "tokenizer.json or vocab.txt)")
+
+
+def add_rank_file(p: argparse.ArgumentParser) -> None:
+    """``--rank-file``, which :func:`open_model` reads."""
+    p.add_argument("--rank-file", metavar="F", help="a Hugging Face classifier: rank its heads on F (CSV / JSONL / "
+                   "Parquet with text and label columns, labels as its id2label names or integers; or texts alone, "
+                   "labelled by its own predictions) so that it takes budgets")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -442,6 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="evaluate a checkpoint on a split")
     p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
+    add_rank_file(p)
     add_split_arguments(p)
     p.add_argument("--budget", type=_budget, help="force s for every input and layer")
     p.add_argument("--ablation", choices=list(ABLATIONS), help="; ".join(f"{k}: {v}" for k, v in ABLATIONS.items()))
@@ -452,6 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("adaptivity", help="how much the heads run follow the input's difficulty")
     p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
+    add_rank_file(p)
     p.add_argument("--reference", help="model whose per-example loss is the difficulty, a folder or a shipped "
                    "model's name (default: <dataset>-dense beside the checkpoint)")
     add_split_arguments(p)
@@ -470,6 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("predict", help="classify texts and show the heads each one used")
     p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
+    add_rank_file(p)
     p.add_argument("--budget", type=_budget, help="force s (budgetformer) or request b (bba) for every input")
     p.add_argument("--input-file", help="one text per line, or a CSV / JSONL file with a text column")
     p.add_argument("--json", action="store_true", help="one JSON object per input")
@@ -477,14 +513,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("explain", help="which tokens raised or lowered each layer's budget s (bba: its gate margin)")
     p.add_argument("--checkpoint", required=True, help="a budgetformer or bba checkpoint: a folder or a shipped "
-                                                        "model's name")
+                                                        "model's name; or a Hugging Face classifier's folder with "
+                                                        "--rank-file")
+    add_rank_file(p)
     p.add_argument("--budget", type=_budget, help="bba: the requested budget b (default: the model's own)")
     p.add_argument("--json", action="store_true", help="one JSON object per input: tokens, budget_attribution, …")
     p.add_argument("text", nargs="*", help="texts to explain")
 
     p = sub.add_parser("bench", help="measure structural speed-up per budget against the FLOP ideal")
-    p.add_argument("--checkpoint", help="a checkpoint, a folder or a shipped model's name (default: a random "
-                                        "model, see --set)")
+    p.add_argument("--checkpoint", help="a checkpoint, a folder or a shipped model's name, or a Hugging Face "
+                                        "classifier's folder with --rank-file (default: a random model, see --set)")
+    add_rank_file(p)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="shape of the random model")
     p.add_argument("--batch-size", type=_positive, default=1, help="inputs per forward pass (default: 1)")
     p.add_argument("--threads", type=_positive, default=1, help="torch threads (1: single-thread latency)")

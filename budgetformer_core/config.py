@@ -80,10 +80,12 @@ class ModelConfig:
     """Longest input in tokens; longer inputs are truncated."""
     dropout: float = 0.2
     """Dropout on embeddings, attention output and feed-forward output."""
-    pooling: Literal["mean", "mean_max", "first"] = "mean"
+    pooling: Literal["mean", "mean_max", "first", "pooler"] = "mean"
     """How token states become the classifier's input: their mean, mean and max concatenated, or
     the first token's state alone (``first``: in a one-layer model only the first token's query
-    then reaches the classifier, so what a head passes on is one attention pattern's reading)."""
+    then reaches the classifier, so what a head passes on is one attention pattern's reading), or
+    that state through a dense layer and tanh (``pooler``: BERT's pooler, which a Hugging Face
+    sequence classifier brings trained, :mod:`budgetformer_core.classifier`)."""
     variant: Variant = "budgetformer"
     """``dense`` (plain multi-head attention), ``budgetformer`` (f_θ + g_φ per layer) or ``bba``
     (budgeted attention allocation: the caller requests a budget b, monotone head gates)."""
@@ -160,8 +162,8 @@ class ModelConfig:
             raise ValueError(f"default_budget must be in (0, 1], got {self.default_budget}")
         if self.gate_temperature <= 0:
             raise ValueError(f"gate_temperature must be > 0, got {self.gate_temperature}")
-        if self.pooling not in ("mean", "mean_max", "first"):
-            raise ValueError(f"pooling must be 'mean', 'mean_max' or 'first', got {self.pooling!r}")
+        if self.pooling not in ("mean", "mean_max", "first", "pooler"):
+            raise ValueError(f"pooling must be 'mean', 'mean_max', 'first' or 'pooler', got {self.pooling!r}")
         if self.head_choice not in ("learned", "uniform", "random"):
             raise ValueError(f"head_choice must be learned/uniform/random, got {self.head_choice!r}")
         if not 0.0 < self.fixed_budget <= 1.0:

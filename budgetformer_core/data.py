@@ -566,6 +566,10 @@ def check_classes(name: str, own: list[str], classes: list[str] | None) -> None:
         )
 
 
+class NoLabels(ValueError):
+    """A file or split without a label column (its texts may still be read, unlabelled)."""
+
+
 def _build(
     name: str, tables: dict[str, tuple[pd.DataFrame, str]], label_names: list[str] | None, seed: int,
     classes: list[str] | None = None, whole: bool = False,
@@ -586,7 +590,7 @@ def _build(
         if label is None:
             if split == "test":  # an unlabelled test set (GLUE): validation stands in for it
                 continue
-            raise ValueError(f"{where}: no label column; expected one of {list(LABEL_COLUMNS)}")
+            raise NoLabels(f"{where}: no label column; expected one of {list(LABEL_COLUMNS)}")
         part = pd.DataFrame({"text": text, "label": label})
         if names_col := next((c for c in NAME_COLUMNS if c in df.columns), None):
             part["name"] = df[names_col]

@@ -13,7 +13,8 @@ feed-forward width F, k heads run in a layer, C classes, budget-network hidden s
     budgeting networks    what the layer's allocator runs (:func:`budgeting_flops`):
                           f_θ 2 · (D·M + M·1), g_φ 2 · (D·M + M·H), a bba gate network
                           2 · (D·M + M·H); nothing for static gates, pruned heads or dense
-    classifier (once)     2 · D · C   (2 · 2D · C with ``pooling="mean_max"``)
+    classifier (once)     2 · D · C   (2 · 2D · C with ``pooling="mean_max"``; plus BERT's
+                          pooler 2 · D · D with ``pooling="pooler"``)
 
 The dense baseline is the same model with k = H in every layer and no budgeting networks. With
 one k per input (a batch whose inputs got different budgets) the batch's FLOPs are the sum of the
@@ -73,14 +74,19 @@ def forward_flops(
     if len(ks) != cfg.n_layers:
         raise ValueError(f"need one k per layer ({cfg.n_layers}), got {len(ks)}")
     body = sum(sum(layer_flops(cfg, n_tokens, k, net).values()) for k, net in zip(ks, nets))
+    return body + head_flops(cfg)
+
+
+def head_flops(cfg: ModelConfig) -> int:
+    """FLOPs of the classifier on the pooled input, once per input (BERT's pooler included)."""
     pooled = cfg.d_model * (2 if cfg.pooling == "mean_max" else 1)  # the classifier's input width
-    return body + 2 * pooled * cfg.n_classes
+    pooler = 2 * cfg.d_model * cfg.d_model if cfg.pooling == "pooler" else 0
+    return pooler + 2 * pooled * cfg.n_classes
 
 
 def dense_flops(cfg: ModelConfig, n_tokens: int) -> int:
     """FLOPs of the dense model of the same shape (every one of the H heads, no pruning) on the input."""
-    body = cfg.n_layers * sum(layer_flops(cfg, n_tokens, cfg.n_heads).values())
-    return body + 2 * cfg.d_model * (2 if cfg.pooling == "mean_max" else 1) * cfg.n_classes
+    return cfg.n_layers * sum(layer_flops(cfg, n_tokens, cfg.n_heads).values()) + head_flops(cfg)
 
 
 def attention_share(cfg: ModelConfig, n_tokens: int) -> float:

@@ -1,7 +1,8 @@
 """Encoder classifier whose attention layers budget their heads per input.
 
 A Transformer encoder (token + learned position embeddings, ``n_layers`` layers of attention and
-feed-forward, mean-pool over real tokens — or the first token's state — linear classifier).
+feed-forward, mean-pool over real tokens — or the first token's state, alone or through BERT's
+pooler — linear classifier).
 Pre-norm by default (a layer norm before each sublayer and a final one); ``ModelConfig.norm="post"``
 gives BERT's layout (token-type embeddings, a layer norm of the embeddings and after each
 residual sum), into which
@@ -111,6 +112,8 @@ class BudgetFormer(nn.Module):
         self.ln_f = nn.Identity() if post else nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.ln_emb = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if post else nn.Identity()
         self.type_emb = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
+        # BERT's pooler: the first token's state -> dense -> tanh (only with pooling="pooler")
+        self.pooler = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.Tanh()) if cfg.pooling == "pooler" else None
         self.head = nn.Linear(cfg.d_model * (2 if cfg.pooling == "mean_max" else 1), cfg.n_classes)
         self._init_weights()
 
@@ -187,7 +190,9 @@ class BudgetFormer(nn.Module):
 
     def pool(self, x: Tensor, mask: Tensor | None) -> Tensor:
         """(B, T, D) final states -> (B, D) mean, or (B, 2D) mean ‖ max, over real tokens, or
-        (B, D) the first real token's state."""
+        (B, D) the first real token's state, or that state through the pooler."""
+        if self.pooler is not None:
+            return self.pooler(first_token(x, mask))
         if self.cfg.pooling == "first":
             return first_token(x, mask)
         mean = masked_mean(x, mask)

@@ -85,17 +85,23 @@ def head_importance(
     return importance / importance.norm(dim=1, keepdim=True).clamp_min(1e-12)
 
 
+def posthoc_model(dense: BudgetFormer, importance: Tensor, **fields) -> BudgetFormer:
+    """A static-gate ``bba`` model (in eval mode) with ``dense``'s weights and its heads ranked
+    by ``importance`` (L, H); ``fields`` change other config values (e.g. ``default_budget``)."""
+    model = BudgetFormer(dataclasses.replace(dense.cfg, variant="bba", gate_input=False, **fields))
+    warm_start(model, dense)
+    with torch.no_grad():
+        for gate, scores in zip((a.gate for a in model.allocators), importance, strict=True):
+            gate.scores.copy_(scores)
+    return model.eval()
+
+
 def posthoc_checkpoint(dense: Checkpoint, importance: Tensor, out_dir: str | Path, meta: dict,
                        force: bool = False) -> Path:
     """Write a static-gate ``bba`` checkpoint with the dense weights and heads ranked by importance
     (an existing checkpoint at ``out_dir`` is replaced only with ``force``)."""
     check_out_dir(out_dir, force=force)
-    cfg = dataclasses.replace(dense.config, variant="bba", gate_input=False)
-    model = BudgetFormer(cfg)
-    warm_start(model, dense.model)
-    with torch.no_grad():
-        for gate, scores in zip((a.gate for a in model.allocators), importance, strict=True):
-            gate.scores.copy_(scores)
+    model = posthoc_model(dense.model, importance)
     if "backbone" in dense.meta:  # on a pretrained encoder: its base, and the tensors taken from it unchanged
         meta = {**meta, "backbone": dense.meta["backbone"]}
-    return save_checkpoint(out_dir, model.eval(), dense.tokenizer, dense.label_names, meta, dense.history)
+    return save_checkpoint(out_dir, model, dense.tokenizer, dense.label_names, meta, dense.history)

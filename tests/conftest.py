@@ -44,6 +44,37 @@ def train_tiny(out: Path) -> Path:
     return out
 
 
+BBC_CLASSES = ["business", "entertainment", "politics", "sport", "tech"]
+"""The label names of the bbc dataset (and of its shipped models)."""
+
+
+def write_hf_classifier(out: Path, labels: list[str] = BBC_CLASSES) -> Path:
+    """Write a small BertForSequenceClassification (2 layers × 4 heads, d 32, random weights
+    spread wide enough that the classes' logits differ) with its own vocabulary — the special
+    tokens, a few words, every letter alone and as a word piece, so that any lower-case text is
+    spelt out — as ``transformers``' ``save_pretrained`` writes it."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    out.mkdir(parents=True, exist_ok=True)
+    letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+    words = "the market shares film music election vote match goal phone software rose fell won new".split()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, *letters, *(f"##{c}" for c in letters)]
+    (out / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64, initializer_range=0.3,
+                        id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)})
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(out)
+    BertTokenizerFast(vocab_file=str(out / "vocab.txt")).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def hf_classifier(tmp_path_factory) -> Path:
+    """A Hugging Face sequence classifier's folder with bbc's classes (see :func:`write_hf_classifier`)."""
+    return write_hf_classifier(tmp_path_factory.mktemp("hf") / "my-bert")
+
+
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory) -> Path:
     return train_tiny(tmp_path_factory.mktemp("ckpt") / "tiny")

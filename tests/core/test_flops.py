@@ -44,9 +44,10 @@ def test_structural_flops_match_torch_counter(small_model, n_tokens, k):
     assert counted == forward_flops(small_model.cfg, n_tokens, ks)  # f_θ and g_φ included
 
 
-def test_mean_max_pooling_flops_match_torch_counter():
+@pytest.mark.parametrize("pooling", ["mean_max", "pooler"])
+def test_pooling_flops_match_torch_counter(pooling):
     torch.manual_seed(0)
-    model = BudgetFormer(small_config(pooling="mean_max")).eval()
+    model = BudgetFormer(small_config(pooling=pooling)).eval()
     for mode, control in (("dense", None), ("structural", Control(k=2))):
         counted, ks = counted_flops(model, 9, mode, control)
         assert counted == forward_flops(model.cfg, 9, None if mode == "dense" else ks)
