@@ -20,6 +20,7 @@ from app.state import (
     DEFAULT_MODEL,
     LOCAL_COPY_HELP,
     MODEL_KEY,
+    MODEL_ROOTS_ENV,
     Samples,
     available_models,
     checkpoint_config,
@@ -113,7 +114,8 @@ def model_picker() -> str | None:
         names,
         index=names.index(current if current in names else first),
         key=f"model_for_{dataset}",
-        help="Checkpoint directories under precomputed/checkpoints.",
+        help="Checkpoint directories under precomputed/checkpoints, and the classifiers of the folders the "
+        f"operator listed in ${MODEL_ROOTS_ENV}.",
     )
     st.session_state[MODEL_KEY] = name
     model_card(name)
@@ -124,6 +126,9 @@ def model_picker() -> str | None:
 def model_card(name: str) -> None:
     """A few facts about the checkpoint under the picker."""
     cfg = checkpoint_config(name)
+    if "error" in cfg:  # a listed folder that is not a sequence classifier
+        st.sidebar.error(md_escape(cfg["error"]))
+        return
     model = cfg.get("model", {})
     test = cfg.get("test", {})
     n_layers = model.get("n_layers", "?")
@@ -132,7 +137,10 @@ def model_card(name: str) -> None:
         f"{model.get('n_heads', '?')} heads"
     ]
     base = cfg.get("backbone")
-    if isinstance(base, dict):  # fine-tuned from a pretrained encoder, named by its package or folder
+    if isinstance(cfg.get("classifier"), dict):  # a researcher's own, from the operator's list
+        lines.append(f"your **{md_escape(cfg['classifier'].get('architecture', '?'))}**, heads ranked zero-shot "
+                     f"on the validation split of {md_escape(cfg.get('dataset', '?'))} (no training)")
+    elif isinstance(base, dict):  # fine-tuned from a pretrained encoder, named by its package or folder
         lines.append(f"backbone **{md_escape(str(base.get('package') or base.get('source', '?')))}** (pretrained)")
     else:
         lines.append("trained from scratch (no pretrained backbone)")

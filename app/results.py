@@ -277,6 +277,7 @@ def live_sweep(
         yield {
             "budget_b": b,
             "accuracy": ev.accuracy,
+            "macro_f1": ev.macro_f1,
             "heads_fraction": ev.mean_heads_fraction,
             "flops_ratio": ev.flops_ratio,
             "latency_ms": stats["budgeted"].median_ms / len(inputs),
@@ -285,6 +286,23 @@ def live_sweep(
             "timed": len(inputs),
             "seconds": time.perf_counter() - t0,
         }
+
+
+def head_budgets(n_heads: int) -> list[float]:
+    """One budget per number of heads, k / H for k = 1 … H: every distinct point of a model
+    that runs ⌊b·H⌋ heads."""
+    return [k / n_heads for k in range(1, n_heads + 1)]
+
+
+def sweep_rows(done: list[dict], dataset: str, model: str) -> pd.DataFrame:
+    """Rows of :func:`live_sweep` as :func:`read_sweeps` gives sweeps.csv's, for ``model`` of ``dataset``."""
+    frame = pd.DataFrame(done).rename(columns={"budget_b": "b"})
+    frame = frame.assign(dataset=dataset, model=model, budget=[f"{b:.3g}" for b in frame["b"]])
+    for column in SWEEP_NUMBERS:
+        if column not in frame:
+            frame[column] = np.nan
+    frame["ideal_speedup"] = 1.0 / frame["flops_ratio"].where(frame["flops_ratio"] > 0)
+    return frame
 
 
 # --------------------------------------------------------------------------- error bars

@@ -38,19 +38,64 @@ OFFLINE_DATASETS = ("bbc", "synthetic", "synthetic_var")
 """Datasets whose texts ship with the app (others would need the network)."""
 
 
-def available_models() -> list[str]:
+MODEL_ROOTS_ENV = "BUDGETFORMER_MODEL_DIRS"
+"""Environment variable the operator sets before starting the app: folders (separated by
+``os.pathsep``) holding researchers' own sequence classifiers in the Hugging Face layout
+(:mod:`budgetformer_core.classifier`). Each listed folder that is one, and each folder directly
+inside a listed one that is one, joins the model list under its folder's name (a name a shipped
+checkpoint has is left out). Default: none. A visitor never names a folder."""
+
+
+def shipped_models() -> list[str]:
     """Checkpoint directories shipped under precomputed/checkpoints."""
     if not CHECKPOINTS.is_dir():
         return []
     return sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").is_file())
 
 
+def classifier_models() -> dict[str, Path]:
+    """The classifiers of :data:`MODEL_ROOTS_ENV`'s folders, by name (their folder's name)."""
+    listed = [p for p in os.environ.get(MODEL_ROOTS_ENV, "").split(os.pathsep) if p.strip()]
+    if not listed:
+        return {}
+    from budgetformer_core.checkpoint import hf_layout
+
+    found: dict[str, Path] = {}
+    taken = set(shipped_models())
+    for root in (Path(os.path.abspath(p)) for p in listed):
+        try:
+            folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
+        except OSError:  # an unreadable folder offers nothing
+            folders = []
+        for folder in folders:
+            if folder.name not in taken and folder.name not in found and hf_layout(folder):
+                found[folder.name] = folder
+    return found
+
+
+def available_models() -> list[str]:
+    """The shipped checkpoints, then the operator's classifiers (:func:`classifier_models`)."""
+    return shipped_models() + sorted(classifier_models())
+
+
+def is_classifier(name: str) -> bool:
+    """True for a model of the operator's list of classifiers."""
+    return name in classifier_models()
+
+
+def model_dir(name: str) -> Path:
+    """The folder of a model of :func:`available_models` (a name that is none: where a shipped
+    one would be, which does not exist)."""
+    return classifier_models().get(name) or CHECKPOINTS / name
+
+
 def stamp(name: str) -> tuple:
     """(size, mtime) of the checkpoint's files: changes when the checkpoint is replaced."""
     out = []
-    for f in ("config.json", "model.safetensors", "tokenizer.json", "history.json"):
+    folder = model_dir(name)
+    for f in ("config.json", "model.safetensors", "tokenizer.json", "history.json", "vocab.txt"):
         try:
-            s = (CHECKPOINTS / name / f).stat()
+            s = (folder / f).stat()
             out.append((s.st_size, s.st_mtime_ns))
         except OSError:
             out.append(None)
@@ -58,22 +103,43 @@ def stamp(name: str) -> tuple:
 
 
 def checkpoint_path(name: str) -> Path:
-    """The directory of a shipped checkpoint; CheckpointError for a name that is not one."""
+    """The directory of a shipped checkpoint or a listed classifier; CheckpointError for a name
+    that is neither."""
     from budgetformer_core.checkpoint import CheckpointError
 
     if name not in available_models():
         raise CheckpointError(
             f"unknown checkpoint {name!r}; shipped: {', '.join(available_models()) or 'none'}"
         )
-    return CHECKPOINTS / name
+    return model_dir(name)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _config(name: str, version: tuple) -> dict:
+    if is_classifier(name):
+        return _classifier_config(name)
     try:
         return json.loads((CHECKPOINTS / name / "config.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+def _classifier_config(name: str) -> dict:
+    """What config.json would say of a listed classifier with its heads ranked, and its
+    ``dataset``: the first whose classes are its ``id2label`` (a shipped model's dataset, then a
+    hub dataset), else its own name. A folder that is not a classifier: ``error``, one line."""
+    from budgetformer_core.checkpoint import CheckpointError
+    from budgetformer_core.classifier import describe
+    from budgetformer_core.data import HUB_LABELS
+
+    try:
+        config = describe(model_dir(name))
+    except CheckpointError as e:
+        return {"dataset": name, "error": str(e)}
+    labels = config["label_names"]
+    known = [(dataset_of(m), checkpoint_config(m).get("label_names")) for m in shipped_models()]
+    known += [(key, list(names)) for key, names in HUB_LABELS.items()]
+    return {**config, "dataset": next((d for d, names in known if names == labels), name)}
 
 
 def checkpoint_config(name: str) -> dict:
@@ -101,7 +167,7 @@ def is_dense(name: str) -> bool:
 @st.cache_data(max_entries=16, show_spinner=False)
 def _history(name: str, version: tuple) -> list[dict]:
     try:
-        history = json.loads((CHECKPOINTS / name / "history.json").read_text())
+        history = json.loads((model_dir(name) / "history.json").read_text())
     except (OSError, ValueError):
         return []
     return [h for h in history if isinstance(h, dict)] if isinstance(history, list) else []
@@ -128,18 +194,60 @@ def _checkpoint(name: str, version: tuple) -> Checkpoint:
     return load_checkpoint(checkpoint_path(name))
 
 
+@st.cache_resource(show_spinner="Loading the classifier and ranking its heads…", max_entries=8)
+def _ranked(name: str, version: tuple, dataset: str, source: tuple | None) -> Checkpoint:
+    from budgetformer_core.checkpoint import CheckpointError, load_checkpoint
+    from budgetformer_core.classifier import rank_heads
+
+    ckpt = load_checkpoint(checkpoint_path(name))
+    samples = None if source is None else _split_samples(dataset, "validation", *source)
+    if samples is None or samples.label_names != ckpt.label_names:
+        raise CheckpointError(
+            f"{name}'s heads are ranked on the validation split of a dataset with its classes "
+            f"{ckpt.label_names}; the texts of {dataset} are not on this machine"
+        )
+    return rank_heads(ckpt, samples.texts, samples.labels, source=f"the validation split of {dataset}")
+
+
 def get_checkpoint(name: str) -> Checkpoint:
-    """Load a shipped checkpoint once per server (read-only afterwards, so safe to share).
+    """Load a shipped checkpoint once per server (read-only afterwards, so safe to share); a
+    listed classifier with its heads ranked on the validation split of its dataset (zero-shot
+    post-hoc budgets, :func:`budgetformer_core.classifier.rank_heads`).
 
     Raises:
-        CheckpointError: unknown name, or missing / corrupt files (a ValueError).
+        CheckpointError: unknown name, missing / corrupt files, a folder that is not a
+            classifier, or a classifier whose dataset's texts are not here (a ValueError).
     """
+    if is_classifier(name):
+        dataset = dataset_of(name)
+        return _ranked(name, stamp(name), dataset, _source(dataset))
     return _checkpoint(name, stamp(name))
+
+
+@st.cache_data(max_entries=4, show_spinner="Running the classifier at every number of heads…")
+def _classifier_sweep(name: str, version: tuple, dataset: str, source: tuple) -> pd.DataFrame:
+    samples = _split_samples(dataset, "test", *source)
+    ckpt = _ranked(name, version, dataset, source)
+    budgets = results.head_budgets(ckpt.config.n_heads)
+    return results.sweep_rows(list(results.live_sweep(ckpt, samples.texts, samples.labels, budgets)), dataset, name)
+
+
+def classifier_sweep(name: str) -> pd.DataFrame:
+    """The budget sweep of a listed classifier on the test split of its dataset, with its heads
+    ranked zero-shot (:func:`get_checkpoint`): a row per number of heads, as sweeps.csv's rows
+    (cached for all sessions; the first call runs the split once per budget).
+
+    Raises:
+        ValueError: the classifier cannot be loaded or ranked (the reason, in one line).
+    """
+    get_checkpoint(name)  # the reason it cannot be used, if any
+    dataset = dataset_of(name)
+    return _classifier_sweep(name, stamp(name), dataset, _source(dataset))
 
 
 def model_sha256(name: str) -> str:
     """sha256 of the checkpoint's weights (cached until the file changes)."""
-    path = CHECKPOINTS / name / "model.safetensors"
+    path = model_dir(name) / "model.safetensors"
     return _file_sha256(str(path), _file_stamp(path))
 
 

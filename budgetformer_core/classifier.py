@@ -41,7 +41,7 @@ import torch
 
 from .backbone import our_names, read_config, read_tokenizer, read_weights
 from .checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from .config import ModelConfig
+from .config import ModelConfig, to_dict
 from .model import BudgetFormer
 from .tokenizer import encode, pad
 
@@ -109,6 +109,23 @@ def _label_names(id2label: Any, file: Path) -> list[str]:
     return labels
 
 
+RANKED = {"variant": "bba", "gate_input": False, "default_budget": 1.0}
+"""The config values a classifier takes with its heads ranked (:func:`rank_heads`): static gates,
+and the whole classifier unless a budget is asked for."""
+
+
+def describe(path: str | Path) -> dict[str, Any]:
+    """What a checkpoint's config.json would say of the classifier at ``path`` with its heads
+    ranked (``model``, ``label_names``, ``classifier``), read from its ``config.json`` alone.
+
+    Raises:
+        CheckpointError: as :func:`read_classifier`.
+    """
+    cfg, labels, architecture = read_classifier(path)
+    return {"model": to_dict(dataclasses.replace(cfg, **RANKED)), "label_names": labels,
+            "classifier": {"path": str(path), "architecture": architecture}}
+
+
 def load_classifier(path: str | Path) -> Checkpoint:
     """The classifier at ``path`` as a dense checkpoint whose logits are ``transformers``'.
 
@@ -160,7 +177,7 @@ def rank_heads(ckpt: Checkpoint, texts: list[str], labels: list[int] | None = No
     if labels is None:
         labels = predicted(ckpt.model, ids)
     importance = head_importance(ckpt.model, ids, list(labels), batch_size=RANK_BATCH)
-    model = posthoc_model(ckpt.model, importance, default_budget=1.0)
+    model = posthoc_model(ckpt.model, importance, default_budget=RANKED["default_budget"])
     ranking = {"source": source, "rows": len(texts), "labels": "given" if given else "predicted"}
     meta = {**ckpt.meta, "ranking": ranking, "importance": importance.tolist()}
     return dataclasses.replace(ckpt, model=model, meta=meta)

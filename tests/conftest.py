@@ -44,7 +44,7 @@ def train_tiny(out: Path) -> Path:
     return out
 
 
-BBC_CLASSES = ["business", "entertainment", "politics", "sport", "tech"]
+BBC_CLASSES = ["business", "entertainment", "politics", "sports", "tech"]
 """The label names of the bbc dataset (and of its shipped models)."""
 
 

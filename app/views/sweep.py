@@ -18,12 +18,15 @@ from app.analysis import method_of
 from app.components import csv_download, error_bars_section, md_escape, result_column_config, show_chart, sweeps_or_stop
 from app.state import (
     available_models,
+    classifier_sweep,
     dataset_of,
     error_bars,
     get_checkpoint,
+    is_classifier,
     is_dense,
     model_config,
     selected_model,
+    sweeps,
     test_samples,
 )
 from budgetformer_core.bench import length_curve, read_length_sweep
@@ -42,13 +45,37 @@ st.title("Budget sweep")
 name = selected_model()
 dataset = dataset_of(name)
 model = name.removeprefix(f"{dataset}-")
-if not is_dense(name):
+if is_classifier(name):
+    st.caption(
+        "Your classifier run at a requested budget b, one point per number of heads, on the held-out "
+        "test split: its heads ranked zero-shot by their importance on the validation split (nested "
+        "sets, no training), measured on this machine; the shipped models of the same dataset beside it."
+    )
+elif not is_dense(name):
     st.caption(
         "The model run at a requested budget b (the fraction of heads it may use), from 0.05 to 1, "
         "on the held-out test split: accuracy and cost against dense (dotted), the zero-shot "
         "post-hoc sweep and the per-budget specialists trained for one budget each."
     )
-rows = sweeps_or_stop(dataset)
+
+
+def classifier_rows() -> pd.DataFrame:
+    """The listed classifier's own sweep, with the precomputed rows of its dataset when there are some."""
+    try:
+        own = classifier_sweep(name)
+    except ValueError as e:  # CheckpointError: not a classifier, or no texts to rank its heads on
+        st.error(f"The classifier {md_escape(name)} cannot be run: {md_escape(e)}")
+        st.stop()
+    try:
+        shipped = sweeps()
+    except ValueError:
+        shipped = None
+    if shipped is None:
+        return own
+    return pd.concat([shipped[(shipped["dataset"] == dataset) & (shipped["model"] != name)], own], ignore_index=True)
+
+
+rows = classifier_rows() if is_classifier(name) else sweeps_or_stop(dataset)
 config = result_column_config()
 
 if is_dense(name):

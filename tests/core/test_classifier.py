@@ -34,7 +34,7 @@ TEXTS = [
     "the election vote fell",
     "a goal in the match",
 ]
-LABELS = ["business", "tech", "entertainment", "entertainment", "politics", "sport"]
+LABELS = ["business", "tech", "entertainment", "entertainment", "politics", "sports"]
 
 
 @pytest.fixture(scope="module")
