@@ -654,3 +654,133 @@ def test_the_upload_limit_is_the_batch_pages():
     config = tomllib.loads((Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml").read_text())
     assert config["server"]["maxUploadSize"] == BATCH_MAX_MB  # MB: Streamlit's unit
     assert BATCH_MAX_BYTES == BATCH_MAX_MB * 2**20  # what the server refuses, the page refuses too
+
+
+# --------------------------------------------------------------------------- the app, hostile
+
+MAIN = Path(__file__).resolve().parents[2] / "app" / "main.py"
+
+
+def app_run(at):
+    at.run(timeout=180)
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.fixture
+def downloads(monkeypatch) -> dict[str, bytes]:
+    """What the page's download buttons serve, by file name, as the browser would receive it
+    (Streamlit's in-memory media store, recorded as the page fills it)."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    served: dict[str, bytes] = {}
+    store = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        served[filename] = path_or_data
+        return store(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    return served
+
+
+def warnings_of(at) -> list[str]:
+    return [str(w.value).replace("\\", "") for w in at.warning]
+
+
+def test_app_hostile_link():
+    """An Explore link with k = "²", a seed of 5,000 digits and a text longer than a link carries:
+    a note for each, the analysis at the defaults, no traceback (``read_link``'s cases above)."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.state import DEFAULT_MODEL, available_models
+
+    if DEFAULT_MODEL not in available_models():
+        pytest.skip(f"no {DEFAULT_MODEL}")
+    query = {"model": DEFAULT_MODEL, "mode": "force_k", "k": "\u00b2", "ablation": "random-heads", "seed": NINES,
+             "text": "w " * 5000}
+    at = AppTest.from_file(str(MAIN), default_timeout=180)
+    at.query_params.update(query)
+    app_run(at)
+    shown = warnings_of(at)
+    for start in ("The link's k ('²')", "The link's seed ('9999", "The link's text has 10,000 characters"):
+        assert any(w.startswith(start) for w in shown), (start, shown)
+    assert at.text_area(key="text").value == query["text"][:8000]
+    assert [m for m in at.metric if m.label == "Prediction"]  # the analysis, at the defaults
+
+
+def test_app_one_bad_checkpoint_disables_itself(tmp_path, monkeypatch):
+    """A checkpoint folder whose config.json nests 100,000 lists deep, or names its classes with
+    a string, drops out of the model list with a note; the other models and pages work."""
+    from streamlit.testing.v1 import AppTest
+
+    from app import state
+
+    good = state.CHECKPOINTS / state.DEFAULT_MODEL
+    if not good.is_dir():
+        pytest.skip(f"{good} is missing")
+    shelf = tmp_path / "checkpoints"
+    shelf.mkdir()
+    (shelf / state.DEFAULT_MODEL).symlink_to(good)
+    for name, text in (("bbc-deep", "[" * 100_000 + "]" * 100_000),
+                       ("bbc-letters", json.dumps({"model": {"n_layers": 2, "n_heads": 4}, "label_names": "ABCDE"}))):
+        (shelf / name).mkdir()
+        (shelf / name / "config.json").write_text(text)
+    monkeypatch.setattr(state, "CHECKPOINTS", shelf)
+    before = snapshot(PRECOMPUTED)
+    at = app_run(AppTest.from_file(str(MAIN), default_timeout=180))
+    notes = [str(c.value).replace("\\", "") for c in at.sidebar.caption if "Not offered" in str(c.value)]
+    assert len(notes) == 2 and "bbc-deep" in notes[0] and "label_names" in notes[1], notes
+    assert at.sidebar.selectbox(key="model_for_bbc").options == [state.DEFAULT_MODEL]
+    assert [m for m in at.metric if m.label == "Prediction"]
+    for page in ("dynamics", "batch"):
+        at.switch_page(f"views/{page}.py")
+        app_run(at)
+    assert snapshot(PRECOMPUTED) == before
+
+
+def test_app_batch_csv_download_of_hostile_texts(downloads):
+    from streamlit.testing.v1 import AppTest
+
+    from app.state import DEFAULT_MODEL, available_models
+
+    if DEFAULT_MODEL not in available_models():
+        pytest.skip(f"no {DEFAULT_MODEL}")
+    at = app_run(AppTest.from_file(str(MAIN.parent / "views" / "batch.py"), default_timeout=180))  # the page alone
+    upload = pd.DataFrame({"text": HOSTILE_TEXTS}).to_csv(index=False, lineterminator="\r\n").encode()
+    at.file_uploader(key="batch_file").set_value(("hostile.csv", upload, "text/csv"))
+    app_run(at)
+    assert len(at.dataframe[0].value) == len(HOSTILE_TEXTS)
+    rows, back = read_back(downloads[f"batch-{DEFAULT_MODEL}.csv"])
+    assert len(rows) == len(back) == len(HOSTILE_TEXTS)
+    no_formula(rows, back)
+    assert back["text"].str.removeprefix("'").tolist() == HOSTILE_TEXTS
+
+
+AG_NEWS = "ag_news-budgetformer"
+
+
+def test_app_errors_csv_download_of_hostile_texts(downloads, tmp_path, monkeypatch):
+    """The Errors page over a local copy of hostile test texts (evaluated live: the precomputed
+    table is of the published split)."""
+    from streamlit.testing.v1 import AppTest
+
+    from app import state
+
+    if AG_NEWS not in state.available_models():
+        pytest.skip(f"no {AG_NEWS}")
+    monkeypatch.setenv(state.DATA_ROOTS_ENV, str(tmp_path))
+    monkeypatch.setattr(state, "MANIFEST", tmp_path / "no-manifest.json")  # nothing vouched for: run live
+    local = tmp_path / "ag_news_test.csv"
+    labels = ["World", "Sports", "Business", "Sci/Tech"] * 2
+    pd.DataFrame({"text": HOSTILE_TEXTS, "label": labels}).to_csv(local, index=False, lineterminator="\r\n")
+    at = AppTest.from_file(str(MAIN.parent / "views" / "errors.py"), default_timeout=180)  # the page alone
+    at.session_state[state.MODEL_KEY] = AG_NEWS  # what the sidebar's picker and local copy field store
+    at.session_state[state.DATA_DIRS_KEY] = {"ag_news": str(local)}
+    app_run(at)
+    at.toggle(key="err_all").set_value(True)  # every text, not only the misclassified ones
+    app_run(at)
+    rows, back = read_back(downloads[f"errors-{AG_NEWS}-test.csv"])
+    assert len(rows) == len(back) == len(HOSTILE_TEXTS)
+    no_formula(rows, back)
+    assert back["text"].str.removeprefix("'").tolist() == [t.strip() for t in HOSTILE_TEXTS]  # the loader strips
