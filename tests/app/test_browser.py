@@ -418,7 +418,7 @@ def test_batch_page_refuses_an_oversized_upload(server, browser, tmp_path):
 
     page = browser.new_page(viewport=VIEWPORT)
     uploads = []
-    page.on("request", lambda r: uploads.append(r.url) if "/_stcore/upload_file" in r.url and r.method == "PUT" else None)
+    page.on("request", lambda r: r.method == "PUT" and "/_stcore/upload_file" in r.url and uploads.append(r.url))
     page.goto(server + "/batch")
     page.locator("h1", has_text="Batch analysis").wait_for(timeout=60_000)
     wait_idle(page, 60_000)
