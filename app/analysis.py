@@ -14,6 +14,7 @@ seconds, and the page draws its title, input and controls before it first needs 
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -275,6 +276,15 @@ LINK_ABLATIONS = ("no-budget-net", "no-head-scorer", "random-heads")
 BUDGET_STEPS = [round(0.05 * i, 2) for i in range(1, 21)]
 """The budget slider's values."""
 
+LINK_TEXT_READ = 4 * LINK_TEXT_LIMIT
+"""The most characters of a link's ``text`` the page reads (a longer one is cut, with a note)."""
+
+
+def _link_number(value: str, digits: int) -> int | None:
+    """``value`` as a whole number of at most ``digits`` ASCII digits, else None (``int()``
+    alone would take "²" from ``isdigit()``'s yes, or spend seconds on 5,000 digits)."""
+    return int(value) if re.fullmatch(f"[0-9]{{1,{digits}}}", value) else None
+
 
 @dataclass(frozen=True)
 class LinkView:
@@ -313,13 +323,12 @@ def read_link(
     view: dict = {}
 
     def bad(name: str, why: str) -> None:
-        messages.append(f"The link's {name} ({params.get(name)!r}) {why}: using the default instead.")
+        value = params.get(name) or ""
+        value = value if len(value) <= 40 else value[:40] + "…"
+        messages.append(f"The link's {name} ({value!r}) {why}: using the default instead.")
 
     if "index" in params:
-        try:
-            index = int(params["index"])
-        except ValueError:
-            index = None
+        index = _link_number(params["index"], 9)
         if n_texts is None:
             bad("index", "needs the test texts, which are not on this machine")
         elif index is None or not 0 <= index < n_texts:
@@ -327,7 +336,10 @@ def read_link(
         else:
             view["index"] = index
     elif params.get("text"):
-        view["text"] = params["text"][: LINK_TEXT_LIMIT * 4]
+        view["text"] = params["text"][:LINK_TEXT_READ]
+        if len(params["text"]) > LINK_TEXT_READ:
+            messages.append(f"The link's text has {len(params['text']):,} characters; a link carries at most "
+                            f"{LINK_TEXT_READ:,}: only its start is shown.")
     asked = [name for name in ("mode", "budget", "k", "ablation", "seed") if name in params]
     if method.kind == "dense":
         if asked:
@@ -349,8 +361,8 @@ def read_link(
         else:
             view["budget"] = min(BUDGET_STEPS, key=lambda step: abs(step - budget))  # the slider's step
     if "k" in params:
-        k = int(params["k"]) if params["k"].isdigit() else 0
-        if not 1 <= k <= n_heads:
+        k = _link_number(params["k"], 4)
+        if k is None or not 1 <= k <= n_heads:
             bad("k", f"is not a number of heads from 1 to {n_heads}")
         else:
             view["k"] = k
@@ -368,8 +380,9 @@ def read_link(
             heads = {"no-head-scorer": "uniform", "random-heads": "random"}
             view["head_ablation"] = next((heads[n] for n in names if n in heads), None)
     if "seed" in params:
-        if params["seed"].isdigit() and int(params["seed"]) <= 10**6:
-            view["seed"] = int(params["seed"])
+        seed = _link_number(params["seed"], 7)
+        if seed is not None and seed <= 10**6:
+            view["seed"] = seed
         else:
             bad("seed", "is not a whole number from 0 to 1,000,000")
     return LinkView(**view), messages
@@ -967,8 +980,12 @@ def side_cards(a: Analysis, settings: Settings, n_heads: int, method: Method, si
 
 # --------------------------------------------------------------------------- batch
 
-BATCH_MAX_BYTES = 2_000_000
-"""The largest file the batch page reads (the upload widget refuses larger ones too)."""
+BATCH_MAX_MB = 2
+"""The largest file the batch page takes, in MiB: its upload widget's limit and the server's
+(``server.maxUploadSize`` in .streamlit/config.toml, which refuses a larger upload before it is
+buffered)."""
+BATCH_MAX_BYTES = BATCH_MAX_MB * 2**20
+"""The same limit in bytes: the largest file the batch page reads."""
 BATCH_MAX_ROWS = 500
 """The most texts the batch page classifies from one file."""
 

@@ -2,7 +2,9 @@
 
 Sized for a projector: large fonts, few colours, the thing to look at in the title. Only
 numbers and names from the checkpoint go into the figures, never user text — except the tokens
-that label a head's attention map (:func:`attention_heatmap`), escaped so they show as text.
+that label a head's attention map (:func:`attention_heatmap`). Tokens and class names pass
+through :func:`plotly_text`, so that plotly shows them as the text they are (plotly renders some
+HTML in labels: a class name ``<b>x</b>`` would be bold, ``<a href=…>`` a live link).
 
 Each figure is built by one ``go.Figure(data=..., layout=...)`` call from plain dicts: plotly's
 ``update_*`` methods validate and dispatch on every call and cost several milliseconds per
@@ -71,13 +73,19 @@ def _layout(
     )
 
 
+def plotly_text(value: object) -> str:
+    """``value`` as text for a plotly label, hover text or axis value: ``&``, ``<`` and ``>`` as
+    entities, which plotly shows as those characters instead of reading a tag."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def probabilities_bar(label_names: Sequence[str], probs: Sequence[float]) -> go.Figure:
     """Horizontal bars of the class probabilities, the predicted class highlighted."""
     top = max(range(len(probs)), key=lambda i: probs[i])
     bar = dict(
         type="bar",
         x=[float(p) for p in probs],
-        y=[str(n) for n in label_names],
+        y=[plotly_text(n) for n in label_names],
         orientation="h",
         marker=dict(color=[ACCENT if i == top else MUTED for i in range(len(probs))]),
         text=[f"{p:.1%}" for p in probs],
@@ -295,11 +303,9 @@ def attention_heatmap(
     shows as the text it is. Positions, not tokens, are the axis values, so a repeated token
     keeps its own row and column.
     """
-    import html
-
     end = min(len(tokens), start + ATTENTION_TOKENS)
     window = range(start, end)
-    labels = [f"{html.escape(tokens[i])} ·{i}" for i in window]
+    labels = [f"{plotly_text(tokens[i])} ·{i}" for i in window]
     z = [[float(probs[q][k]) for k in window] for q in window]
     heatmap = dict(
         type="heatmap",
@@ -514,8 +520,8 @@ def confusion_heatmap(matrix: Sequence[Sequence[int]], label_names: Sequence[str
     heatmap = dict(
         type="heatmap",
         z=[[int(v) for v in row] for row in matrix],
-        x=[str(name) for name in label_names],
-        y=[str(name) for name in label_names],
+        x=[plotly_text(name) for name in label_names],
+        y=[plotly_text(name) for name in label_names],
         text=[[str(int(v)) for v in row] for row in matrix],
         texttemplate="%{text}",
         textfont=dict(size=18),
@@ -656,7 +662,7 @@ def budget_scatter(
                 trace = dict(
                     type="scattergl", x=xs[rows], y=ys[rows], xaxis=f"x{axis}", name=label, legendgroup=label,
                     showlegend=p == 0, mode="markers", marker=dict(color=color, size=7, opacity=0.55),
-                    text=[names[i] for i in np.flatnonzero(rows)],
+                    text=[plotly_text(names[i]) for i in np.flatnonzero(rows)],
                     hovertemplate=f"%{{text}}<br>{x_title}: %{{x:.3g}}, {symbol}=%{{y:.3f}}<extra></extra>",
                 )  # fmt: skip
             data.append(trace)
@@ -692,16 +698,16 @@ def budget_by_class(
         low, q1, median, q3, high = stats
         data.append(dict(
             type="box",
-            x0=str(name),  # one position per box, on the categorical axis
+            x0=plotly_text(name),  # one position per box, on the categorical axis
             q1=q1, median=median, q3=q3, lowerfence=low, upperfence=high,
-            name=str(name),
+            name=plotly_text(name),
             marker=dict(color=LAYER_COLORS[i % len(LAYER_COLORS)]),
         ))
     layout = _layout(
         f"Mean budget {symbol} by true class",
         380,
         xaxis=dict(title="true class", type="category", categoryorder="array",
-                   categoryarray=[str(n) for n in order]),
+                   categoryarray=[plotly_text(n) for n in order]),
         yaxis=dict(title=f"mean budget {symbol}"),
     )
     return go.Figure(data=data, layout=layout)

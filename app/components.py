@@ -25,6 +25,7 @@ from app.state import (
     available_models,
     checkpoint_config,
     dataset_of,
+    unusable_models,
 )
 
 TEXT_KEY = "text"
@@ -83,6 +84,8 @@ def md_escape(s: object) -> str:
 def model_picker() -> str | None:
     """Sidebar: dataset, then one of its checkpoints; stores the choice under :data:`MODEL_KEY`."""
     models = available_models()
+    for bad, why in unusable_models().items():
+        st.sidebar.caption(f"Not offered: the checkpoint {md_escape(bad)} ({md_escape(why)}).")
     if not models:
         st.sidebar.error(
             "No trained checkpoints under precomputed/checkpoints. Run `make precompute`."
@@ -130,7 +133,8 @@ def model_card(name: str) -> None:
         st.sidebar.error(md_escape(cfg["error"]))
         return
     model = cfg.get("model", {})
-    test = cfg.get("test", {})
+    test = cfg.get("test") if isinstance(cfg.get("test"), dict) else {}
+    test = {k: v for k, v in test.items() if isinstance(v, (int, float))}  # numbers only: they are formatted
     n_layers = model.get("n_layers", "?")
     lines = [
         f"**{md_escape(model.get('variant', '?'))}** · {n_layers} layer{'' if n_layers == 1 else 's'} × "
@@ -372,10 +376,13 @@ def sweeps_or_stop(dataset: str):
 
 
 def csv_download(table, file_name: str, key: str, label: str | None = None) -> None:
-    """A button that downloads ``table`` (a DataFrame) as CSV."""
+    """A button that downloads ``table`` (a DataFrame) as CSV that a spreadsheet opens as data
+    (:func:`budgetformer_core.inputs.table_csv`: no text runs as a formula)."""
+    from budgetformer_core.inputs import table_csv
+
     st.download_button(
         label or f"Download this table ({len(table)} rows, CSV)",
-        table.to_csv(index=False),
+        table_csv(table),
         file_name=file_name,
         mime="text/csv",
         on_click="ignore",

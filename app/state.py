@@ -46,11 +46,42 @@ inside a listed one that is one, joins the model list under its folder's name (a
 checkpoint has is left out). Default: none. A visitor never names a folder."""
 
 
-def shipped_models() -> list[str]:
-    """Checkpoint directories shipped under precomputed/checkpoints."""
+def _checkpoint_dirs() -> list[str]:
     if not CHECKPOINTS.is_dir():
         return []
     return sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").is_file())
+
+
+def shipped_models() -> list[str]:
+    """Checkpoint directories shipped under precomputed/checkpoints whose config.json the pages
+    can use (:func:`unusable_models` names the others, and why)."""
+    return [name for name in _checkpoint_dirs() if checkpoint_problem(name) is None]
+
+
+def unusable_models() -> dict[str, str]:
+    """Checkpoint directories under precomputed/checkpoints that no page offers: name → why."""
+    return {name: why for name in _checkpoint_dirs() if (why := checkpoint_problem(name)) is not None}
+
+
+def checkpoint_problem(name: str) -> str | None:
+    """Why the pages cannot offer checkpoint ``name``, from its config.json (None: they can).
+
+    Loading checks every file (:func:`budgetformer_core.checkpoint.load_checkpoint`); this checks
+    only what the pages read before loading: a JSON object with the model's shape and a list of
+    class names. One damaged checkpoint then drops out of the model list instead of breaking
+    every page that lists the models.
+    """
+    cfg = checkpoint_config(name)
+    if not cfg:
+        return "its config.json is not a JSON object this app can read"
+    model = cfg.get("model")
+    shape = [model.get(k) for k in ("n_layers", "n_heads")] if isinstance(model, dict) else [None]
+    if not all(type(v) is int and v >= 1 for v in shape):
+        return "its config.json has no model shape (n_layers, n_heads)"
+    names = cfg.get("label_names")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        return "its config.json's label_names are not a list of class names"
+    return None
 
 
 def classifier_models() -> dict[str, Path]:
@@ -119,9 +150,10 @@ def _config(name: str, version: tuple) -> dict:
     if is_classifier(name):
         return _classifier_config(name)
     try:
-        return json.loads((CHECKPOINTS / name / "config.json").read_text())
-    except (OSError, ValueError):
+        config = json.loads((CHECKPOINTS / name / "config.json").read_text())
+    except (OSError, ValueError, RecursionError):  # RecursionError: lists nested thousands deep
         return {}
+    return config if isinstance(config, dict) else {}
 
 
 def _classifier_config(name: str) -> dict:
@@ -168,7 +200,7 @@ def is_dense(name: str) -> bool:
 def _history(name: str, version: tuple) -> list[dict]:
     try:
         history = json.loads((model_dir(name) / "history.json").read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return []
     return [h for h in history if isinstance(h, dict)] if isinstance(history, list) else []
 

@@ -37,7 +37,7 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from .checkpoint import CheckpointError, file_sha256
+from .checkpoint import CheckpointError, file_sha256, read_json
 from .config import ENCODER_FIELDS, ModelConfig
 from .model import BudgetFormer
 from .tokenizer import PAD, UNK, load_tokenizer, wordpiece_from_vocab
@@ -254,10 +254,9 @@ def read_config(path: Path) -> ModelConfig:
     file = path / "config.json"
     if not file.is_file():
         raise CheckpointError(f"{file}: not found; not a Hugging Face checkpoint folder")
-    try:
-        hf: dict[str, Any] = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{file} is not valid JSON: {e}") from None
+    hf: dict[str, Any] = read_json(file)
+    if not isinstance(hf, dict):
+        raise CheckpointError(f"{file} is not a BERT config: not a JSON object")
     if hf.get("model_type") != "bert":
         raise CheckpointError(f"{file}: model_type {hf.get('model_type')!r} is not supported (only 'bert')")
     if hf.get("position_embedding_type", "absolute") != "absolute":

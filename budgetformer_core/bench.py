@@ -56,6 +56,7 @@ from .model import BudgetFormer
 from .timing import (
     MachineInfo,
     TimingStats,
+    check_threads,
     machine_info,
     paired_speedup,
     peak_memory,
@@ -245,8 +246,9 @@ def bench_lengths(model: BudgetFormer, seq_lens: list[int], **kwargs) -> LengthS
     lengths = sorted(set(seq_lens))
     if not lengths:
         raise ValueError("give at least one sequence length")
-    for length in lengths:  # refuse a bad length before timing anything
+    for length in lengths:  # refuse a bad length or size before timing anything
         _check_seq_len(model.cfg.max_len, length)
+        _check_batch(model.cfg, kwargs.get("batch_size", 1), length)
     return LengthSweep([bench(model, seq_len=length, **kwargs) for length in lengths])
 
 
@@ -288,6 +290,23 @@ def length_curve(sweep: dict, budget: float) -> list[dict]:
                     "budgeted_ms": row["latency"]["median_ms"], "ideal_ms": dense * row["flops_ratio"],
                     "measured_speedup": row["measured_speedup"], "ideal_speedup": row["ideal_speedup"]})
     return out
+
+
+MAX_BENCH_BYTES = 2 << 30
+"""The most memory one benchmarked forward pass may need (:func:`_check_batch`)."""
+
+
+def _check_batch(cfg, batch_size: int, seq_len: int) -> None:
+    """Raise ValueError unless ``batch_size`` is >= 1 and a forward pass fits in
+    :data:`MAX_BENCH_BYTES`: its largest activation, float32 (B, T, max(d_ff, H·T)), kept a
+    few times over (inputs, outputs, the masked path's copies)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    needed = 4 * 4 * batch_size * seq_len * max(cfg.d_ff, cfg.n_heads * seq_len, cfg.d_model)
+    if needed > MAX_BENCH_BYTES:
+        largest = batch_size * MAX_BENCH_BYTES // needed
+        raise ValueError(f"batch_size {batch_size:,} × {seq_len} tokens needs about {needed / 2**30:,.1f} GiB; "
+                         f"the limit is {MAX_BENCH_BYTES / 2**30:.0f} GiB (at most batch {largest:,} at this length)")
 
 
 def _check_seq_len(max_len: int, seq_len: int) -> None:
@@ -341,8 +360,8 @@ def bench(
         raise ValueError("bench needs a budgetformer model: a dense model has no heads to skip")
     seq_len = seq_len or cfg.max_len
     _check_seq_len(cfg.max_len, seq_len)
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    check_threads(threads)
+    _check_batch(cfg, batch_size, seq_len)
     if not budgets or any(not 0.0 < b <= 1.0 for b in budgets):
         raise ValueError(f"budgets must be in (0, 1], got {budgets}")
     model.eval()

@@ -83,9 +83,18 @@ class Checkpoint:
     @property
     def validation_budget(self) -> float:
         """The model's mean s on its validation split after its last epoch: the constant s of
-        the "no f_θ" ablation (``budget.ABLATIONS``). 0.5 when the history does not record it."""
+        the "no f_θ" ablation (``budget.ABLATIONS``). 0.5 when the history does not record it.
+
+        Raises:
+            CheckpointError: history.json records something other than a number in (0, 1].
+        """
         last = self.history[-1] if self.history else {}
-        return float(last.get("val_mean_budget", 0.5))
+        value = last.get("val_mean_budget", 0.5)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:  # NaN too
+            where = self.path / "history.json" if self.path is not None else "history.json"
+            raise CheckpointError(f"{where}: the last epoch's val_mean_budget is not a number in (0, 1] "
+                                  f"(it is {value!r}); give the budget explicitly (--budget)")
+        return float(value)
 
 
 def round_weights(model: BudgetFormer, dtype: torch.dtype = torch.float16, keep: Collection[str] = ()) -> None:
@@ -159,6 +168,27 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
+def read_json(path: Path, parse_constant=None) -> Any:
+    """The JSON value of a checkpoint's side file (config.json, history.json).
+
+    Raises:
+        CheckpointError: the file cannot be read, is not UTF-8 or JSON, or nests lists and
+            objects deeper than Python's parser goes (the message names the file).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise CheckpointError(f"{path} cannot be read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{path} is not a UTF-8 text file") from None
+    try:
+        return json.loads(text, parse_constant=parse_constant)
+    except RecursionError:
+        raise CheckpointError(f"{path} nests lists or objects too deeply to be a checkpoint's file") from None
+    except ValueError as e:  # JSONDecodeError, a number over Python's digit limit, NaN in config.json
+        raise CheckpointError(f"{path} is not valid JSON: {e}") from None
+
+
 def is_checkpoint(path: Path) -> bool:
     """True when ``path`` is a folder holding only checkpoint files (at least one of them)."""
     names = {p.name for p in path.iterdir()} if path.is_dir() else set()
@@ -207,6 +237,8 @@ def save_checkpoint(
     (a diverged run) are refused, and so is a ``path`` holding files other than a checkpoint's.
     """
     path = Path(path)
+    if path.is_symlink():  # a link to a checkpoint folder: the folder is replaced, the link kept
+        path = Path(os.path.realpath(path))
     if path.is_dir() and any(path.iterdir()) and not is_checkpoint(path):
         raise CheckpointError(f"{path} holds files other than a checkpoint's; not replacing it")
     taken, deltas = set(from_base(meta)), set(from_base(meta, "delta"))
@@ -232,6 +264,8 @@ def save_checkpoint(
     try:
         save_file(tensors, str(tmp / "model.safetensors"), metadata={"format_version": str(FORMAT_VERSION)})
         (tmp / "tokenizer.json").write_text(tokenizer.to_str(pretty=False) + "\n")
+        # safetensors creates its file readable by the owner only; the checkpoint's files share one mode
+        os.chmod(tmp / "model.safetensors", (tmp / "tokenizer.json").stat().st_mode & 0o777)
         config["sha256"] = {name: file_sha256(tmp / name) for name in HASHED}
         (tmp / "config.json").write_text(json.dumps(json_safe(config), indent=2, sort_keys=True) + "\n")
         (tmp / "history.json").write_text(json.dumps(json_safe(history or []), indent=1) + "\n")
@@ -320,8 +354,31 @@ def hf_layout(path: Path) -> bool:
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Load a checkpoint directory written by :func:`save_checkpoint`, or a Hugging Face sequence
-    classifier's folder (:func:`budgetformer_core.classifier.load_classifier`)."""
+    classifier's folder (:func:`budgetformer_core.classifier.load_classifier`).
+
+    Raises:
+        CheckpointError: a file is missing, damaged or does not match the others; or the folder
+            was replaced while it was read (a run saving over it), which says to try again.
+    """
     path = Path(path)
+    try:
+        folder = path.stat().st_ino  # a save puts a new folder in place: another inode
+    except OSError:
+        folder = None
+    try:
+        return _read_checkpoint(path)
+    except (CheckpointError, OSError):
+        try:
+            replaced = folder is not None and path.stat().st_ino != folder
+        except OSError:  # between a save's two renames, no folder at all
+            replaced = folder is not None
+        if replaced:
+            raise CheckpointError(f"checkpoint {path} was being rewritten (a run saved over it) while it was read: "
+                                  "try again") from None
+        raise
+
+
+def _read_checkpoint(path: Path) -> Checkpoint:
     if not path.is_dir():
         raise CheckpointError(f"checkpoint {path} is not a directory")
     if hf_layout(path):
@@ -331,12 +388,16 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     missing = [f for f in FILES if not (path / f).is_file()]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {', '.join(missing)}")
+    config = read_json(path / "config.json", parse_constant=_no_constant)
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path / 'config.json'} is not a valid checkpoint config: not a JSON object")
     try:
-        config = json.loads((path / "config.json").read_text(), parse_constant=_no_constant)
         cfg = model_config_from_dict(config["model"])
-        label_names = list(config["label_names"])
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{path / 'config.json'} is not a valid checkpoint config: {e}") from None
+    label_names = config.get("label_names")
+    if not isinstance(label_names, list) or not all(isinstance(n, str) for n in label_names):
+        raise CheckpointError(f"{path / 'config.json'}: label_names must be a list of strings (class names)")
     if config.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{path} has format version {config.get('format_version')}, expected {FORMAT_VERSION}")
     if len(label_names) != cfg.n_classes:
@@ -371,9 +432,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
     model.eval()
     history_path = path / "history.json"
-    try:
-        history = json.loads(history_path.read_text()) if history_path.is_file() else []
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{history_path} is not valid JSON: {e}") from None
+    history = read_json(history_path) if history_path.is_file() else []
+    if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
+        raise CheckpointError(f"{history_path} must be a list of per-epoch records (JSON objects)")
     meta = {k: v for k, v in config.items() if k not in ("model", "label_names", "format_version", "sha256")}
     return Checkpoint(model, tokenizer, label_names, meta, history, path)

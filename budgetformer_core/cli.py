@@ -34,6 +34,7 @@ import itertools
 import json
 import shlex
 import sys
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,6 +49,12 @@ from .data import Split, load_dataset, source_path
 from .infer import MAX_CHARS, check_texts, evaluate_split, predict_rows
 from .inputs import input_rows
 from .model import BudgetFormer
+
+
+def shown(text: str) -> str:
+    """``text`` (a class name) on one line of a terminal: control characters (line breaks, tabs,
+    escape sequences) written as escapes (``\\n``, ``\\x1b``), so a name cannot forge lines or colours."""
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
 
 
 def dumps(obj, **kw) -> str:
@@ -319,8 +326,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
             print(dumps({"line": p.line, **p.row} if p.line is not None else p.row, ensure_ascii=False), flush=True)
         else:
             confidence = max(p.row["probs"].values())
-            print(f"{'' if p.line is None else f'{p.line}: '}{p.row['label']}\t{confidence:.3f}\tk={p.row['k']}\t"
-                  f"{p.text[:60]!r}", flush=True)
+            print(f"{'' if p.line is None else f'{p.line}: '}{shown(p.row['label'])}\t{confidence:.3f}\t"
+                  f"k={p.row['k']}\t{p.text[:60]!r}", flush=True)
     if not total:
         raise ValueError(f"{args.input_file} has no lines")
     if errors:
@@ -414,6 +421,13 @@ def _lengths(value: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"lengths must be comma-separated positive integers, got {value}") from None
 
 
+def _non_negative(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+    return n
+
+
 def _positive(value: str) -> int:
     n = int(value)
     if n < 1:
@@ -427,7 +441,7 @@ def add_split_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
     p.add_argument("--split", choices=("train", "validation", "test", "all"),
                    help="default: test; all = every labelled row, no split made (the default for a single file)")
-    p.add_argument("--split-seed", type=int, help="default: the seed the checkpoint was trained with")
+    p.add_argument("--split-seed", type=_non_negative, help="default: the seed the checkpoint was trained with")
     p.add_argument("--limit", type=_positive, help="use only the first N rows")
 
 
@@ -470,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="DIR", help="continue the interrupted run whose state is in DIR (OUT.resume)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field of ModelConfig or TrainConfig (repeatable; unknown keys are refused)")
-    p.add_argument("--split-seed", type=int, default=0, help="seed of the train/validation/test split")
+    p.add_argument("--split-seed", type=_non_negative, default=0, help="seed of the train/validation/test split")
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
     p = sub.add_parser("eval", help="evaluate a checkpoint on a split")
@@ -501,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace a checkpoint already at --out")
     p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
     p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
-    p.add_argument("--split-seed", type=int, help="default: the seed the checkpoint was trained with")
+    p.add_argument("--split-seed", type=_non_negative, help="default: the seed the checkpoint was trained with")
 
     p = sub.add_parser("predict", help="classify texts and show the heads each one used")
     p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)

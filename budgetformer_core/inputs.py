@@ -11,6 +11,9 @@ a row out, the same for both.
 * anything else: one text per line (``\\n`` ends a line; numbered by line), read as it goes.
 
 Every problem is a ``ValueError`` whose message names the file and, where it helps, the line.
+
+Tables of texts go out as CSV through :func:`table_csv`, which keeps a spreadsheet from running
+a text as a formula.
 """
 
 from __future__ import annotations
@@ -24,18 +27,31 @@ from pathlib import Path
 TABLE_SUFFIXES = (".csv", ".jsonl")
 
 
+MAX_TABLE_BYTES = 256 * 2**20
+"""The largest CSV or JSONL file :func:`input_rows` reads (it is read whole)."""
+
+
 def input_lines(path: str) -> Iterator[tuple[int, str]]:
     """(1-based line number, text) for each line of ``path``, read as it goes.
 
     Lines end at ``\\n`` only (a ``\\r`` before it is dropped; U+2028 and NEL stay inside a
-    line); bytes that are not UTF-8 stop the reading with an error naming the line.
+    line); bytes that are not UTF-8, or a line longer than any text the model may read (over
+    4 bytes a character of :data:`budgetformer_core.infer.MAX_CHARS`, e.g. ``/dev/zero``'s one
+    endless line), stop the reading with an error naming the line: no line is read whole first.
     """
+    from .infer import MAX_CHARS  # torch: not needed by the app's batch page, which reads bytes
+
+    max_line = 4 * MAX_CHARS + 2  # UTF-8's widest characters, and the line end
     try:
         f = open(path, "rb")
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror}") from None
     with f:
-        for number, raw in enumerate(f, 1):  # a binary file's lines end at b"\n" only
+        # a binary file's lines end at b"\n" only
+        for number, raw in enumerate(iter(lambda: f.readline(max_line + 1), b""), 1):
+            if len(raw) > max_line:
+                raise ValueError(f"{path}: line {number} runs over {max_line:,} bytes without a line end; "
+                                 f"a text may have at most {MAX_CHARS:,} characters")
             raw = raw.removesuffix(b"\n").removesuffix(b"\r")
             try:
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
@@ -81,8 +97,10 @@ def _jsonl_rows(text: str, name: str) -> list[tuple[int, str]]:
             continue
         try:
             value = json.loads(line)
-        except ValueError as e:
-            raise ValueError(f"{name}: line {number} is not JSON ({e.msg})") from None
+        except RecursionError:
+            raise ValueError(f"{name}: line {number} is not JSON (lists or objects nested too deeply)") from None
+        except ValueError as e:  # JSONDecodeError, or a number over Python's digit limit
+            raise ValueError(f"{name}: line {number} is not JSON ({getattr(e, 'msg', e)})") from None
         if isinstance(value, dict):
             value = value.get("text")
         if not isinstance(value, str):
@@ -133,7 +151,25 @@ def input_rows(path: str) -> Iterator[tuple[int, str]]:
         yield from input_lines(path)
         return
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(MAX_TABLE_BYTES + 1)
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror}") from None
-    yield from read_text_table(data, path)
+    yield from read_text_table(data, path, max_bytes=MAX_TABLE_BYTES)
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV injection")."""
+
+
+def table_csv(frame) -> str:
+    """``frame`` (a DataFrame) as CSV text that a spreadsheet opens as data: a text cell starting
+    with one of :data:`FORMULA_STARTS` gets a ``'`` in front (numbers are left alone), and rows
+    end in CRLF, so that a cell holding a bare carriage return is quoted and stays one cell."""
+    def neutral(value):
+        return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+    texts = frame.select_dtypes(include=["object", "string"]).columns
+    safe = frame.assign(**{c: frame[c].map(neutral) for c in texts})
+    safe.columns = [neutral(str(c)) for c in frame.columns]
+    return safe.to_csv(index=False, lineterminator="\r\n")

@@ -138,6 +138,14 @@ class TimingStats:
                 "calls_per_sample": self.calls_per_sample}
 
 
+def check_threads(threads: int) -> None:
+    """Raise ValueError unless ``threads`` is from 1 to this machine's CPU count (more threads
+    than CPUs measure nothing, and tens of thousands exhaust OpenMP's memory)."""
+    n_cpus = os.cpu_count() or 1
+    if not 1 <= threads <= n_cpus:
+        raise ValueError(f"threads must be from 1 to {n_cpus} (this machine's CPUs), got {threads}")
+
+
 def time_interleaved(
     fns: Mapping[str, Callable[[], object]],
     repeats: int = 30,
@@ -164,8 +172,9 @@ def time_interleaved(
     Returns:
         name → :class:`TimingStats`, samples in round order (so they pair across names).
     """
-    if repeats < 1 or warmup < 0 or threads < 1:
-        raise ValueError("need repeats >= 1, warmup >= 0 and threads >= 1")
+    if repeats < 1 or warmup < 0:
+        raise ValueError("need repeats >= 1 and warmup >= 0")
+    check_threads(threads)
     if clock not in CLOCKS or (clock == "cpu" and threads != 1):
         raise ValueError(f"clock must be one of {', '.join(CLOCKS)} ('cpu' with one thread), got {clock!r}")
     timers = {

@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from . import distributed
 from .backbone import load_backbone, load_base
 from .budget import Control, heads_for_budget_value, rank_heads
-from .checkpoint import check_out_dir, load_checkpoint, round_for_storage, save_checkpoint
+from .checkpoint import check_out_dir, load_checkpoint, read_json, round_for_storage, save_checkpoint
 from .config import ENCODER_FIELDS, ModelConfig, TrainConfig, to_dict
 from .data import TextDataset
 from .infer import evaluate
@@ -164,10 +164,10 @@ def read_run(state_dir: str | Path) -> dict[str, Any]:
     if not (state_dir / "run.json").is_file() or not (state_dir / "state.pt").is_file():
         raise ValueError(f"{state_dir} is not the saved state of a training run (it lacks run.json or state.pt; "
                          "a run saves it after its first epoch)")
-    try:
-        return json.loads((state_dir / "run.json").read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{state_dir / 'run.json'} is not valid JSON: {e}") from None
+    run = read_json(state_dir / "run.json")
+    if not isinstance(run, dict):
+        raise ValueError(f"{state_dir / 'run.json'} is not a run record: not a JSON object")
+    return run
 
 
 def _clear_state_dir(state_dir: Path, force: bool) -> None:

@@ -11,7 +11,7 @@ import logging
 
 import streamlit as st
 
-from app.analysis import BATCH_MAX_BYTES, BATCH_MAX_ROWS, Settings, batch_table, method_of
+from app.analysis import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, Settings, batch_table, method_of
 from app.components import csv_download, md_escape
 from app.state import batch_predictions, model_config, selected_model
 
@@ -31,7 +31,7 @@ st.caption(
         "and which heads ran. "
     )
     + f"CSV with a `text` column, JSONL with a \"text\" per line, or one text per line; up to "
-    f"{BATCH_MAX_ROWS} texts and {BATCH_MAX_BYTES // 1_000_000} MB. The same rows as "
+    f"{BATCH_MAX_ROWS} texts and {BATCH_MAX_MB} MB. The same rows as "
     "`budgetformer predict --json --input-file FILE`."
 )
 
@@ -44,7 +44,8 @@ if method.kind != "dense":
                       key="batch_budget", disabled=how != "slider")
     settings = Settings(budget_mode=how, budget=float(value))
 
-upload = st.file_uploader("File of texts", type=["csv", "jsonl", "txt"], key="batch_file")
+upload = st.file_uploader("File of texts", type=["csv", "jsonl", "txt"], key="batch_file",
+                          max_upload_size=BATCH_MAX_MB)
 if upload is None:
     st.info("Upload a file to classify its texts.")
     st.stop()

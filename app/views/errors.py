@@ -11,7 +11,7 @@ import streamlit as st
 
 from app import charts
 from app.analysis import method_of
-from app.components import md_escape, open_in_explore, per_example_or_stop, show_chart
+from app.components import csv_download, md_escape, open_in_explore, per_example_or_stop, show_chart
 from app.examples import confusion_matrix, example_label, excerpt, filter_examples, layer_columns, preview
 from app.state import dataset_of, is_dense, model_config, selected_model
 
@@ -143,15 +143,7 @@ event = st.dataframe(
     selection_mode="single-row",
     key=TABLE_KEY,
 )
-st.download_button(
-    f"Download these {len(view)} rows (CSV)",
-    view.to_csv(index=False),
-    file_name=f"errors-{name}-test.csv",
-    mime="text/csv",
-    on_click="ignore",
-    key="err_csv",
-    disabled=view.empty,
-)
+csv_download(view, f"errors-{name}-test.csv", "err_csv", f"Download these {len(view)} rows (CSV)")
 
 # ----------------------------------------------------------------------------- open one
 rows = event.selection.rows if event is not None else []

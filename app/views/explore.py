@@ -49,6 +49,7 @@ from app.state import (
     test_samples,
 )
 from app.state import explanation as token_attribution
+from budgetformer_core.inputs import table_csv
 
 log = logging.getLogger(__name__)
 
@@ -557,7 +558,7 @@ e1.download_button(
 )
 e2.download_button(
     "Probabilities (CSV)",
-    probs_df.to_csv(index=False),
+    table_csv(probs_df),
     file_name=f"probabilities-{name}.csv",
     mime="text/csv",
     on_click="ignore",

@@ -408,6 +408,32 @@ def test_batch_page_in_a_browser(server, browser, tmp_path):
     page.close()
 
 
+def test_batch_page_refuses_an_oversized_upload(server, browser, tmp_path):
+    """A file over the page's limit (:data:`app.analysis.BATCH_MAX_MB`, the server's
+    ``maxUploadSize`` too) is refused as it is picked: the widget says so, nothing is sent to the
+    server (no upload request), and the page still asks for a file."""
+    import re
+
+    from app.analysis import BATCH_MAX_BYTES
+
+    page = browser.new_page(viewport=VIEWPORT)
+    uploads = []
+    page.on("request", lambda r: r.method == "PUT" and "/_stcore/upload_file" in r.url and uploads.append(r.url))
+    page.goto(server + "/batch")
+    page.locator("h1", has_text="Batch analysis").wait_for(timeout=60_000)
+    wait_idle(page, 60_000)
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"a text\n" * (BATCH_MAX_BYTES // 7 + 1000))
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(big))
+    page.get_by_text(re.compile(r"File must be .* or smaller")).wait_for(timeout=30_000)
+    wait_idle(page)
+    assert uploads == []
+    assert page.locator('[data-testid="stMetric"]', has_text="Texts classified").count() == 0
+    page.get_by_text("Upload a file to classify its texts.").wait_for()
+    no_error(page)
+    page.close()
+
+
 def test_errors_page_opens_a_text_in_explore(server, browser):
     """Click-through: "Open in Explore an input" carries the picked test text to that page."""
     page = browser.new_page(viewport=VIEWPORT)

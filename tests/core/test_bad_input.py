@@ -66,6 +66,8 @@ def ws(tiny_checkpoint, tmp_path_factory) -> Path:
     (ws / "empty.txt").write_text("")
     (ws / "long.txt").write_text("w1 m0 a\n" + "w " * (MAX_CHARS // 2 + 1) + "\n")
     (ws / "a_file").write_text("not a folder")
+    (ws / "bigint.jsonl").write_text('{"text": "w1 m0 a"}\n{"text": "w2", "n": ' + "9" * 5000 + "}\n")
+    (ws / "nested.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n")
     return ws
 
 
@@ -80,6 +82,13 @@ def damaged(ws: Path, tmp_path: Path, how: str) -> Path:
         weights.write_bytes(bytes(data))
     elif how == "truncated":
         weights.write_bytes(weights.read_bytes()[:500])
+    elif how.startswith(("config.json:", "history.json:")):  # the file's whole text
+        name, text = how.split(":", 1)
+        (bad / name).write_text(text)
+    elif how.startswith("label_names="):
+        cfg = json.loads(config.read_text())
+        cfg["label_names"] = json.loads(how.split("=", 1)[1])
+        config.write_text(json.dumps(cfg))
     elif how == "other tokenizer":
         from budgetformer_core.tokenizer import train_tokenizer
 
@@ -128,6 +137,17 @@ def predicted(lines: list[int | None], errors: dict[int, str] | None = None) -> 
                 assert errors[r["line"]] in r["error"]
             else:
                 assert sum(r["probs"].values()) == pytest.approx(1, abs=1e-5)
+
+    return check
+
+
+def one_line_each(n_inputs: int) -> Callable[[str], None]:
+    """``predict``'s text output: a line per input, four tab-separated fields, no control character."""
+    def check(out: str) -> None:
+        lines = out.splitlines()
+        assert len(lines) == n_inputs, out
+        assert all(line.count("\t") == 3 for line in lines), out
+        assert not any(c in out for c in "\x1b\r\x85\u2028"), out
 
     return check
 
@@ -259,6 +279,41 @@ CLI_CASES = [
     ("bench: --seq-len over max_len", ["bench", "--checkpoint", "{ckpt}", "--seq-len", "100000"], 2,
      r"seq_len must be in \[1, 64\]"),
     ("an unknown command", ["transmogrify"], 2, "invalid choice"),
+    # hostile files and sizes
+    ("predict --input-file: a JSONL number of 5,000 digits", ["predict", "--checkpoint", "{ckpt}", "--input-file",
+     "{ws}/bigint.jsonl"], 2, r"bigint\.jsonl: line 2 is not JSON \(.*4300 digits"),
+    ("predict --input-file: JSONL nested 100,000 deep", ["predict", "--checkpoint", "{ckpt}", "--input-file",
+     "{ws}/nested.jsonl"], 2, r"nested\.jsonl: line 1 is not JSON \(lists or objects nested too deeply\)"),
+    ("predict --input-file /dev/zero: one endless line", ["predict", "--checkpoint", "{ckpt}", "--input-file",
+     "/dev/zero"], 2, r"/dev/zero: line 1 runs over 400,002 bytes without a line end"),
+    ("bench: --threads 100000", ["bench", "--checkpoint", "{ckpt}", "--threads", "100000"], 2,
+     r"threads must be from 1 to \d+ \(this machine's CPUs\), got 100000"),
+    ("bench: --batch-size 2000000", ["bench", "--checkpoint", "{ckpt}", "--batch-size", "2000000"], 2,
+     r"batch_size 2,000,000 × 64 tokens needs about .* GiB; the limit is 2 GiB"),
+    ("bench: --batch-size 2000000 over lengths", ["bench", "--checkpoint", "{ckpt}", "--batch-size", "2000000",
+     "--seq-lens", "8,64"], 2, r"batch_size 2,000,000 × 8 tokens needs about"),
+    ("train: --split-seed -1", [*TRAIN, "--split-seed", "-1"], 2, "expected a whole number >= 0, got -1"),
+    ("eval: --split-seed -1", ["eval", "--checkpoint", "{ckpt}", "--split-seed", "-1"], 2,
+     "expected a whole number >= 0, got -1"),
+    # a checkpoint's side files
+    ("eval --ablation no-budget-net: history.json an object", ["eval", "--checkpoint", "{bad}", "--ablation",
+     "no-budget-net", "--limit", "5"], 2, r"history\.json must be a list of per-epoch records",
+     'history.json:{"epochs": 3}'),
+    ("eval --ablation no-budget-net: history.json's last s NaN", ["eval", "--checkpoint", "{bad}", "--ablation",
+     "no-budget-net", "--limit", "5"], 2, r"val_mean_budget is not a number in \(0, 1\] \(it is nan\)",
+     'history.json:[{"val_mean_budget": NaN}]'),
+    ("eval: history.json nested 100,000 deep", ["eval", "--checkpoint", "{bad}", "--limit", "5"], 2,
+     r"history\.json nests lists or objects too deeply", "history.json:" + "[" * 100_000 + "]" * 100_000),
+    ("predict: config.json nested 100,000 deep", ["predict", "--checkpoint", "{bad}", "w1"], 2,
+     r"config\.json nests lists or objects too deeply", "config.json:" + "[" * 100_000 + "]" * 100_000),
+    ("predict: config.json a list", ["predict", "--checkpoint", "{bad}", "w1"], 2, "not a JSON object",
+     "config.json:[1, 2]"),
+    ("predict: label_names a string", ["predict", "--checkpoint", "{bad}", "w1"], 2,
+     "label_names must be a list of strings", 'label_names="ABCD"'),
+    ("predict: label_names of numbers", ["predict", "--checkpoint", "{bad}", "w1"], 2,
+     "label_names must be a list of strings", "label_names=[0, 1, 2, 3]"),
+    ("predict: class names with line breaks, tabs and escapes stay on one line", ["predict", "--checkpoint", "{bad}",
+     "w1 m0 a", "w2 m1 b"], 0, one_line_each(2), 'label_names=["a\\nb", "c\\td", "\\u001b[31mred", "e\\u2028f\\rg"]'),
 ]
 
 
@@ -444,3 +499,288 @@ def test_app_explore_page(explore, name):
         assert not any("<script>" in str(m.value) for m in explore.markdown)
     assert not any("Traceback" in s for s in shown)
     assert snapshot(PRECOMPUTED) == before
+
+
+# --------------------------------------------------------------------------- hostile links, exports, checkpoints
+
+NINES = "9" * 5000
+HOSTILE_LINKS = {  # query parameters → the link value that falls back to its default, with its message
+    "k superscript two": ({"mode": "force_k", "k": "\u00b2"}, "k", "is not a number of heads from 1 to"),
+    "k of 5,000 digits": ({"mode": "force_k", "k": NINES}, "k", "is not a number of heads from 1 to"),
+    "k full-width": ({"mode": "force_k", "k": "\uff13"}, "k", "is not a number of heads from 1 to"),
+    "seed superscript one": ({"ablation": "random-heads", "seed": "\u00b9"}, "seed", "is not a whole number"),
+    "seed of 5,000 digits": ({"ablation": "random-heads", "seed": NINES}, "seed", "is not a whole number"),
+    "index of 5,000 digits": ({"index": NINES}, "index", "is not a test text's index"),
+    "index Arabic-Indic": ({"index": "\u0663"}, "index", "is not a test text's index"),
+    "budget of 5,000 digits": ({"mode": "slider", "budget": NINES}, "budget", "is not a number in"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_LINKS))
+def test_link_reader_falls_back_on_hostile_numbers(name):
+    from app.analysis import LinkView, Method, read_link
+
+    params, field, message = HOSTILE_LINKS[name]
+    view, notes = read_link(params, Method(), n_heads=8, n_texts=100)
+    assert getattr(view, field) == getattr(LinkView(), field)  # the default
+    [note] = notes
+    assert note.startswith(f"The link's {field} (") and message in note and note.endswith("using the default instead.")
+    assert len(note) < 200  # 5,000 digits are not repeated back
+
+
+def test_link_reader_says_when_it_cuts_a_long_text():
+    from app.analysis import LINK_TEXT_READ, Method, read_link
+
+    text = "w" * (LINK_TEXT_READ + 500)
+    view, [note] = read_link({"text": text}, Method(), 8, None)
+    assert view.text == text[:LINK_TEXT_READ]
+    assert f"{len(text):,} characters" in note and f"at most {LINK_TEXT_READ:,}" in note
+    view, notes = read_link({"text": text[:LINK_TEXT_READ], "k": "3", "mode": "force_k"}, Method(), 8, None)
+    assert (view.text, view.k, notes) == (text[:LINK_TEXT_READ], 3, [])  # a good link reads as before
+
+
+HOSTILE_TEXTS = ["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /C calc'!A0", "-1+1", "@SUM(1)", "\tx", "\r=2+2",
+                 "a \"quoted\", text\nover two lines", "plain"]
+
+
+def read_back(data: str | bytes) -> tuple[list[list[str]], pd.DataFrame]:
+    """A downloaded CSV read back with ``csv`` (rows after the header) and with pandas."""
+    import csv
+    import io
+
+    text = data.decode() if isinstance(data, bytes) else data
+    return list(csv.reader(io.StringIO(text, newline="")))[1:], pd.read_csv(io.StringIO(text), dtype=str,
+                                                                               keep_default_na=False)
+
+
+def no_formula(rows: list[list[str]], frame: pd.DataFrame) -> None:
+    from budgetformer_core.inputs import FORMULA_STARTS
+
+    cells = [c for r in rows for c in r] + [c for col in frame.columns for c in frame[col]] + list(frame.columns)
+    bad = [c for c in cells if c.startswith(FORMULA_STARTS) and not _number(c)]
+    assert not bad, bad
+
+
+def _number(cell: str) -> bool:
+    try:
+        float(cell)
+        return True
+    except ValueError:
+        return False
+
+
+def test_csv_exports_neutralise_formulas_and_keep_rows():
+    from budgetformer_core.inputs import table_csv
+
+    frame = pd.DataFrame({"text": HOSTILE_TEXTS, "n": range(-4, 4), "=col": ["x"] * 8})
+    rows, back = read_back(table_csv(frame))
+    assert len(rows) == len(back) == len(HOSTILE_TEXTS)
+    no_formula(rows, back)
+    assert back["text"].tolist() == [("'" + t if t[0] in "=+-@\t\r" else t) for t in HOSTILE_TEXTS]
+    assert back["n"].tolist() == [str(n) for n in range(-4, 4)]  # numbers stay numbers
+    assert back.columns.tolist() == ["text", "n", "'=col"]
+
+
+def test_class_names_are_text_in_charts():
+    from app import charts
+
+    names = ["<b>bold</b>", "<a href='https://x'>link</a>", "R&D", "plain"]
+    bar = charts.probabilities_bar(names, [0.1, 0.2, 0.3, 0.4]).to_dict()["data"][0]
+    assert list(bar["y"]) == ["&lt;b&gt;bold&lt;/b&gt;", "&lt;a href='https://x'&gt;link&lt;/a&gt;", "R&amp;D", "plain"]
+    confusion = charts.confusion_heatmap([[1] * 4] * 4, names).to_dict()["data"][0]
+    assert list(confusion["x"]) == list(confusion["y"]) == list(bar["y"])
+    boxes = charts.budget_by_class(names, [0.5] * 4, names).to_dict()
+    assert all("<" not in str(b["x0"]) + str(b["name"]) for b in boxes["data"])
+
+
+def test_saving_over_a_linked_checkpoint_keeps_the_link(ws, tmp_path):
+    from budgetformer_core.checkpoint import save_checkpoint
+
+    real, link = tmp_path / "real", tmp_path / "link"
+    shutil.copytree(ws / "ckpt", real)
+    link.symlink_to(real)
+    ckpt = load_checkpoint(ws / "ckpt")
+    save_checkpoint(link, ckpt.model, ckpt.tokenizer, ckpt.label_names, ckpt.meta, ckpt.history)
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]  # nothing hidden left behind
+    modes = {p.name: p.stat().st_mode & 0o777 for p in real.iterdir()}
+    assert len(set(modes.values())) == 1, modes  # model.safetensors is not the odd one out
+    assert load_checkpoint(link).label_names == ckpt.label_names
+
+
+def test_a_checkpoint_replaced_while_read_says_so(ws, tmp_path):
+    """A reader racing a writer that saves over the folder: each load succeeds or says the
+    checkpoint was being rewritten — never that a good file "has changed" or is missing."""
+    import copy
+    import threading
+
+    import torch
+
+    from budgetformer_core.checkpoint import save_checkpoint
+
+    path = tmp_path / "ckpt"
+    shutil.copytree(ws / "ckpt", path)
+    ckpt = load_checkpoint(path)
+    other = copy.deepcopy(ckpt.model)  # other weights: a reader that mixes the two sees changed hashes
+    with torch.no_grad():
+        next(other.parameters()).add_(1.0)
+    done = threading.Event()
+
+    def write() -> None:
+        for i in range(60):
+            save_checkpoint(path, other if i % 2 else ckpt.model, ckpt.tokenizer, ckpt.label_names, ckpt.meta,
+                            ckpt.history)
+        done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    errors = []
+    while not done.is_set():
+        try:
+            load_checkpoint(path)
+        except CheckpointError as e:
+            errors.append(str(e))
+    writer.join()
+    wrong = [e for e in errors if "was being rewritten" not in e and "is not a directory" not in e]
+    assert not wrong, wrong[:3]
+    assert load_checkpoint(path).label_names == ckpt.label_names
+
+
+def test_the_upload_limit_is_the_batch_pages():
+    import tomllib
+
+    from app.analysis import BATCH_MAX_BYTES, BATCH_MAX_MB
+
+    config = tomllib.loads((Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["maxUploadSize"] == BATCH_MAX_MB  # MB: Streamlit's unit
+    assert BATCH_MAX_BYTES == BATCH_MAX_MB * 2**20  # what the server refuses, the page refuses too
+
+
+# --------------------------------------------------------------------------- the app, hostile
+
+MAIN = Path(__file__).resolve().parents[2] / "app" / "main.py"
+
+
+def app_run(at):
+    at.run(timeout=180)
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.fixture
+def downloads(monkeypatch) -> dict[str, bytes]:
+    """What the page's download buttons serve, by file name, as the browser would receive it
+    (Streamlit's in-memory media store, recorded as the page fills it)."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    served: dict[str, bytes] = {}
+    store = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        served[filename] = path_or_data
+        return store(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    return served
+
+
+def warnings_of(at) -> list[str]:
+    return [str(w.value).replace("\\", "") for w in at.warning]
+
+
+def test_app_hostile_link():
+    """An Explore link with k = "²", a seed of 5,000 digits and a text longer than a link carries:
+    a note for each, the analysis at the defaults, no traceback (``read_link``'s cases above)."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.state import DEFAULT_MODEL, available_models
+
+    if DEFAULT_MODEL not in available_models():
+        pytest.skip(f"no {DEFAULT_MODEL}")
+    query = {"model": DEFAULT_MODEL, "mode": "force_k", "k": "\u00b2", "ablation": "random-heads", "seed": NINES,
+             "text": "w " * 5000}
+    at = AppTest.from_file(str(MAIN), default_timeout=180)
+    at.query_params.update(query)
+    app_run(at)
+    shown = warnings_of(at)
+    for start in ("The link's k ('²')", "The link's seed ('9999", "The link's text has 10,000 characters"):
+        assert any(w.startswith(start) for w in shown), (start, shown)
+    assert at.text_area(key="text").value == query["text"][:8000]
+    assert [m for m in at.metric if m.label == "Prediction"]  # the analysis, at the defaults
+
+
+def test_app_one_bad_checkpoint_disables_itself(tmp_path, monkeypatch):
+    """A checkpoint folder whose config.json nests 100,000 lists deep, or names its classes with
+    a string, drops out of the model list with a note; the other models and pages work."""
+    from streamlit.testing.v1 import AppTest
+
+    from app import state
+
+    good = state.CHECKPOINTS / state.DEFAULT_MODEL
+    if not good.is_dir():
+        pytest.skip(f"{good} is missing")
+    shelf = tmp_path / "checkpoints"
+    shelf.mkdir()
+    (shelf / state.DEFAULT_MODEL).symlink_to(good)
+    for name, text in (("bbc-deep", "[" * 100_000 + "]" * 100_000),
+                       ("bbc-letters", json.dumps({"model": {"n_layers": 2, "n_heads": 4}, "label_names": "ABCDE"}))):
+        (shelf / name).mkdir()
+        (shelf / name / "config.json").write_text(text)
+    monkeypatch.setattr(state, "CHECKPOINTS", shelf)
+    before = snapshot(PRECOMPUTED)
+    at = app_run(AppTest.from_file(str(MAIN), default_timeout=180))
+    notes = [str(c.value).replace("\\", "") for c in at.sidebar.caption if "Not offered" in str(c.value)]
+    assert len(notes) == 2 and "bbc-deep" in notes[0] and "label_names" in notes[1], notes
+    assert at.sidebar.selectbox(key="model_for_bbc").options == [state.DEFAULT_MODEL]
+    assert [m for m in at.metric if m.label == "Prediction"]
+    for page in ("dynamics", "batch"):
+        at.switch_page(f"views/{page}.py")
+        app_run(at)
+    assert snapshot(PRECOMPUTED) == before
+
+
+def test_app_batch_csv_download_of_hostile_texts(downloads):
+    from streamlit.testing.v1 import AppTest
+
+    from app.state import DEFAULT_MODEL, available_models
+
+    if DEFAULT_MODEL not in available_models():
+        pytest.skip(f"no {DEFAULT_MODEL}")
+    at = app_run(AppTest.from_file(str(MAIN.parent / "views" / "batch.py"), default_timeout=180))  # the page alone
+    upload = pd.DataFrame({"text": HOSTILE_TEXTS}).to_csv(index=False, lineterminator="\r\n").encode()
+    at.file_uploader(key="batch_file").set_value(("hostile.csv", upload, "text/csv"))
+    app_run(at)
+    assert len(at.dataframe[0].value) == len(HOSTILE_TEXTS)
+    rows, back = read_back(downloads[f"batch-{DEFAULT_MODEL}.csv"])
+    assert len(rows) == len(back) == len(HOSTILE_TEXTS)
+    no_formula(rows, back)
+    assert back["text"].str.removeprefix("'").tolist() == HOSTILE_TEXTS
+
+
+AG_NEWS = "ag_news-budgetformer"
+
+
+def test_app_errors_csv_download_of_hostile_texts(downloads, tmp_path, monkeypatch):
+    """The Errors page over a local copy of hostile test texts (evaluated live: the precomputed
+    table is of the published split)."""
+    from streamlit.testing.v1 import AppTest
+
+    from app import state
+
+    if AG_NEWS not in state.available_models():
+        pytest.skip(f"no {AG_NEWS}")
+    monkeypatch.setenv(state.DATA_ROOTS_ENV, str(tmp_path))
+    monkeypatch.setattr(state, "MANIFEST", tmp_path / "no-manifest.json")  # nothing vouched for: run live
+    local = tmp_path / "ag_news_test.csv"
+    labels = ["World", "Sports", "Business", "Sci/Tech"] * 2
+    pd.DataFrame({"text": HOSTILE_TEXTS, "label": labels}).to_csv(local, index=False, lineterminator="\r\n")
+    at = AppTest.from_file(str(MAIN.parent / "views" / "errors.py"), default_timeout=180)  # the page alone
+    at.session_state[state.MODEL_KEY] = AG_NEWS  # what the sidebar's picker and local copy field store
+    at.session_state[state.DATA_DIRS_KEY] = {"ag_news": str(local)}
+    app_run(at)
+    at.toggle(key="err_all").set_value(True)  # every text, not only the misclassified ones
+    app_run(at)
+    rows, back = read_back(downloads[f"errors-{AG_NEWS}-test.csv"])
+    assert len(rows) == len(back) == len(HOSTILE_TEXTS)
+    no_formula(rows, back)
+    assert back["text"].str.removeprefix("'").tolist() == [t.strip() for t in HOSTILE_TEXTS]  # the loader strips
