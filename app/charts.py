@@ -969,8 +969,9 @@ CLASS_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"
 def usage_heatmaps(maps: Sequence[tuple[Sequence[Sequence[float]], str]], title: str) -> go.Figure:
     """Layers × heads maps of the share of inputs that ran each head, side by side on one colour
     scale (0 … 1, one colour bar): ``maps`` holds (L × H shares, panel title) per map; map i is
-    ``data[i]`` on the axes ``x{i+1}`` / ``y{i+1}``. Cells say the share in percent up to
-    :data:`NUMBERED_HEADS` heads a layer, on hover beyond."""
+    ``data[i]`` on the axes ``x{i+1}`` / ``y{i+1}``. Cells say the share in percent (the number
+    alone, to fit three maps across a page) up to :data:`NUMBERED_HEADS` heads a layer, on hover
+    beyond."""
     n_layers, n_heads = len(maps[0][0]), len(maps[0][0][0])
     numbers = n_heads <= NUMBERED_HEADS
     x, y = [f"h{h}" for h in range(n_heads)], [f"layer {i}" for i in range(n_layers)]
@@ -983,9 +984,10 @@ def usage_heatmaps(maps: Sequence[tuple[Sequence[Sequence[float]], str]], title:
         data.append(dict(
             type="heatmap", z=z, x=x, y=y, xaxis=f"x{i + 1}", yaxis=f"y{i + 1}", xgap=2, ygap=2,
             colorscale="Blues", zmin=0, zmax=1, showscale=i == 0,
-            text=[[f"{v:.0%}" if numbers else "" for v in row] for row in z], texttemplate="%{text}",
-            textfont=dict(size=14), hovertemplate=f"{panel}: %{{y}}, %{{x}} ran on %{{z:.1%}} of inputs<extra></extra>",
-            colorbar=dict(thickness=14, title=dict(text="share", side="right"), tickformat=".0%"),
+            text=[[f"{v * 100:.0f}" if numbers else "" for v in row] for row in z], texttemplate="%{text}",
+            textfont=dict(size=13), hovertemplate=f"{panel}: %{{y}}, %{{x}} ran on %{{z:.1%}} of inputs<extra></extra>",
+            colorbar=dict(thickness=14, title=dict(text="% of inputs", side="right"), tickvals=[0, 0.5, 1],
+                          ticktext=["0", "50", "100"]),
         ))  # fmt: skip
         domain = [i * (width + gap), i * (width + gap) + width]
         axes[f"xaxis{suffix}"] = dict(title="head", type="category", domain=domain, tickfont=TICKS,
@@ -1008,10 +1010,11 @@ def usage_difference(diff: Sequence[Sequence[float]], title: str, legend: str) -
     heatmap = dict(
         type="heatmap", z=z, x=[f"h{h}" for h in range(n_heads)], y=[f"layer {i}" for i in range(n_layers)],
         xgap=2, ygap=2, colorscale="RdBu", reversescale=True, zmid=0, zmin=-top, zmax=top,
-        text=[[f"{v:+.0%}" if n_heads <= NUMBERED_HEADS else "" for v in row] for row in z],
+        text=[[f"{v * 100:+.0f}" if n_heads <= NUMBERED_HEADS else "" for v in row] for row in z],
         texttemplate="%{text}", textfont=dict(size=14),
-        hovertemplate="%{y}, %{x}: %{z:+.1%}<extra></extra>",
+        hovertemplate="%{y}, %{x}: A − B = %{customdata}<extra></extra>",
         colorbar=dict(thickness=14, title=dict(text=legend, side="right"), tickformat="+.0%"),
+        customdata=[[f"{v:+.1%}" for v in row] for row in z],
     )  # fmt: skip
     layout = _layout(
         title,

@@ -337,15 +337,16 @@ LISTED = 500
 
 def input_listing(table: pd.DataFrame, rows: list[int], links: list[str], extra: dict | None = None) -> pd.DataFrame:
     """A table of the inputs at positions ``rows`` of a per-example ``table``, in that order:
-    ``index``, ``true``, ``predicted``, ``correct``, ``mean k`` (over layers), ``mean s``, the
-    columns of ``extra`` (name → a value per listed row), a ``text`` preview and ``explore`` (the
-    address that opens the input in "Explore an input", from ``links``, one per row). At most
-    :data:`LISTED` rows."""
+    ``index``, ``explore`` (the address that opens the input in "Explore an input", from
+    ``links``, one per row), ``true``, ``predicted``, ``correct``, ``mean k`` (over layers),
+    ``mean s``, the columns of ``extra`` (name → a value per listed row) and a ``text`` preview.
+    At most :data:`LISTED` rows."""
     rows = list(rows)[:LISTED]
     picked = table.iloc[rows]
     k_columns = [c for c in table.columns if c[:1] == "k" and c[1:].isdigit()]
     out = pd.DataFrame({
         "index": picked["index"].astype(int).to_numpy(),
+        "explore": list(links)[: len(rows)],
         "true": picked["true"].to_numpy(),
         "predicted": picked["predicted"].to_numpy(),
         "correct": picked["correct"].astype(bool).to_numpy(),
@@ -355,5 +356,4 @@ def input_listing(table: pd.DataFrame, rows: list[int], links: list[str], extra:
     for column, values in (extra or {}).items():
         out[column] = list(values)[: len(rows)]
     out["text"] = [preview(t, 120) for t in picked["text"]]
-    out["explore"] = list(links)[: len(rows)]
     return out

@@ -108,22 +108,23 @@ if usage_tab.open:
             "whole split and for two slices; below, slice A minus slice B."
         )
 
-        def slice_controls(where, tag: str) -> tuple[np.ndarray, str]:
-            """One slice's widgets in ``where``: its rows and a short description."""
-            where.markdown(f"**Slice {tag}**")
-            c1, c2 = where.columns(2)
-            label = c1.selectbox("True class", [None, *range(len(label_names))], key=f"atlas_{tag}_class",
-                                 format_func=lambda i: "any class" if i is None else label_names[i])
-            outcome = c2.selectbox("Outcome", ["any", "right", "wrong"], key=f"atlas_{tag}_outcome")
+        def slice_controls(tag: str, class_col, outcome_col, range_col) -> tuple[np.ndarray, str]:
+            """One slice's widgets (its class and outcome in a row, its ranges folded away): its rows
+            and a short description."""
+            label = class_col.selectbox(f"Slice {tag}: true class", [None, *range(len(label_names))],
+                                        key=f"atlas_{tag}_class",
+                                        format_func=lambda i: "any class" if i is None else label_names[i])
+            outcome = outcome_col.selectbox(f"Slice {tag}: outcome", ["any", "right", "wrong"],
+                                            key=f"atlas_{tag}_outcome")
             s, tokens = table["mean_s"], table["tokens"]
-            budget_range = None
+            budget_range = token_range = None
             if s.max() - s.min() > 1e-6:
                 lo, hi = float(np.floor(s.min() * 100) / 100), float(np.ceil(s.max() * 100) / 100)
-                budget_range = c1.slider(f"Mean {sym}", lo, hi, (lo, hi), 0.01, key=f"atlas_{tag}_budget")
-            token_range = None
+                budget_range = range_col.slider(f"Slice {tag}: mean {sym}", lo, hi, (lo, hi), 0.01,
+                                                key=f"atlas_{tag}_budget")
             if tokens.max() > tokens.min():
-                token_range = c2.slider("Tokens read", int(tokens.min()), int(tokens.max()),
-                                        (int(tokens.min()), int(tokens.max())), key=f"atlas_{tag}_tokens")
+                token_range = range_col.slider(f"Slice {tag}: tokens read", int(tokens.min()), int(tokens.max()),
+                                               (int(tokens.min()), int(tokens.max())), key=f"atlas_{tag}_tokens")
             rows = slice_rows(table, label, {"any": None, "right": True, "wrong": False}[outcome],
                               budget_range, token_range)
             parts = [label_names[label] if label is not None else "", "" if outcome == "any" else outcome]
@@ -133,9 +134,11 @@ if usage_tab.open:
                 parts.append(f"{token_range[0]}–{token_range[1]} tokens")
             return rows, ", ".join(p for p in parts if p) or "all inputs"
 
-        left, right = st.columns(2, gap="large")
-        rows_a, name_a = slice_controls(left, "A")
-        rows_b, name_b = slice_controls(right, "B")
+        columns = st.columns(4)
+        with st.expander(f"Slice ranges: mean {sym} and tokens read"):
+            ranges = st.columns(2, gap="large")
+        rows_a, name_a = slice_controls("A", columns[0], columns[1], ranges[0])
+        rows_b, name_b = slice_controls("B", columns[2], columns[3], ranges[1])
         whole, share_a, share_b = head_usage(selected), head_usage(selected[rows_a]), head_usage(selected[rows_b])
         show_chart(
             st,
@@ -151,8 +154,8 @@ if usage_tab.open:
                 st.warning(f"Slice {tag} holds no input: its map is empty (all 0).")
         show_chart(
             st,
-            charts.usage_difference(share_a - share_b, "Slice A − slice B: red, A ran the head more often",
-                                    "A − B"),
+            charts.usage_difference(share_a - share_b, "Slice A − slice B (points of %): red, A ran the head more "
+                                    "often", "A − B"),
             key="atlas_usage_diff",
         )
 
@@ -235,7 +238,8 @@ if card_tab.open:
     with card_tab:
         c1, c2 = st.columns(2)
         layer = c1.selectbox("Layer", range(L), format_func=lambda i: f"layer {i}", key="atlas_card_layer")
-        head = c2.selectbox("Head", range(H), format_func=lambda h: f"head {h}", key="atlas_card_head")
+        busiest = int(selected[:, layer].sum(0).argmax())  # first shown: the head the layer runs most
+        head = c2.selectbox("Head", range(H), index=busiest, format_func=lambda h: f"head {h}", key="atlas_card_head")
         ran = np.flatnonzero(selected[:, layer, head])
         st.markdown(f"**Layer {layer}, head {head}** ran on **{len(ran)} of {n}** inputs ({len(ran) / n:.1%}){at_b}.")
         p = relevance(name, budget) if has_texts else None
