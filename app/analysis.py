@@ -20,6 +20,11 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from app.cards import Card
+from budgetformer_core.report import (  # noqa: F401  (the Explore page draws with them)
+    attribution_html,
+    attribution_legend_html,
+    attribution_scale,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -213,42 +218,15 @@ def head_attention(ckpt: Checkpoint, text: str, control: Control | None, layer: 
     return out.layers[layer].attention[0].numpy()  # (1, H, T, T) -> (H, T, T)
 
 
-ATTRIBUTION_RGB = {1: (214, 39, 40), -1: (31, 119, 180)}
-"""Red: the token raised the quantity (s: more heads); blue: it lowered it."""
+def offline_report(ckpt: Checkpoint, text: str, settings: Settings, name: str, symbol: str = "s") -> str:
+    """:func:`budgetformer_core.report.build_report` of ``text`` under ``settings`` (what the
+    Explore page shows): one self-contained HTML file. Runs on one thread, as :func:`run_analysis`."""
+    from budgetformer_core.report import build_report
+    from budgetformer_core.timing import torch_threads
 
-
-def attribution_scale(e: Explanation) -> float:
-    """One colour-scale end for every layer of an explanation: the largest |attribution|."""
-    return max((abs(a) for row in e.budget_attribution for a in row), default=0.0)
-
-
-def attribution_html(tokens: list[str], attribution: list[float], zmax: float) -> str:
-    """The tokens as highlighted text: red for those that raised the quantity, blue for those
-    that lowered it, the stronger the more. Every token is HTML-escaped (markup stays text);
-    its number is in its tooltip and ``data-a``."""
-    import html
-
-    spans = []
-    for token, a in zip(tokens, attribution, strict=True):
-        alpha = 0.0 if zmax <= 0 else min(1.0, abs(a) / zmax)
-        r, g, b = ATTRIBUTION_RGB[1 if a >= 0 else -1]
-        spans.append(
-            f'<span data-a="{a:.6g}" title="{html.escape(token)}: {a:+.4g}" style="background: '
-            f'rgba({r}, {g}, {b}, {alpha * 0.85:.3f}); padding: 1px 3px; margin: 1px; border-radius: 3px; '
-            f'color: {"#ffffff" if alpha > 0.6 else "inherit"}">{html.escape(token)}</span>'
-        )
-    return '<div style="line-height: 2.1; font-size: 1.05rem">' + " ".join(spans) + "</div>"
-
-
-def attribution_legend_html(zmax: float, symbol: str) -> str:
-    """The colour legend of :func:`attribution_html`: lowered (blue) … raised (red), with its
-    scale's ends."""
-    (r1, g1, b1), (r2, g2, b2) = ATTRIBUTION_RGB[-1], ATTRIBUTION_RGB[1]
-    bar = (f"background: linear-gradient(to right, rgba({r1}, {g1}, {b1}, 0.85), rgba(255, 255, 255, 0), "
-           f"rgba({r2}, {g2}, {b2}, 0.85)); width: 220px; height: 14px; display: inline-block; "
-           "vertical-align: middle; border: 1px solid #cccccc; margin: 0 8px")
-    return (f'<div style="font-size: 0.95rem">lowered {symbol} (−{zmax:.3g})<span style="{bar}"></span>'
-            f"raised {symbol} (+{zmax:.3g})</div>")
+    control = control_for(settings, ckpt.validation_budget) if is_budgeted(ckpt) else None
+    with torch_threads(1):
+        return build_report(ckpt, text, control, name, settings.describe(symbol))
 
 
 def explanation_record(e: Explanation) -> dict:
@@ -415,6 +393,14 @@ def link_params(
     if ablations:
         params["ablation"] = ",".join(ablations)
     return params
+
+
+def explore_link(model: str, index: int, settings: Settings, method: Method) -> str:
+    """The relative address that opens test text #``index`` in "Explore an input" (the app's
+    default page) with ``settings``: :func:`link_params` as a query string."""
+    from urllib.parse import urlencode
+
+    return "./?" + urlencode(link_params(model, "", index, settings, method))
 
 
 # --------------------------------------------------------------------------- the method's words

@@ -293,8 +293,9 @@ def foreign_sample(dataset: str, text: str) -> str | None:
     return picked[0]
 
 
-def per_example_or_stop(name: str, dataset: str, unavailable: str):
-    """The per-example test table of model ``name`` and the split's samples (without texts when
+def per_example_or_stop(name: str, dataset: str, unavailable: str, budget: float | None = None):
+    """The per-example test table of model ``name`` (at ``budget``, see :func:`app.state.per_example`)
+    and the split's samples (without texts when
     they are not here: the table's ``text`` is then empty), or a clear message and ``st.stop()``: no
     precomputed table and no texts (``unavailable`` says what the user can do instead), a model
     that cannot be evaluated, or any other failure (never a traceback)."""
@@ -303,7 +304,7 @@ def per_example_or_stop(name: str, dataset: str, unavailable: str):
     samples = test_samples(dataset)
     try:
         with st.spinner("Running the model over the test texts (once)…"):
-            table = per_example(name, "test")
+            table = per_example(name, "test", budget)
     except ValueError as e:  # CheckpointError or mismatched classes
         st.error(f"The model {md_escape(name)} cannot be evaluated: {md_escape(e)}")
         st.stop()

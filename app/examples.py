@@ -313,3 +313,47 @@ def adaptivity_figures(
         notes.append("the task does not say how many heads each input needs: "
                      "rho_k_needed and frac_k_at_least_needed are null")
     return from_frames(table, n_heads, reference, None if needed is None else np.asarray(needed), notes)
+
+
+# --------------------------------------------------------------------------- head atlas
+
+
+def selected_rows(points: list[dict]) -> list[int]:
+    """The table rows of a plotly selection's points (``st.plotly_chart``'s
+    ``event.selection.points``): each point of the input map carries its row as ``customdata``.
+    Sorted, each row once; points without a row (none on the map) are left out."""
+    rows = set()
+    for point in points:
+        data = point.get("customdata")
+        data = data[0] if isinstance(data, list) and data else data
+        if isinstance(data, (int, float)) and not isinstance(data, bool):
+            rows.add(int(data))
+    return sorted(rows)
+
+
+LISTED = 500
+"""Inputs a listing shows at most (the rest are counted, not listed)."""
+
+
+def input_listing(table: pd.DataFrame, rows: list[int], links: list[str], extra: dict | None = None) -> pd.DataFrame:
+    """A table of the inputs at positions ``rows`` of a per-example ``table``, in that order:
+    ``index``, ``explore`` (the address that opens the input in "Explore an input", from
+    ``links``, one per row), ``true``, ``predicted``, ``correct``, ``mean k`` (over layers),
+    ``mean s``, the columns of ``extra`` (name → a value per listed row) and a ``text`` preview.
+    At most :data:`LISTED` rows."""
+    rows = list(rows)[:LISTED]
+    picked = table.iloc[rows]
+    k_columns = [c for c in table.columns if c[:1] == "k" and c[1:].isdigit()]
+    out = pd.DataFrame({
+        "index": picked["index"].astype(int).to_numpy(),
+        "explore": list(links)[: len(rows)],
+        "true": picked["true"].to_numpy(),
+        "predicted": picked["predicted"].to_numpy(),
+        "correct": picked["correct"].astype(bool).to_numpy(),
+        "mean k": picked[k_columns].to_numpy(dtype=np.float64).mean(1) if k_columns else np.zeros(len(rows)),
+        "mean s": picked["mean_s"].to_numpy(dtype=np.float64),
+    })
+    for column, values in (extra or {}).items():
+        out[column] = list(values)[: len(rows)]
+    out["text"] = [preview(t, 120) for t in picked["text"]]
+    return out

@@ -24,6 +24,7 @@ pages = [
     st.Page("views/ablations.py", title="Ablations", icon=":material/science:"),
     st.Page("views/errors.py", title="Errors", icon=":material/error:"),
     st.Page("views/batch.py", title="Batch analysis", icon=":material/table_view:"),
+    st.Page("views/atlas.py", title="Head atlas", icon=":material/grid_view:", url_path="atlas"),
     st.Page("views/dynamics.py", title="Training dynamics", icon=":material/show_chart:"),
 ]
 page = st.navigation(pages)

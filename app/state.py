@@ -385,26 +385,25 @@ def test_samples(dataset: str) -> Samples | None:
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
-def _live_frame(name: str, version: tuple, dataset: str, split: str, source: tuple) -> pd.DataFrame:
+def _allocation(name: str, version: tuple, dataset: str, split: str, source: tuple, budget: float | None):
+    from budgetformer_core.atlas import allocate
+    from budgetformer_core.budget import Control
     from budgetformer_core.data import Split
-    from budgetformer_core.infer import evaluate_split
-    from budgetformer_core.tokenizer import encode
 
     samples = _split_samples(dataset, split, *source)
-    ckpt = get_checkpoint(name)
-    evaluation = evaluate_split(ckpt, Split(samples.texts, samples.labels))
-    ids, _ = encode(ckpt.tokenizer, samples.texts, ckpt.config.max_len)
-    return evaluation.to_frame([len(x) for x in ids])
+    control = None if budget is None else Control(budget=budget)
+    return allocate(get_checkpoint(name), Split(samples.texts, samples.labels), control)
 
 
-def per_example(name: str, split: str = "test") -> pd.DataFrame | None:
+def per_example(name: str, split: str = "test", budget: float | None = None) -> pd.DataFrame | None:
     """Every text of a split through the model, a row per text (:func:`app.examples.per_example_table`).
 
     The test split's table comes from precomputed/results when the manifest vouches that it was
     made from this very checkpoint (instant); otherwise the model runs over the split once
     (seconds; cached for all sessions). Rows are in the split's order, so a row's ``index`` is
     the sample picker's index. ``text`` is empty when the texts are not on this machine. None
-    when there is neither a precomputed table nor the texts.
+    when there is neither a precomputed table nor the texts. ``budget``: every input run at that
+    budget (bba: the requested b) instead of the model's own, which needs the texts.
 
     Raises:
         ValueError: the checkpoint cannot be loaded, or its classes are not the dataset's.
@@ -414,14 +413,64 @@ def per_example(name: str, split: str = "test") -> pd.DataFrame | None:
     label_names = list(checkpoint_config(name).get("label_names", []))
     if samples is not None and samples.label_names != label_names:
         raise ValueError(f"the checkpoint's classes {label_names} are not the dataset's {samples.label_names}")
-    frame = precomputed_table(name) if split == "test" else None
+    frame = precomputed_table(name) if split == "test" and budget is None else None
     if frame is not None:
         texts = samples.texts if samples is not None and samples.labels == frame["label"].tolist() else None
     elif samples is not None:
-        frame, texts = _live_frame(name, stamp(name), dataset, split, _source(dataset)), samples.texts
+        frame, texts = _allocation(name, stamp(name), dataset, split, _source(dataset), budget).frame, samples.texts
     else:
         return None
     return examples.per_example_table(frame, texts, label_names)
+
+
+def relevance(name: str, budget: float | None = None, split: str = "test"):
+    """(N, L, H) head relevance p of every input of the split, in the split's order (the rows of
+    :func:`per_example`), at ``budget`` (None: the model's own); None when the texts are not here.
+    One pass of the model over the split, cached with :func:`per_example`'s."""
+    dataset = dataset_of(name)
+    if split_samples(dataset, split) is None:
+        return None
+    return _allocation(name, stamp(name), dataset, split, _source(dataset), budget).relevance
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _input_map(name: str, version: tuple, dataset: str, source: tuple, budget: float | None):
+    from budgetformer_core.atlas import input_map
+
+    return input_map(_allocation(name, version, dataset, "test", source, budget).relevance)
+
+
+def input_map(name: str, budget: float | None = None):
+    """:func:`budgetformer_core.atlas.input_map` of the test split's relevance p (cached); None
+    when the texts are not here."""
+    dataset = dataset_of(name)
+    if split_samples(dataset, "test") is None:
+        return None
+    return _input_map(name, stamp(name), dataset, _source(dataset), budget)
+
+
+PROFILE_SAMPLE = 32
+"""Inputs (the first of the test split on which the head ran) a head's attention profile averages."""
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _attention_profile(name: str, version: tuple, dataset: str, source: tuple, budget: float | None,
+                       layer: int, head: int, rows: tuple):
+    from budgetformer_core.atlas import attention_profile
+    from budgetformer_core.budget import Control
+
+    texts = _split_samples(dataset, "test", *source).texts
+    control = None if budget is None else Control(budget=budget)
+    return attention_profile(get_checkpoint(name), [texts[i] for i in rows], layer, head, control)
+
+
+def attention_profile(name: str, budget: float | None, layer: int, head: int, rows: list[int]):
+    """Where ``head`` of ``layer`` attends on the test inputs at positions ``rows``
+    (:func:`budgetformer_core.atlas.attention_profile`, cached); None when the texts are not here."""
+    dataset = dataset_of(name)
+    if split_samples(dataset, "test") is None:
+        return None
+    return _attention_profile(name, stamp(name), dataset, _source(dataset), budget, layer, head, tuple(rows))
 
 
 @dataclass

@@ -9,6 +9,7 @@ A table of subcommands, each a thin wrapper of a core function:
     budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --input-file F)
     budgetformer adaptivity --checkpoint DIR [--reference DIR] [--split test] [--budget S] [--json]
     budgetformer explain --checkpoint DIR [--budget B] [--json] TEXT ...
+    budgetformer report  --checkpoint DIR [--budget B] --out FILE.html TEXT
     budgetformer bench   (--checkpoint DIR | [--set key=value ...]) [--batch-size N] [--threads T]
                          [--seq-len L | --seq-lens L,L,...] [--repeats R] [--budgets B,B,...]
                          [--clock {wall,cpu}] [--json]
@@ -365,6 +366,21 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import build_report
+
+    ckpt = load_checkpoint(args.checkpoint)
+    control = Control(budget=args.budget) if args.budget is not None else None
+    page = build_report(ckpt, args.text, control)
+    out = Path(args.out)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder: give the HTML file to write")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB; opens offline in a browser)")
+    return 0
+
+
 def bench_model(args: argparse.Namespace) -> tuple[BudgetFormer, str]:
     """The model to benchmark and where it came from: a checkpoint, or a fresh random model
     of the default shape changed by ``--set`` (its weights do not matter for speed)."""
@@ -534,6 +550,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per input: tokens, budget_attribution, …")
     p.add_argument("text", nargs="*", help="texts to explain")
 
+    p = sub.add_parser("report", help="one input's analysis as a self-contained HTML file that opens offline")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--budget", type=_budget,
+                   help="force s (budgetformer) or request b (bba); default: the model's own")
+    p.add_argument("--out", required=True, metavar="FILE.html", help="the HTML file to write")
+    p.add_argument("text", help="the text to analyse (quote it)")
+
     p = sub.add_parser("bench", help="measure structural speed-up per budget against the FLOP ideal")
     p.add_argument("--checkpoint", help="a checkpoint, a folder or a shipped model's name, or a Hugging Face "
                                         "classifier's folder with --rank-file (default: a random model, see --set)")
@@ -561,6 +584,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "prune": cmd_prune,
     "predict": cmd_predict,
     "explain": cmd_explain,
+    "report": cmd_report,
     "bench": cmd_bench,
 }
 

@@ -243,6 +243,8 @@ class Evaluation:
     """(N, L) s per input and layer."""
     selected: np.ndarray
     """(N, L, H) bool: the heads that ran per input and layer."""
+    relevance: np.ndarray | None = None
+    """(N, L, H) head relevance p per input and layer (bba: its gates' p), as the model computed it."""
 
     def summary(self) -> dict:
         keys = ("accuracy", "macro_f1", "n", "mean_budget", "mean_heads_fraction", "attention_cost",
@@ -340,6 +342,7 @@ def evaluate(
     budgets = np.zeros((len(ids), model.cfg.n_layers), dtype=np.float32)
     heads = np.zeros((len(ids), model.cfg.n_layers), dtype=np.int64)
     selected = np.zeros((len(ids), model.cfg.n_layers, model.cfg.n_heads), dtype=bool)
+    relevance = np.zeros((len(ids), model.cfg.n_layers, model.cfg.n_heads), dtype=np.float32)
     est_cost = 0.0
     flops = dense = 0
     entropy = 0.0
@@ -356,6 +359,7 @@ def evaluate(
             selected[rows] = torch.stack([t.selected for t in out.layers], 1).cpu().numpy()  # (B, L, H)
         else:  # every head runs
             selected[rows] = True
+        relevance[rows] = torch.stack([t.relevance for t in out.layers], 1).float().cpu().numpy()  # (B, L, H)
         est_cost += float(torch.stack([t.est_cost for t in out.layers]).mean(0).sum())
         entropy += float(head_entropy(torch.stack([t.relevance for t in out.layers]))) * len(rows)
         for b, i in enumerate(rows):
@@ -380,6 +384,7 @@ def evaluate(
         probs=probs,
         budgets=budgets,
         selected=selected,
+        relevance=relevance,
     )
 
 

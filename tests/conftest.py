@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.checkpoint import load_checkpoint, save_checkpoint
 from budgetformer_core.config import ModelConfig, TrainConfig
 from budgetformer_core.data import load_synthetic
 from budgetformer_core.model import BudgetFormer
+from budgetformer_core.tokenizer import load_tokenizer
 from budgetformer_core.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,16 +25,21 @@ def small_config(**kw) -> ModelConfig:
     return ModelConfig(**{**base, **kw})
 
 
-@pytest.fixture
-def small_model() -> BudgetFormer:
-    """A randomly initialised budgetformer whose budget nets give varied s and p."""
-    torch.manual_seed(0)
-    model = BudgetFormer(small_config())
-    with torch.no_grad():  # spread s and p so inputs pick different k and heads
+def spread(model: BudgetFormer) -> BudgetFormer:
+    """``model`` in eval mode with f_θ's and g_φ's last layers drawn wide, so that inputs get
+    varied s and p and so pick different k and heads."""
+    with torch.no_grad():
         for alloc in model.allocators:
             alloc.budget_net.net[-1].weight.normal_(0, 3.0)
             alloc.scorer.net[-1].weight.normal_(0, 3.0)
     return model.eval()
+
+
+@pytest.fixture
+def small_model() -> BudgetFormer:
+    """A randomly initialised budgetformer whose budget nets give varied s and p."""
+    torch.manual_seed(0)
+    return spread(BudgetFormer(small_config()))
 
 
 def train_tiny(out: Path) -> Path:
@@ -86,3 +93,24 @@ def bbc_budgetformer():
     if not path.is_dir():
         pytest.fail(f"{path} is missing: run `make precompute`")
     return load_checkpoint(path)
+
+
+DEEP = "bbc-6x12"
+"""The name of :func:`deep_checkpoint`'s model."""
+
+
+@pytest.fixture(scope="session")
+def deep_checkpoint(tmp_path_factory) -> Path:
+    """A BudgetFormer of MiniLM's shape, 6 layers × 12 heads (narrow: d_model 48, reading 64
+    tokens), randomly initialised with budgets spread so that inputs run different heads, for
+    the BBC texts (bbc-budgetformer's tokenizer and classes). Its folder holds it alone, as
+    precomputed/checkpoints holds the shipped ones."""
+    shipped = PRECOMPUTED / "bbc-budgetformer"
+    cfg = json.loads((shipped / "config.json").read_text())
+    tokenizer = load_tokenizer(shipped / "tokenizer.json")
+    torch.manual_seed(0)
+    model = spread(BudgetFormer(small_config(vocab_size=tokenizer.get_vocab_size(), n_classes=len(cfg["label_names"]),
+                                             d_model=48, n_heads=12, n_layers=6, d_ff=96, max_len=64)))
+    path = tmp_path_factory.mktemp("deep") / DEEP
+    save_checkpoint(path, model, tokenizer, cfg["label_names"], {"dataset": "bbc", "split_seed": 0})
+    return path

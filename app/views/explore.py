@@ -27,6 +27,7 @@ from app.analysis import (
     link_params,
     method_of,
     metric_cards,
+    offline_report,
     prepare_text,
     probability_rows,
     read_link,
@@ -547,7 +548,7 @@ record = export_record(
     explanation=explained,
 )
 probs_df = pd.DataFrame(probability_rows(ckpt.label_names, a.probs))
-e1, e2 = st.columns(2)
+e1, e2, e3 = st.columns(3)
 e1.download_button(
     "Export this analysis (JSON)",
     json.dumps(record, indent=1, ensure_ascii=False),
@@ -563,6 +564,16 @@ e2.download_button(
     mime="text/csv",
     on_click="ignore",
     key="export_csv",
+)
+e3.download_button(  # made when clicked: the why-this-budget pass costs a second or so
+    "Offline report (HTML)",
+    lambda: offline_report(ckpt, prepared.text, settings, name, sym),
+    file_name=f"report-{name}.html",
+    mime="text/html",
+    on_click="ignore",
+    key="export_html",
+    help="One HTML file that opens without the network: the text, prediction, budget and heads per layer, "
+    "the relevance map, why this budget, and the settings.",
 )
 
 linked = "test text" if sample else "text" if len(raw) <= LINK_TEXT_LIMIT else "settings (the text is too long)"

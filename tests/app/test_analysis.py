@@ -591,3 +591,17 @@ def test_readable_decodes_ag_news_entity_leftovers():
     text = "Wall St. #39;s rally " * 300
     assert "#39;" not in examples.preview(text) and examples.preview(text).startswith("Wall St. 's")
     assert examples.excerpt(text, 30) == examples.readable(text[:30]) + "…"
+
+
+def test_a_map_selection_names_its_rows_and_the_listing_links_them():
+    points = [{"customdata": 3}, {"customdata": [1]}, {"customdata": 3}, {"x": 1}, {"customdata": True}]
+    assert examples.selected_rows(points) == [1, 3]
+    assert examples.selected_rows([]) == []
+    table = fake_table(("<b>a</b>", "b", "c", "d"))
+    links = [an.explore_link("bbc-bba", i, an.Settings(budget_mode="slider", budget=0.25), an.Method("bba"))
+             for i in (3, 0)]
+    shown = examples.input_listing(table, [3, 0], links, {"p": [0.9, 0.1]})
+    assert shown["index"].tolist() == [3, 0] and shown["true"].tolist() == ["z", "x"]
+    assert shown["mean k"].tolist() == [2.0, 1.5] and shown["p"].tolist() == [0.9, 0.1]
+    assert shown["text"].tolist() == ["d", "<b>a</b>"]  # shown as text by st.dataframe
+    assert shown["explore"].tolist()[0] == "./?model=bbc-bba&index=3&mode=slider&budget=0.25"

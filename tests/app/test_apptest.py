@@ -132,6 +132,7 @@ def test_default_page_shows_the_analysis(at):
     assert [b.label for b in at.get("download_button")] == [
         "Export this analysis (JSON)",
         "Probabilities (CSV)",
+        "Offline report (HTML)",
     ]
 
 

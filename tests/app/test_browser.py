@@ -323,6 +323,7 @@ PAGES = {
     "ablations": ("Ablations", 4 if RESULTS else 0, ()),
     "errors": ("Errors", 1, ("Misclassified",)),
     "batch": ("Batch analysis", 0, ()),
+    "atlas": ("Head atlas", 2, ()),
     "dynamics": ("Training dynamics", 5, ()),
 }
 """What every page of the navigation must show (the default page is "explore")."""
@@ -551,3 +552,98 @@ def test_ag_news_easy_vs_hard_with_texts_in_a_browser(server, browser):
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     screen(page, "page-easy_hard-ag_news")
     page.close()
+
+
+def box_select(page, chart) -> None:
+    """Drag a box over the whole plot area of a plotly chart, with the mouse, after choosing the
+    mode bar's box-select tool."""
+    chart.scroll_into_view_if_needed()
+    chart.hover()  # the mode bar shows on hover
+    chart.locator('[data-title="Box Select"]').click()
+    area = chart.locator(".nsewdrag").first.bounding_box()
+    page.mouse.move(area["x"] + 4, area["y"] + 4)
+    page.mouse.down()
+    page.mouse.move(area["x"] + area["width"] - 4, area["y"] + area["height"] - 4, steps=12)
+    page.mouse.up()
+
+
+@pytest.mark.parametrize("model", ["bbc-budgetformer", "bbc-bba"])
+def test_head_atlas_in_a_browser(server, browser, model):
+    """/atlas opens on the model its address names with its charts and no error; a box drawn on
+    the input map lists the inputs inside it, each with a link that opens it in Explore."""
+    page = browser.new_page(viewport=VIEWPORT)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server}/atlas?model={model}", wait_until="domcontentloaded")
+    page.locator("h1", has_text="Head atlas").wait_for(timeout=60_000)
+    usage = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Share of inputs that ran each head")
+    usage.locator(".main-svg").first.wait_for(timeout=180_000)
+    settled(page, 180_000)
+    no_error_box(page)
+    variant = model.removeprefix("bbc-")
+    assert f"{variant} · 2 layers × 8 heads" in page.locator('[data-testid="stSidebar"]').inner_text()  # its card
+    assert page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Slice A − slice B").count() == 1
+    screen(page, f"atlas-usage-{model}")
+
+    page.get_by_role("tab", name="Input map").click()
+    chart = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Inputs placed by their relevance p")
+    chart.locator(".main-svg").first.wait_for(timeout=180_000)
+    settled(page, 180_000)
+    n_points = chart.locator(".point").count()  # fewer than 2,000 inputs: SVG points
+    assert n_points == 426  # BBC's test split
+    box_select(page, chart)
+    summary = page.get_by_text("selected input")
+    summary.first.wait_for(timeout=60_000)
+    wait_idle(page)
+    no_error_box(page)
+    assert summary.first.inner_text().startswith(f"{n_points} selected inputs")  # every point inside the box
+    listing = page.locator('[data-testid="stDataFrame"]').last
+    listing.wait_for(timeout=30_000)
+    screen(page, f"atlas-map-{model}")
+    assert errors == []
+    page.close()
+
+
+def test_the_offline_report_opens_without_the_network(server, browser, tmp_path):
+    """Explore's "Offline report (HTML)" on a text with markup: the file opens from file:// in a
+    browser with the network off, makes no request, raises no script error, draws the relevance
+    map, and shows the markup as text."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server, wait_until="domcontentloaded")
+    text_box(page).wait_for(timeout=180_000)
+    wait_idle(page, 180_000)
+    commit_text(page, MARKUP)
+    wait_idle(page, 120_000)
+    page.get_by_text("What the model read").first.wait_for(timeout=120_000)
+    with page.expect_download(timeout=120_000) as download:
+        page.get_by_role("button", name="Offline report (HTML)").click()
+    report = tmp_path / "report.html"
+    download.value.save_as(report)
+    page.close()
+
+    context = browser.new_context(offline=True, viewport=VIEWPORT)
+    requests: list[str] = []
+
+    def only_the_file(route):
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            requests.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_the_file)
+    offline = context.new_page()
+    errors: list[str] = []
+    dialogs: list[str] = []
+    offline.on("pageerror", lambda e: errors.append(str(e)))
+    offline.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    offline.goto(report.as_uri())
+    offline.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
+    offline.wait_for_timeout(500)
+    assert requests == [] and errors == [] and dialogs == []
+    assert offline.locator("pre.text").inner_text() == MARKUP
+    assert offline.locator("b", has_text="x").count() == 0 and offline.locator("script", has_text="alert").count() == 0
+    for heading in ("Prediction", "Budget and heads per layer", "Relevance map", "Why this budget?", "Settings"):
+        assert offline.get_by_role("heading", name=heading).count() == 1
+    offline.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+    context.close()
