@@ -268,12 +268,60 @@ class HeadAttention(nn.Module):
             all_weights = weights.new_zeros(B, k).scatter_(1, selected, weights)  # (B, H) by head
             return self.weighted(x, key_mask, all_weights, capture)
         if B == 1 or bool((selected == selected[:1]).all()):
-            # one head set for the whole batch: slice the weights once, plain matmuls
-            w_qkv, b_qkv, w_out = self.head_slices(selected[0])
-            heads = self._attend(F.linear(x, w_qkv, b_qkv), key_mask, k, capture, selected)  # (B, k, T, Dh)
-            heads = heads if weights is None else heads * weights.view(B, k, 1, 1)
-            return F.linear(self._merge(heads), w_out, self.out.bias)
-        # a head set per input: per-input weight slices, batched matmuls
+            return self._one_set(x, key_mask, selected, weights, capture)
+        # the same set in any order is one set: each input's heads in index order
+        selected, perm = selected.sort(dim=1)  # (B, k)
+        weights = None if weights is None else weights.gather(1, perm)
+        sets, group = torch.unique(selected, dim=0, return_inverse=True)  # (G, k) distinct sets, (B,)
+        if sets.shape[0] <= B * self.GROUP_SHARE:
+            return self._grouped(x, key_mask, selected, weights, group, sets.shape[0], capture)
+        return self._per_input(x, key_mask, selected, weights, capture)
+
+    GROUP_SHARE = 0.5
+    """Inputs are run group by group (one plain matmul per head set) when the batch has at most
+    this many distinct head sets per input; with more, one batched matmul over per-input weight
+    slices costs less than a call per set."""
+
+    def _one_set(
+        self, x: Tensor, key_mask: Tensor | None, selected: Tensor, weights: Tensor | None,
+        capture: AttentionCapture | None = None,
+    ) -> Tensor:
+        """:meth:`structural` when every input runs the same heads (``selected[0]``): the weights
+        are sliced once and the batch runs through plain matmuls, as a pruned layer would."""
+        B, k = selected.shape
+        w_qkv, b_qkv, w_out = self.head_slices(selected[0])
+        heads = self._attend(F.linear(x, w_qkv, b_qkv), key_mask, k, capture, selected)  # (B, k, T, Dh)
+        heads = heads if weights is None else heads * weights.view(B, k, 1, 1)
+        return F.linear(self._merge(heads), w_out, self.out.bias)
+
+    def _grouped(
+        self, x: Tensor, key_mask: Tensor | None, selected: Tensor, weights: Tensor | None,
+        group: Tensor, n_groups: int, capture: AttentionCapture | None = None,
+    ) -> Tensor:
+        """:meth:`structural` set by set: the inputs of ``group`` g (B,) share a head set and run
+        together through :meth:`_one_set`. The batch is sorted by group once, so that each
+        group's inputs, set and weights are a contiguous slice; each group's output is copied
+        straight to its inputs' rows."""
+        by_group = group.argsort(stable=True)  # (B,) inputs ordered by their set
+        sizes = torch.bincount(group, minlength=n_groups).tolist()  # inputs per set
+        parts = x.index_select(0, by_group).split(sizes)  # G × (Bg, T, D)
+        masks = [None] * n_groups if key_mask is None else key_mask.index_select(0, by_group).split(sizes)
+        sets = selected.index_select(0, by_group).split(sizes)  # G × (Bg, k)
+        ws = [None] * n_groups if weights is None else weights.index_select(0, by_group).split(sizes)
+        out = torch.empty_like(x)  # (B, T, D)
+        for xg, mg, sg, wg, rows in zip(parts, masks, sets, ws, by_group.split(sizes), strict=True):
+            part = None if capture is None else capture.rows(rows)
+            out.index_copy_(0, rows, self._one_set(xg, mg, sg, wg, part))
+            if part is not None:
+                capture.put(rows, part)
+        return out
+
+    def _per_input(
+        self, x: Tensor, key_mask: Tensor | None, selected: Tensor, weights: Tensor | None,
+        capture: AttentionCapture | None = None,
+    ) -> Tensor:
+        """:meth:`structural` with a head set per input: per-input weight slices, batched matmuls."""
+        B, k = selected.shape
         w_qkv, b_qkv, w_out = self.head_slices(selected)
         qkv = torch.baddbmm(b_qkv, x, w_qkv.transpose(1, 2))  # (B, T, 3·k·Dh)
         heads = self._attend(qkv, key_mask, k, capture, selected)  # (B, k, T, Dh)

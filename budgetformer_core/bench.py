@@ -2,7 +2,7 @@
 
 For each budget b the model runs structurally with the budget requested, ``Control(budget=b)``
 (the explorer's budget slider): s = b in every layer, so k = max(1, ⌊b·H⌋) heads, chosen by
-g_φ. One table row per budget gives
+g_φ (bba: by its gates). One table row per budget gives
 
 * the analytic FLOPs (:mod:`budgetformer_core.flops`, counting the networks each row runs: a
   requested budget skips f_θ) and their ratio to the dense model's;
@@ -18,6 +18,13 @@ g_φ. One table row per budget gives
 With a batch of more than one input a ``per-input`` row gives each input its own k (the
 budgets' k values dealt out over the batch in a seeded random order, ``Control(k=[...])``; f_θ
 runs there), so the structural path groups inputs by k and each input has its own heads.
+
+Inputs that run the same heads are computed together, whatever the option; with
+``head_sets="batch"`` (``Control.head_sets``) the heads are ranked once for the whole batch, by
+the scores averaged over its inputs, so at a requested budget every input runs one head set per
+layer: the batch is computed like a pruned model. That is a different model (an input's heads
+depend on its batch), offered for throughput; the default ranks each input's heads by its own
+scores.
 
 The budgeting itself is timed alone on each layer's real input: the networks (mean-pooling and
 f_θ, g_φ for BudgetFormer; pooling and the gate network for bba) and the whole allocation
@@ -114,6 +121,8 @@ class BenchResult:
     repeats: int
     clock: str
     """``wall`` (latency) or ``cpu`` (the timing thread's CPU time)."""
+    head_sets: str
+    """``input`` (each input ranks heads by its own scores) or ``batch`` (one ranking per batch)."""
     dense_flops: int
     dense_latency: TimingStats
     dense_peak_memory_mb: float
@@ -151,7 +160,7 @@ class BenchResult:
             f"{self.seq_len} tokens; QKᵀ and AV are {self.attention_share:.0%} of a layer's FLOPs",
             f"machine: {m.cpu_model}, {m.n_cpus} CPUs, {m.threads} thread(s), "
             f"torch {m.torch_version}, load average {m.load_average} at start; "
-            f"{self.repeats} interleaved rounds, {self.clock} clock",
+            f"{self.repeats} interleaved rounds, {self.clock} clock; head sets per {self.head_sets}",
             f"dense: {dense.median_ms:.3f} ms (IQR {dense.iqr_ms:.3f}), "
             f"{self.dense_flops / 1e6:.1f} MFLOPs, peak {self.dense_peak_memory_mb:.1f} MB",
             f"budget + scoring nets (pool, f_θ, g_φ): {self.nets_ms:.3f} ms = "
@@ -211,7 +220,7 @@ class LengthSweep:
         lines = [
             f"model: {first.source}; d_model={c['d_model']}, n_heads={c['n_heads']}, "
             f"n_layers={c['n_layers']}, d_ff={c['d_ff']}; batch {first.batch_size}; "
-            f"{first.repeats} interleaved rounds per length, {first.clock} clock",
+            f"{first.repeats} interleaved rounds per length, {first.clock} clock; head sets per {first.head_sets}",
             f"machine: {m.cpu_model}, {m.n_cpus} CPUs, {m.threads} thread(s), torch {m.torch_version}, "
             f"load average {m.load_average} at start, {self.results[-1].machine.load_average} at the last length",
             "",
@@ -335,6 +344,7 @@ def bench(
     seed: int = 0,
     source: str = "random initialisation",
     clock: str = "wall",
+    head_sets: str = "input",
 ) -> BenchResult:
     """Time dense, structural and masked execution of ``model`` and compare with the FLOP ideal.
 
@@ -351,9 +361,12 @@ def bench(
         source: where the model came from, for the report.
         clock: ``wall`` (latency) or ``cpu`` (the thread's CPU time, for a busy machine; see
             :func:`budgetformer_core.timing.time_interleaved`).
+        head_sets: ``input`` (each input's heads ranked by its own scores) or ``batch`` (one
+            ranking for the batch, from its mean scores; see ``Control.head_sets``).
 
     Raises:
-        ValueError: for a dense model, a bad batch size or sequence length, or a bad budget.
+        ValueError: for a dense model, a bad batch size or sequence length, a bad budget or
+            head-set option.
     """
     cfg = model.cfg
     if cfg.variant == "dense":
@@ -379,12 +392,12 @@ def bench(
     for b in budgets:
         k = heads_for_budget_value(b, cfg.n_heads)
         heads[f"{b:g}"] = [k] * batch_size
-        controls[f"{b:g}"] = Control(budget=b)
-        fns[f"{b:g}"] = run("structural", Control(budget=b))
-        fns[f"masked {b:g}"] = run("masked", Control(budget=b))
+        controls[f"{b:g}"] = Control(budget=b, head_sets=head_sets)
+        fns[f"{b:g}"] = run("structural", controls[f"{b:g}"])
+        fns[f"masked {b:g}"] = run("masked", controls[f"{b:g}"])
     if batch_size > 1:
         heads[PER_INPUT] = per_input_ks(budgets, cfg.n_heads, batch_size, seed)
-        controls[PER_INPUT] = Control(k=heads[PER_INPUT])
+        controls[PER_INPUT] = Control(k=heads[PER_INPUT], head_sets=head_sets)
         fns[PER_INPUT] = run("structural", controls[PER_INPUT])
     fns.update(_budgeting(model, ids, mask))
     stats = time_interleaved(fns, repeats, warmup, threads, min_sample_s, clock=clock)
@@ -419,6 +432,7 @@ def bench(
         seq_len=seq_len,
         repeats=repeats,
         clock=clock,
+        head_sets=head_sets,
         dense_flops=dense_total,
         dense_latency=dense,
         dense_peak_memory_mb=peak_memory(fns["dense"]) / MB,

@@ -142,6 +142,16 @@ def _stacked(
     return cached[1], cached[2]
 
 
+HEAD_SETS = ("input", "batch")
+"""Whose scores rank the heads (``Control.head_sets``): each input's own, or the batch's mean."""
+
+
+def batch_ranking(scores: Tensor) -> Tensor:
+    """(B, H) head scores -> (B, H), every row the batch's mean scores: one head ranking shared
+    by the whole batch (``Control(head_sets="batch")``)."""
+    return scores.mean(0, keepdim=True).expand_as(scores)
+
+
 @dataclass
 class Control:
     """Inference-time overrides of what f_θ and g_φ decide (the app's slider and ablations).
@@ -174,6 +184,12 @@ class Control:
     """Training only, ``gated`` weights: each input runs k = max(1, ⌊s·H − margin⌋) heads, and
     the gradient of s comes from the gates of that k, so that s settles ``margin`` heads above
     the edge where its last needed head switches on (see ``TrainConfig.k_margin``)."""
+    head_sets: str = "input"
+    """``input``: each input ranks the heads by its own scores (g_φ's p, bba's gates). ``batch``:
+    one ranking for the whole batch, by the scores averaged over its inputs
+    (:func:`batch_ranking`), so every input running k heads runs the same k — at a requested
+    budget one head set per layer for the batch, computed like a pruned layer. An input's heads
+    then depend on the other inputs of its batch."""
 
     def __post_init__(self) -> None:
         if self.budget is not None and not 0.0 < self.budget <= 1.0:
@@ -182,6 +198,8 @@ class Control:
             raise ValueError(f"k must be >= 1, got {self.k}")
         if self.head_choice not in (None, "learned", "uniform", "random"):
             raise ValueError(f"head_choice must be learned/uniform/random, got {self.head_choice!r}")
+        if self.head_sets not in HEAD_SETS:
+            raise ValueError(f"head_sets must be {' or '.join(HEAD_SETS)}, got {self.head_sets!r}")
 
     def _ks(self) -> list[int]:
         return [self.k] if isinstance(self.k, int) else list(self.k)
@@ -471,6 +489,8 @@ class BudgetAllocator(Allocator):
         else:
             p = h.new_full((B, H), 1.0 / H)
             rank = p if choice == "uniform" else control.random_scores(B, H).to(h.device)
+        if control.head_sets == "batch":
+            rank = batch_ranking(rank)  # (B, H) the batch's ranking; w still reads each input's p
         # k per input, and as an int where the whole batch shares it (a one-scatter selection)
         if control.k is not None:
             k = control.k_tensor(B, H, h.device)
@@ -528,7 +548,9 @@ class GateAllocator(Allocator):
         cfg, control = self.cfg, ctx.control
         B, H = xn.shape[0], cfg.n_heads
         b = cfg.default_budget if control.budget is None else control.budget
-        z = self.scores(xn, ctx)
+        z = self.scores(xn, ctx)  # (B, H)
+        if control.head_sets == "batch":
+            z = batch_ranking(z)  # the gates of the batch: its mean scores in every row
         order = rank_heads(z)
         if control.k is not None:
             k = control.k_tensor(B, H, xn.device)

@@ -12,7 +12,7 @@ A table of subcommands, each a thin wrapper of a core function:
     budgetformer report  --checkpoint DIR [--budget B] --out FILE.html TEXT
     budgetformer bench   (--checkpoint DIR | [--set key=value ...]) [--batch-size N] [--threads T]
                          [--seq-len L | --seq-lens L,L,...] [--repeats R] [--budgets B,B,...]
-                         [--clock {wall,cpu}] [--json]
+                         [--clock {wall,cpu}] [--head-sets {input,batch}] [--json]
 
 Wherever a checkpoint is asked for (--checkpoint, --init, --reference), a folder or the name of
 a shipped model (e.g. bbc-budgetformer) is accepted, from any working folder. ``--checkpoint``
@@ -43,7 +43,7 @@ import torch
 
 from . import __version__, distributed
 from .bench import BUDGETS, bench, bench_lengths
-from .budget import ABLATIONS, Control, ablation
+from .budget import ABLATIONS, HEAD_SETS, Control, ablation
 from .checkpoint import Checkpoint, check_out_dir, json_safe, load_checkpoint
 from .config import ModelConfig, TrainConfig, apply_overrides
 from .data import Split, load_dataset, source_path
@@ -407,7 +407,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     model, source = bench_model(args)
     options = dict(batch_size=args.batch_size, threads=args.threads, budgets=args.budgets,
                    repeats=args.repeats, warmup=args.warmup, seed=args.seed, source=source,
-                   clock=args.clock)
+                   clock=args.clock, head_sets=args.head_sets)
     if args.seq_lens:
         result = bench_lengths(model, args.seq_lens, **options)
     else:
@@ -572,6 +572,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the inputs and of a random model")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="wall: latency; cpu: the timing thread's CPU time (a busy machine's waits left out)")
+    p.add_argument("--head-sets", choices=HEAD_SETS, default="input",
+                   help="input: each input's heads ranked by its own scores (inputs that share a head set run "
+                        "together); batch: one ranking per batch, by the scores averaged over its inputs, so at a "
+                        "budget every input runs the same heads (faster; an input's heads then depend on its batch)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return parser
 

@@ -227,3 +227,22 @@ def test_capture_with_per_input_head_sets_padding_and_pruned_heads(small_model):
     for t, kept in zip(out.layers, ([0, 2], [1, 3]), strict=True):
         assert t.selected[0].nonzero().flatten().tolist() == kept
         check_rows(t.attention, mask, t.selected)
+
+
+# --------------------------------------------------------------------------- inputs sharing a head set
+# Inputs whose head sets are equal (in any order) run together, one plain matmul per set; the
+# result is the per-input path's and the soft path's with the other heads zeroed.
+
+
+@pytest.mark.parametrize("unit", [True, False], ids=["unit-weights", "weights"])
+def test_inputs_sharing_a_head_set_run_grouped_with_the_same_result(attn, unit, monkeypatch):
+    x, mask = inputs(B=6)
+    mask[2, 3:] = False
+    sets = torch.tensor([[1, 4, 6], [6, 1, 4], [0, 2, 7], [2, 7, 0], [1, 6, 4], [7, 0, 2]])  # 2 sets, any order
+    weights = None if unit else torch.rand(6, 3) + 0.5
+    full = torch.zeros(6, 8).scatter(1, sets, torch.ones(6, 3) if unit else weights)
+    grouped = attn.structural(x, mask, sets, weights)
+    monkeypatch.setattr(attn, "GROUP_SHARE", 0.0)  # no grouping: per-input weight slices
+    per_input = attn.structural(x, mask, sets, weights)
+    torch.testing.assert_close(grouped, per_input, atol=1e-5, rtol=0)
+    torch.testing.assert_close(grouped, attn.weighted(x, mask, full), atol=1e-5, rtol=0)

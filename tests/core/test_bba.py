@@ -53,12 +53,18 @@ def test_exact_budget_k(bba_checkpoint):
         assert a.k == [k, k]
 
 
-def test_structural_equals_masked_and_weights_are_one():
+def varied_bba() -> BudgetFormer:
+    """A small random bba model whose gates give different inputs different heads."""
     torch.manual_seed(0)
     model = BudgetFormer(small_config(variant="bba")).eval()
     with torch.no_grad():
         for alloc in model.allocators:
             alloc.gate.net[-1].weight.normal_(0, 3.0)
+    return model
+
+
+def test_structural_equals_masked_and_weights_are_one():
+    model = varied_bba()
     ids = torch.randint(3, 50, (3, 9))
     mask = torch.ones_like(ids, dtype=torch.bool)
     for b in (0.25, 0.5, 1.0):
@@ -227,3 +233,39 @@ def test_shipped_bba_head_sets_are_nested_on_every_test_input(name):
     assert bool(previous.all())  # b = 1 runs every head
     ev = evaluate(model, ids, split.split("test").labels, Control(budget=0.5), batch_size=256)
     assert (ev.selected == heads(0.5).numpy()).all(), "the forward pass selects other heads than its allocators"
+
+
+def test_one_head_set_per_batch_equals_each_input_run_with_that_set():
+    """head_sets="batch": the heads are the top k of the batch's mean gate scores, the same for
+    every input, and each input's logits are those of the model pruned to that set."""
+    model = varied_bba()
+    ids = torch.randint(3, 50, (5, 9))
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    mask[3, 6:] = False
+    with torch.no_grad():
+        own = model(ids, mask, control=Control(budget=0.5))
+        batch = model(ids, mask, control=Control(budget=0.5, head_sets="batch"))
+    assert len({tuple(r.tolist()) for r in own.layers[0].selected}) > 1  # inputs differ on their own
+    sets = []
+    for own_t, t in zip(own.layers, batch.layers, strict=True):
+        assert (t.selected == t.selected[:1]).all() and (t.k == 2).all()
+        top = rank_heads(own_t.gate_scores.mean(0, keepdim=True))[0, :2]  # the batch mean's top 2
+        assert sorted(top.tolist()) == t.selected[0].nonzero().flatten().tolist()
+        sets.append(top.tolist())
+    pruned = BudgetFormer(model.cfg).eval()
+    pruned.load_state_dict(model.state_dict())
+    pruned.prune_heads(sets)
+    with torch.no_grad():
+        for i in range(5):
+            alone = pruned(ids[i : i + 1, : int(mask[i].sum())], mask[i : i + 1, : int(mask[i].sum())])
+            torch.testing.assert_close(batch.logits[i : i + 1], alone.logits, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="head_sets"):
+        Control(head_sets="layer")
+
+
+def test_cli_bench_with_one_head_set_per_batch(capsys):
+    assert main(["bench", "--set", "variant=bba", "--set", "n_layers=1", "--set", "max_len=16",
+                 "--batch-size", "3", "--budgets", "0.5", "--repeats", "2", "--warmup", "0",
+                 "--head-sets", "batch", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["head_sets"] == "batch" and [r["budget"] for r in result["rows"]] == ["0.5", "per-input"]
