@@ -277,6 +277,10 @@ class LinkView:
     no_budget_net: bool = False
     head_ablation: str | None = None
     seed: int = 0
+    why: bool = False
+    """The token attribution of the budget ("Why this budget?") is shown."""
+    attention: tuple[int, int] | None = None
+    """(layer, head) whose attention is shown."""
 
 
 def link_model(params: Mapping[str, str], models: list[str]) -> tuple[str | None, str | None]:
@@ -318,7 +322,7 @@ def read_link(
         if len(params["text"]) > LINK_TEXT_READ:
             messages.append(f"The link's text has {len(params['text']):,} characters; a link carries at most "
                             f"{LINK_TEXT_READ:,}: only its start is shown.")
-    asked = [name for name in ("mode", "budget", "k", "ablation", "seed") if name in params]
+    asked = [name for name in ("mode", "budget", "k", "ablation", "seed", "why", "attention") if name in params]
     if method.kind == "dense":
         if asked:
             messages.append(f"A dense model has no budget or ablation: the link's {', '.join(asked)} "
@@ -363,22 +367,45 @@ def read_link(
             view["seed"] = seed
         else:
             bad("seed", "is not a whole number from 0 to 1,000,000")
+    if "why" in params:
+        view["why"] = params["why"] == "1"
+    if "attention" in params:
+        found = re.fullmatch(r"([0-9]{1,3})\.([0-9]{1,3})", params["attention"])
+        if found is None or int(found.group(2)) >= n_heads:
+            bad("attention", f"is not a layer and a head below {n_heads} (e.g. 0.3)")
+        else:
+            view["attention"] = (int(found.group(1)), int(found.group(2)))
     return LinkView(**view), messages
 
 
 def link_params(
-    model: str, text: str, index: int | None, settings: Settings, method: Method
+    model: str,
+    text: str,
+    index: int | None,
+    settings: Settings,
+    method: Method,
+    copy: str | None = None,
+    why: bool = False,
+    attention: tuple[int, int] | None = None,
 ) -> dict[str, str]:
     """The query parameters of a link that reopens this view (:func:`read_link` reads them):
-    the model, the test text's index or the text itself (when it is at most
-    :data:`LINK_TEXT_LIMIT` characters), and the budget setting and ablation that are on."""
+    the model, the test text's index (with ``copy``, the name of the local copy it comes from,
+    :func:`app.state.copy_name`) or the text itself (when it is at most :data:`LINK_TEXT_LIMIT`
+    characters), the budget setting and ablation that are on, and the deeper views shown (``why``:
+    the budget's token attribution; ``attention``: the (layer, head) whose attention is drawn)."""
     params = {"model": model}
     if index is not None:
         params["index"] = str(index)
+        if copy:
+            params["copy"] = copy
     elif len(text) <= LINK_TEXT_LIMIT:
         params["text"] = text
     if method.kind == "dense":
         return params
+    if why:
+        params["why"] = "1"
+    if attention is not None:
+        params["attention"] = f"{attention[0]}.{attention[1]}"
     ablations = ["no-budget-net"] if settings.no_budget_net else []
     if not settings.no_budget_net:
         params["mode"] = settings.budget_mode
@@ -790,6 +817,11 @@ def metric_cards(
             "The speed-up is the median of the per-round ratios; IQR is their spread.",
         )
     budget, budget_help = per_layer_value([f"{x:.2f}" for x in a.budget])
+    if settings.budget_mode == "force_k" and not settings.no_budget_net and method.kind != "dense":
+        # k is set, so the budget decides nothing: no number that reads as if it did
+        budget, s_note = "not in use", f"k = {settings.k} forced"
+        budget_help = (f"With k forced every layer runs {settings.k} heads: the budget "
+                       f"{method.symbol} does not decide how many.")
     heads, heads_help = per_layer_value([str(x) for x in a.k])
     return [
         Card("Prediction", a.label, f"{max(a.probs):.1%} confident"),

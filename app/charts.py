@@ -511,6 +511,37 @@ def epoch_lines(
     return go.Figure(data=data, layout=_with_legend(layout, len(data)))
 
 
+def _bars(x: Sequence, series: dict[str, Sequence[float]], hover: str, over: dict) -> list[dict]:
+    """One bar trace per named series over ``x``, in the layer colours (``hover`` follows the name),
+    and over them the line ``over`` (its y, name, line style and hovertemplate) with markers."""
+    line = dict(type="scatter", x=list(x), mode="lines+markers", **over)
+    return [
+        dict(
+            type="bar",
+            x=list(x),
+            y=[_value(v) for v in ys],
+            name=name,
+            marker=dict(color=LAYER_COLORS[i % len(LAYER_COLORS)]),
+            hovertemplate=f"{name}, {hover}<extra></extra>",
+        )
+        for i, (name, ys) in enumerate(series.items())
+    ] + [line]
+
+
+def loss_terms(epochs: Sequence[float], terms: dict[str, Sequence[float]], total: Sequence[float]) -> go.Figure:
+    """The loss terms of each epoch as stacked bars (a negative term below zero) that add up to
+    the total, drawn over them as a line; one legend entry a row, so no name is cut."""
+    x = [float(e) for e in epochs]
+    total_line = dict(y=[float(v) for v in total], line=dict(color="#222222", width=3), marker=dict(size=9),
+                      name="total loss (the sum of the bars)",
+                      hovertemplate="total, epoch %{x}: %{y:.4g}<extra></extra>")
+    data = _bars(x, terms, "epoch %{x}: %{y:.4g}", total_line)
+    layout = _layout("Loss terms per epoch: they add up to the total", 420,
+                     xaxis=dict(title="epoch", dtick=1), yaxis=dict(title="loss (weighted term)"))
+    layout["barmode"] = "relative"
+    return go.Figure(data=data, layout=_with_legend(layout, len(data), per_row=1))
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -755,28 +786,8 @@ def k_by_need(
 ) -> go.Figure:
     """Mean k (y) per needed n (categorical x), one bar per layer, with the dotted line k = n."""
     xs = [str(int(n)) for n in needed]
-    data = [
-        dict(
-            type="bar",
-            x=xs,
-            y=[_value(v) for v in values],
-            name=name,
-            marker=dict(color=LAYER_COLORS[i % len(LAYER_COLORS)]),
-            hovertemplate=f"{name}, n = %{{x}}: mean k %{{y:.2f}}<extra></extra>",
-        )
-        for i, (name, values) in enumerate(mean_k.items())
-    ]
-    data.append(
-        dict(
-            type="scatter",
-            x=xs,
-            y=[float(n) for n in needed],
-            mode="lines+markers",
-            line=REFERENCE,
-            name="k = n",
-            hovertemplate="needed %{x}<extra></extra>",
-        )
-    )
+    data = _bars(xs, mean_k, "n = %{x}: mean k %{y:.2f}", dict(
+        y=[float(n) for n in needed], line=REFERENCE, name="k = n", hovertemplate="needed %{x}<extra></extra>"))
     layout = _layout(
         title,
         360,

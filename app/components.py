@@ -16,7 +16,9 @@ import streamlit as st
 from pandas.io.formats.style import Styler  # imported with the app, not on a table's first showing
 
 from app.examples import readable
+from app.results import FLAG_POINTS
 from app.state import (
+    DATA_DIRS_KEY,
     DEFAULT_MODEL,
     LOCAL_COPY_HELP,
     MODEL_KEY,
@@ -25,6 +27,8 @@ from app.state import (
     available_models,
     checkpoint_config,
     dataset_of,
+    model_standing,
+    named_copy,
     unusable_models,
 )
 
@@ -97,10 +101,19 @@ def model_picker() -> str | None:
         by_dataset.setdefault(dataset_of(m), []).append(m)
     datasets = sorted(by_dataset)
     current = st.session_state.get(MODEL_KEY, default)
-    if MODEL_KEY not in st.session_state:  # a session's first run: a link may name the model
+    if MODEL_KEY not in st.session_state:  # a session's first run: a link may name the model and the copy
         from app.analysis import link_model
 
-        current = link_model(st.query_params, models)[0] or default
+        current, note = link_model(st.query_params, models)
+        current = current or default
+        if note:
+            st.warning(md_escape(note))
+        copy = named_copy(st.query_params.get("copy"))
+        if copy is not None:
+            st.session_state.setdefault(DATA_DIRS_KEY, {})[dataset_of(current)] = copy
+        elif "copy" in st.query_params:
+            st.warning(f"The link's local copy ({md_escape(st.query_params['copy'])}) is not one of this "
+                       "machine's: the texts of that dataset are not shown.")
     current = current if current in models else default
     dataset = st.sidebar.selectbox(
         "Dataset",
@@ -117,11 +130,16 @@ def model_picker() -> str | None:
         names,
         index=names.index(current if current in names else first),
         key=f"model_for_{dataset}",
+        format_func=lambda m: f"{m} · {mark}" if (mark := model_standing(m).mark) else m,
         help="Checkpoint directories under precomputed/checkpoints, and the classifiers of the folders the "
-        f"operator listed in ${MODEL_ROOTS_ENV}.",
+        f"operator listed in ${MODEL_ROOTS_ENV}; ⚑: a full method more than "
+        f"{FLAG_POINTS:g} points of test accuracy below the dataset's dense model.",
     )
     st.session_state[MODEL_KEY] = name
+    if st.query_params.get("model") != name:  # every page's address names the model it shows
+        st.query_params["model"] = name
     model_card(name)
+    standing_note(name)
     data_source_input(dataset)
     return name
 
@@ -157,6 +175,16 @@ def model_card(name: str) -> None:
             f"{test.get('mean_heads_fraction', 0):.0%} of heads run"
         )
     st.sidebar.caption("  \n".join(lines))
+
+
+def standing_note(name: str, where=st) -> None:
+    """A flag for a full method that falls short of its dense model; a caption for a model built
+    to lose (an ablation, a smaller dense model) — :func:`app.results.standing`."""
+    found = model_standing(name)
+    if found.kind == "flagged":
+        where.warning(f"⚑ {md_escape(name)}: {found.note}")
+    elif found.kind == "expected":
+        where.caption(f"{md_escape(name)}: {found.note}")
 
 
 def _load(samples: Samples, dataset: str, index: int) -> None:
@@ -327,7 +355,7 @@ def per_example_or_stop(name: str, dataset: str, unavailable: str, budget: float
 
 def data_source_input(dataset: str) -> None:
     """Sidebar: where the texts of a dataset that does not ship with the app are."""
-    from app.state import DATA_DIRS_KEY, OFFLINE_DATASETS, test_samples
+    from app.state import OFFLINE_DATASETS, test_samples
 
     if dataset in OFFLINE_DATASETS:
         return

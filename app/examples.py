@@ -357,3 +357,31 @@ def input_listing(table: pd.DataFrame, rows: list[int], links: list[str], extra:
         out[column] = list(values)[: len(rows)]
     out["text"] = [preview(t, 120) for t in picked["text"]]
     return out
+
+
+def per_class_adaptivity(table: pd.DataFrame, reference: pd.DataFrame | None, label_names: list[str]) -> pd.DataFrame:
+    """Within each true class: inputs, mean budget, Spearman ρ of an input's mean budget with the
+    reference (dense) model's loss on it, and heads run on the class's hardest third / its
+    easiest (by that loss) — so a budget that follows difficulty can be told from one that
+    follows the class. ``table`` is :func:`per_example_table`'s (``label``, ``mean_s``, ``k{l}``);
+    ``reference`` the dense model's on the same inputs, or None (ρ and the ratio are then None)."""
+    from budgetformer_core.adaptivity import hard_easy_ratio
+    from budgetformer_core.infer import spearman
+
+    ks = [c for c in table.columns if c[:1] == "k" and c[1:].isdigit()]
+    heads = table[ks].to_numpy(dtype=float).mean(axis=1)  # (N,) mean k over layers
+    loss = None if reference is None else reference["loss"].to_numpy(dtype=float)
+    rows = []
+    for label, name in enumerate(label_names):
+        rows_of = np.flatnonzero(table["label"].to_numpy() == label)
+        if not rows_of.size:
+            continue
+        s = table["mean_s"].to_numpy()[rows_of]
+        rows.append({
+            "class": name,
+            "inputs": int(rows_of.size),
+            "mean s": float(s.mean()),
+            "ρ(s, dense loss)": None if loss is None else spearman(s, loss[rows_of]),
+            "heads run, hard / easy third": None if loss is None else hard_easy_ratio(heads[rows_of], loss[rows_of]),
+        })
+    return pd.DataFrame(rows, columns=["class", "inputs", "mean s", "ρ(s, dense loss)", "heads run, hard / easy third"])

@@ -15,6 +15,10 @@ HISTORY_SCALARS = (
     "loss",
     "task_loss",
     "budget_loss",
+    "cost",
+    "entropy_term",
+    "difficulty_loss",
+    "balance_loss",
     "entropy",
     "beta",
     "lr",
@@ -56,22 +60,25 @@ def history_layers(frame: pd.DataFrame) -> int:
 
 
 def dynamics_story(
-    frame: pd.DataFrame, n_heads: int, s_min: float | None, s_max: float | None
+    frame: pd.DataFrame,
+    n_heads: int,
+    s_min: float | None,
+    s_max: float | None,
+    terms: dict[str, list[float]] | None = None,
 ) -> str:
-    """Two or three sentences (markdown, our own words and numbers only) on what the history shows.
+    """Sentences (markdown, our own words and numbers only) on what the history's figures show.
 
-    The story the method predicts: while β(t) < 0 the entropy term rewards spreading the head
-    relevance p over all heads (exploration: entropy near its maximum ln H); once β(t) > 0 it
-    rewards concentrating p on a few heads (exploitation: entropy falls) and the budget s settles
-    inside [s_min, s_max].
+    The recipe asks for **exploration** while β(t) < 0 (the entropy term rewards spreading the
+    head relevance p over all heads) and **exploitation** once β(t) > 0 (it rewards p on a few
+    heads); whether p did concentrate is read from the entropy curve against its maximum ln H,
+    and what made up the total loss from ``terms`` (:func:`loss_terms`).
     """
     if frame.empty:
         return "This checkpoint has no training history."
     parts = [
-        "While **β(t) < 0** the entropy term *rewards* spreading the head relevance p over all "
-        "heads, so every head gets trained (**exploration**); once **β(t) > 0** it rewards "
-        "concentrating p on a few heads per layer (**exploitation**), and the budget loss keeps "
-        "s inside the band."
+        "The entropy term asks for **exploration** while **β(t) < 0** (it rewards spreading the head "
+        "relevance p over all heads) and for **exploitation** once **β(t) > 0** (it rewards p on a "
+        "few heads per layer)."
     ]
     beta = frame["beta"].to_numpy()
     crossed = np.flatnonzero(beta >= 0)
@@ -82,11 +89,18 @@ def dynamics_story(
         else:
             facts.append("β(t) stayed negative for the whole run")
     ent = frame["val_head_entropy"].to_numpy()
-    if np.isfinite(ent).sum() >= 2:
+    if np.isfinite(ent).sum() >= 2 and n_heads > 1:
         first, last = ent[np.isfinite(ent)][[0, -1]]
+        ceiling = math.log(n_heads)
+        if last >= 0.95 * ceiling:
+            verdict = "p stayed close to uniform over the heads: no concentration to see"
+        elif last < first - 0.05 * ceiling:
+            verdict = "p concentrated on fewer heads"
+        else:
+            verdict = "p's spread barely moved"
         facts.append(
-            f"the validation head entropy went from {first:.2f} to {last:.2f} nats "
-            f"(maximum ln {n_heads} = {math.log(n_heads):.2f}: all heads equally relevant)"
+            f"the validation head entropy went from {first:.2f} to {last:.2f} nats, {last / ceiling:.0%} "
+            f"of its maximum ln {n_heads} = {ceiling:.2f} ({verdict})"
         )
     s = frame["val_mean_budget"].to_numpy()
     if np.isfinite(s).sum() >= 2:
@@ -99,4 +113,57 @@ def dynamics_story(
         facts.append(f"the mean budget s went from {first:.2f} to {last:.2f}{band}")
     if facts:
         parts.append("In this run " + "; ".join(facts) + ".")
+    total = frame["loss"].to_numpy()
+    if terms and len(terms) > 1 and np.isfinite(total[-1]) and total[-1] != 0:
+        last = {name: values[-1] for name, values in terms.items()}
+        top = max((n for n in last if n != TASK_TERM), key=lambda n: abs(last[n]))
+        parts.append(
+            f"In the last epoch the total loss is {total[-1]:.3f}: the task loss {last[TASK_TERM]:.3f}, "
+            f"and the largest other term, {top}, {last[top]:+.3f} ({abs(last[top]) / abs(total[-1]):.0%} of it)."
+        )
     return " ".join(parts)
+
+
+TASK_TERM = "task: cross-entropy"
+
+
+def loss_terms(frame: pd.DataFrame, train_cfg: dict, variant: str) -> dict[str, list[float]]:
+    """Every term of the loss the model trained with, weighted as it was added, per epoch: they
+    add up to the history's total ``loss``.
+
+    Dense and bba models train on the task loss alone. BudgetFormer adds λ_b·L_budget (the
+    hinge), λ_e·β(t)·H(p), and in the ``adaptive`` recipe λ_c·s and, where their weights are on,
+    λ_d·(s − target)² and λ_u·(head load). A history that does not hold a term by itself (β(t)
+    moves within an epoch, so λ_e·β·H(p) cannot be rebuilt from the epoch's means) gets it as
+    the total minus the terms it does hold, named after every term it stands for.
+    """
+    if frame.empty:
+        return {}
+    column = lambda key: frame[key].fillna(0.0).to_numpy(dtype=float)  # noqa: E731
+    total = frame["loss"].to_numpy(dtype=float)
+    terms = {TASK_TERM: column("task_loss")}
+    rest_names = []
+    if variant == "budgetformer":
+        lam = lambda key, default: float(train_cfg.get(key, default) or 0.0)  # noqa: E731
+        adaptive = train_cfg.get("recipe", "adaptive") == "adaptive"
+        terms[f"λ_b·hinge (λ_b = {lam('lambda_budget', 1.0):g})"] = lam("lambda_budget", 1.0) * column("budget_loss")
+        weighted = [("entropy_term", 1.0, "λ_e·β(t)·H(p)", True)]
+        if adaptive:
+            terms[f"λ_c·s (λ_c = {lam('lambda_cost', 0.05):g})"] = lam("lambda_cost", 0.05) * column("cost")
+            lam_d, lam_u = lam("lambda_difficulty", 0.0), lam("lambda_balance", 0.0)
+            weighted += [("difficulty_loss", lam_d, "λ_d·(s − target)²", lam_d > 0),
+                         ("balance_loss", lam_u, "λ_u·head load", lam_u > 0)]
+        for key, weight, label, used in weighted:
+            if not used:
+                continue
+            if frame[key].notna().all():
+                terms[label] = weight * column(key)
+            else:
+                rest_names.append(label)
+    rest = total - np.sum(list(terms.values()), axis=0)
+    if rest_names:
+        terms[" + ".join(rest_names) + (" (not recorded apart: the total minus the others)"
+                                        if len(rest_names) > 1 else "")] = rest
+    elif np.nanmax(np.abs(rest)) > 1e-9:
+        terms["not recorded apart (the total minus the others)"] = rest
+    return {label: values.tolist() for label, values in terms.items()}

@@ -219,6 +219,13 @@ def dataset_of(name: str) -> str:
     return str(checkpoint_config(name).get("dataset") or "unknown")
 
 
+def model_standing(name: str) -> results.Standing:
+    """How ``name``'s test accuracy stands against its dataset's dense model (:func:`app.results.standing`)."""
+    dense = f"{dataset_of(name)}-dense"
+    accuracy = (checkpoint_config(dense).get("test") or {}).get("accuracy") if dense in available_models() else None
+    return results.standing(name, checkpoint_config(name), accuracy if isinstance(accuracy, (int, float)) else None)
+
+
 @st.cache_resource(show_spinner="Loading model…", max_entries=8)
 def _checkpoint(name: str, version: tuple) -> Checkpoint:
     from budgetformer_core.checkpoint import load_checkpoint
@@ -332,6 +339,27 @@ def local_copy(value: str | None) -> Path | None:
     except (OSError, RuntimeError):
         return None
     return path if inside(path) and (path.is_dir() or path.is_file()) else None
+
+
+def copy_name(path: str | None) -> str | None:
+    """The name a link gives a local copy: its place under the operator's folder that holds it
+    (``ag_news``, ``ag_news/test.csv``), never a path of this machine; None when it lies under none."""
+    copy = local_copy(path)
+    for root in allowed_data_roots() if copy is not None else []:
+        if copy != root and copy.is_relative_to(root):
+            return copy.relative_to(root).as_posix()
+    return None
+
+
+def named_copy(name: str | None) -> str | None:
+    """The local copy a link names (:func:`copy_name`), as a path under the first of the operator's
+    folders that holds it; None for a name that is absolute, climbs (``..``) or is under none."""
+    if not name or "\0" in name or name.startswith(("/", "\\", "~")) or ".." in name.replace("\\", "/").split("/"):
+        return None
+    for root in allowed_data_roots(resolve=False):
+        if local_copy(str(root / name)) is not None:
+            return str(root / name)
+    return None
 
 
 @st.cache_data(max_entries=4, show_spinner="Loading the dataset…")

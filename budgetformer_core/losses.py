@@ -74,6 +74,12 @@ class LossTerms:
     beta: float
     cost: float = 0.0
     """λ_c·s before weighting: the mean s (adaptive recipe; 0 otherwise)."""
+    entropy_term: float = 0.0
+    """λ_e·β(t)·H(p), as added to the total."""
+    difficulty: float = 0.0
+    """λ_d's term before weighting: mean (s − target)² (adaptive recipe with λ_d > 0; else 0)."""
+    balance: float = 0.0
+    """λ_u's term before weighting: :func:`head_load` (adaptive recipe with λ_u > 0; else 0)."""
 
 
 def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: float, task_only: bool) -> LossTerms:
@@ -85,13 +91,18 @@ def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: flo
     s = torch.stack([t.budget for t in out.layers])  # (L, B)
     p = torch.stack([t.relevance for t in out.layers])  # (L, B, H)
     lb, ent = budget_loss(s, cfg.s_min, cfg.s_max), head_entropy(p)
-    total = task + cfg.lambda_budget * lb + cfg.lambda_entropy * beta * ent
+    entropy_term = cfg.lambda_entropy * beta * ent
+    total = task + cfg.lambda_budget * lb + entropy_term
     cost = s.mean() if cfg.recipe == "adaptive" else s.new_zeros(())
     total = total + cfg.lambda_cost * cost
+    difficulty = balance = s.new_zeros(())
     if cfg.recipe == "adaptive" and cfg.lambda_difficulty:
         per_input = F.cross_entropy(out.logits.detach(), labels, reduction="none")  # (B,)
         target = difficulty_targets(per_input, cfg.s_min, cfg.s_max)
-        total = total + cfg.lambda_difficulty * ((s - target[None, :]) ** 2).mean()
+        difficulty = ((s - target[None, :]) ** 2).mean()
+        total = total + cfg.lambda_difficulty * difficulty
     if cfg.recipe == "adaptive" and cfg.lambda_balance:
-        total = total + cfg.lambda_balance * head_load(p)
-    return LossTerms(total, task.item(), lb.item(), ent.item(), beta, cost.item())
+        balance = head_load(p)
+        total = total + cfg.lambda_balance * balance
+    return LossTerms(total, task.item(), lb.item(), ent.item(), beta, cost.item(), entropy_term.item(),
+                     difficulty.item(), balance.item())

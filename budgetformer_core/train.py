@@ -446,7 +446,8 @@ def train(
             if saved is not None and first_batch:  # resumed inside this epoch
                 perm, sums, s_sum = saved["perm"], saved["sums"], saved["s_sum"]
             else:
-                sums = {"loss": 0.0, "task": 0.0, "budget": 0.0, "entropy": 0.0, "cost": 0.0, "correct": 0}
+                sums = {"loss": 0.0, "task": 0.0, "budget": 0.0, "entropy": 0.0, "cost": 0.0, "entropy_term": 0.0,
+                        "difficulty": 0.0, "balance": 0.0, "correct": 0}
                 s_sum = torch.zeros(model_cfg.n_layers)
                 perm = torch.randperm(len(train_ids), generator=gen).tolist()
             desc = f"epoch {epoch + 1}/{train_cfg.epochs}"
@@ -492,6 +493,8 @@ def train(
                 sums["budget"] += terms.budget * n
                 sums["entropy"] += terms.entropy * n
                 sums["cost"] += terms.cost * n
+                for key in ("entropy_term", "difficulty", "balance"):  # (a state saved without them: from 0)
+                    sums[key] = sums.get(key, 0.0) + getattr(terms, key) * n
                 sums["correct"] += int((out.logits.argmax(-1) == y).sum())
                 s_sum += torch.stack([t.budget.detach().sum() for t in out.layers]).cpu()
                 bar.set_postfix(loss=f"{terms.total.item():.3f}")
@@ -505,6 +508,9 @@ def train(
                 "budget_loss": sums["budget"] / n_train,
                 "entropy": sums["entropy"] / n_train,
                 "cost": sums["cost"] / n_train,
+                "entropy_term": sums["entropy_term"] / n_train,
+                "difficulty_loss": sums["difficulty"] / n_train,
+                "balance_loss": sums["balance"] / n_train,
                 "beta": terms.beta,
                 "lr": opt.param_groups[0]["lr"],
                 "train_accuracy": sums["correct"] / n_train,

@@ -13,7 +13,7 @@ import streamlit as st
 from app import charts
 from app.analysis import bba_dynamics_story
 from app.components import md_escape, show_chart
-from app.history import dynamics_story, history_frame, history_layers
+from app.history import dynamics_story, history_frame, history_layers, loss_terms
 from app.state import (
     checkpoint_history,
     dataset_of,
@@ -46,6 +46,7 @@ if frame.empty:
 
 mcfg, tcfg = model_config(name), train_config(name)
 dense = is_dense(name)
+terms = loss_terms(frame, tcfg, str(mcfg.get("variant", "dense")))  # they add up to the total
 n_heads = mcfg.get("n_heads") if isinstance(mcfg.get("n_heads"), int) else None
 s_min, s_max = tcfg.get("s_min"), tcfg.get("s_max")
 band = (
@@ -102,6 +103,7 @@ elif bba:
             "Spread of the gate scores: entropy of softmax(z) (nats)",
             "entropy",
             reference={f"maximum ln {n_heads}": math.log(n_heads)} if n_heads else None,
+            y_range=[0, 1.05 * math.log(n_heads)] if n_heads and n_heads > 1 else None,
         ),
         key="chart_dyn_gates",
     )
@@ -110,7 +112,7 @@ elif bba:
         "how evenly the gates score the heads (at the maximum every head looks alike)."
     )
 else:
-    st.markdown(dynamics_story(frame, n_heads or 1, *(band or (None, None))))
+    st.markdown(dynamics_story(frame, n_heads or 1, *(band or (None, None)), terms))
     if n_layers:
         show_chart(
             st,
@@ -140,6 +142,7 @@ else:
             "Head entropy H(p) (nats)",
             "entropy of p",
             reference={f"maximum ln {n_heads}": math.log(n_heads)} if n_heads else None,
+            y_range=[0, 1.05 * math.log(n_heads)] if n_heads and n_heads > 1 else None,  # 0 to ln H
         ),
         key="chart_dyn_entropy",
     )
@@ -156,9 +159,8 @@ else:
     )
 
 # ----------------------------------------------------------------------------- accuracy & loss
-c3, c4 = st.columns(2, gap="large")
 show_chart(
-    c3,
+    st,
     charts.epoch_lines(
         epochs,
         {
@@ -171,29 +173,15 @@ show_chart(
     ),
     key="chart_dyn_accuracy",
 )
-losses = {
-    "total loss": frame["loss"].tolist(),
-    "task loss (cross-entropy)": frame["task_loss"].tolist(),
-}
-if bba:  # the task loss alone: the total is the same curve
-    losses = {"task loss (cross-entropy)": frame["task_loss"].tolist()}
-elif not dense:
-    losses["budget loss (hinge)"] = frame["budget_loss"].tolist()
-show_chart(
-    c4,
-    charts.epoch_lines(epochs, losses, "Loss terms (log scale)", "loss", log_y=True),
-    key="chart_dyn_loss",
-)
+show_chart(st, charts.loss_terms(epochs, terms, frame["loss"].tolist()), key="chart_dyn_loss")
 st.caption(
-    "The task loss, per-epoch mean over the training batches (each at its own requested b): bba "
-    "trains on nothing else."
-    if bba
-    else "Losses are per-epoch means over the training batches. The total adds λ_b · budget loss "
-    "and λ_e · β(t) · H(p), so it can dip below the task loss while β(t) < 0; values ≤ 0 cannot "
-    "be drawn on a log scale and are left out."
-    if not dense
-    else "Losses are per-epoch means over the training batches; for a dense model the total is "
-    "the task loss."
+    "Per-epoch means over the training batches, each term weighted as it was added to the loss: "
+    + (
+        "a dense or bba model trains on the task loss alone."
+        if dense or bba
+        else "bars below zero lower the total (λ_e·β(t)·H(p) while β(t) < 0). A term the history does "
+        "not hold by itself is drawn as the total minus the others, named after the terms it stands for."
+    )
 )
 with st.expander("The numbers"):
     st.dataframe(frame, hide_index=True)

@@ -27,6 +27,7 @@ from app.examples import (
     k_by_need,
     k_histogram_frame,
     null_reason,
+    per_class_adaptivity,
     preview,
 )
 from app.state import (
@@ -83,6 +84,11 @@ if reference is not None:
     except ValueError:  # the reference cannot be evaluated: its figures are n/a, with the reason
         reference_table = None
 needed = needed_heads(name)
+figures_reference = (  # the dense model's table when it lists the same inputs, as the figures use it
+    reference_table
+    if reference_table is not None and reference_table["label"].tolist() == table["label"].tolist()
+    else None
+)
 figures = adaptivity_figures(
     table, int(model_config(name).get("n_heads", 1)), reference_table, needed, reference or f"{dataset}-dense"
 )
@@ -143,6 +149,32 @@ for col, (label, value, key, help_text) in zip(cols, shown, strict=True):
     col.metric(label, value, help=help_text)
 for line in reasons:
     st.caption(md_escape(line))
+
+ks = [c for c in table.columns if c[:1] == "k" and c[1:].isdigit()]
+if table["mean_s"].nunique() == 1 and all(table[k].nunique() == 1 for k in ks):
+    st.info(
+        f"This model's budget does not vary per input: every one of the {len(table)} test texts gets "
+        f"{sym} = {table['mean_s'].iloc[0]:.2f} and runs k = {' / '.join(str(int(table[k].iloc[0])) for k in ks)} "
+        "heads per layer"
+        + (" (the requested b sets it, not the text)" if method.kind == "bba" else "")
+        + ", so there is no easy or hard input to tell apart by its budget."
+    )
+    st.stop()
+
+st.markdown(f"**Within each class** (does {sym} follow difficulty, or only the class?)")
+by_class = per_class_adaptivity(table, figures_reference, samples.label_names).rename(
+    columns={"mean s": f"mean {sym}", "ρ(s, dense loss)": f"ρ({sym}, dense loss)"}
+)
+st.table(by_class.set_index("class").style.format(
+    {f"mean {sym}": "{:.3f}", f"ρ({sym}, dense loss)": "{:+.2f}", "heads run, hard / easy third": "{:.2f}×"},
+    na_rep="—",
+))
+st.caption(
+    f"Overall ρ({sym}, dense loss) is {figure_text(rho_s, '+.2f')}. Inside a class the inputs share a topic: "
+    f"a ρ near the overall one there means {sym} follows how hard an input is; a ρ near 0 inside every class "
+    f"with an overall ρ above 0 means {sym} follows the class (hard classes get more heads), not the input. "
+    "— : too few inputs, or no dense model to judge difficulty by."
+)
 
 hists = k_histogram_frame([layer.k_hist for layer in figures.layers])
 per_row = min(len(figures.layers), 4) or 1

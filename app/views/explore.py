@@ -23,7 +23,6 @@ from app.analysis import (
     comparison_rows,
     explanation,
     export_record,
-    link_model,
     link_params,
     method_of,
     metric_cards,
@@ -39,7 +38,8 @@ from app.analysis import (
 from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker, show_chart
 from app.state import (
     ROOT,
-    available_models,
+    copy_name,
+    data_dir,
     dataset_of,
     explore,
     get_checkpoint,
@@ -59,7 +59,22 @@ DEFAULT_TEXT = (
     "cup final, and the manager praised his players after the match."
 )
 MODEL_SHOWN = "explore_model"  # session-state key: the model the controls were last drawn for
+DATASET_SHOWN = "explore_dataset"  # session-state key: the dataset the text box was last filled for
 LINK_READ = "explore_link_read"  # session-state key: the page's address was read (first load only)
+
+
+
+def starting_sample(dataset: str, samples) -> tuple[str, tuple[str, int] | None] | None:
+    """The text a session (or a switch to ``dataset``) starts from and its test sample: the
+    football sentence on BBC, test text #0 of another dataset whose texts are here; None to keep
+    the text box as it is (a test text of ``dataset`` is already in it, or there are no texts)."""
+    picked = st.session_state.get(SAMPLE_KEY)
+    if picked and picked[0] == dataset:  # opened from another page with one of its texts
+        return None
+    if dataset == "bbc":
+        return DEFAULT_TEXT, None
+    return None if samples is None or not samples.texts else (samples.texts[0], (dataset, 0))
+
 
 st.title("Explore an input")
 
@@ -82,28 +97,38 @@ if st.session_state.get(MODEL_SHOWN) != name:
     # another model starts from its own behaviour: no override or ablation carried over
     st.session_state.update(budget_mode="learned", no_f=False, no_g=False)
     st.session_state[MODEL_SHOWN] = name
+if st.session_state.get(DATASET_SHOWN) != dataset:
+    # a session's start or another dataset: the text box starts from a text of this dataset
+    st.session_state[DATASET_SHOWN] = dataset
+    start = starting_sample(dataset, test_samples(dataset))
+    if start is not None:
+        st.session_state[TEXT_KEY], st.session_state[SAMPLE_KEY] = start
 link_notes: list[str] = []
 if not st.session_state.get(LINK_READ):
-    # a link reopens a view: the model (read by the sidebar's picker), text, budget and ablation
+    # a link reopens a view: the model and local copy (read by the sidebar's picker), text, budget,
+    # ablation and the deeper views
     st.session_state[LINK_READ] = True
     params = st.query_params.to_dict()
     linked_samples = test_samples(dataset) if "index" in params else None
     view, link_notes = read_link(params, method, H, None if linked_samples is None else len(linked_samples.texts))
-    link_notes = [n for n in [link_model(params, available_models())[1], *link_notes] if n]
     if view.index is not None:
         st.session_state[TEXT_KEY] = linked_samples.texts[view.index]
         st.session_state[SAMPLE_KEY] = (dataset, view.index)
     elif view.text is not None:
         st.session_state[TEXT_KEY] = view.text
+        st.session_state.pop(SAMPLE_KEY, None)
     if budgeted:
         st.session_state.update(
             budget_mode=view.budget_mode, budget_s=view.budget, no_f=view.no_budget_net,
-            no_g=view.head_ablation is not None, head_seed=view.seed,
+            no_g=view.head_ablation is not None, head_seed=view.seed, explain_on=view.why,
+            attention_on=view.attention is not None,
         )
         if view.k is not None:
             st.session_state["force_k"] = view.k
         if view.head_ablation is not None:
             st.session_state["head_ablation"] = view.head_ablation
+        if view.attention is not None and view.attention[0] < mcfg.get("n_layers", 1):
+            st.session_state.update(att_layer=view.attention[0], att_head=view.attention[1])
 
 # The teaching layout: at 1280×720 the input and the budget control (left) and the prediction,
 # the budget and heads per layer and the heatmap (right) are on screen together, without
@@ -114,7 +139,7 @@ left, right = st.columns([4, 9], gap="medium")
 below = st.container()  # drawn under both columns, filled before the analysis runs
 
 # ----------------------------------------------------------------------------- input
-st.session_state.setdefault(TEXT_KEY, DEFAULT_TEXT)
+st.session_state.setdefault(TEXT_KEY, DEFAULT_TEXT)  # a dataset whose texts are not here
 with left:
     raw = st.text_area(
         "Text to classify",
@@ -256,10 +281,23 @@ with left:
             head_ablation=head_ablation if (no_g and has_g) else None,
             seed=int(seed),
         )
-# the address holds this view, so that a link to it reopens it (a long text goes in by index only)
-shared = link_params(name, raw or "", sample[0] if sample else None, settings, method)
-if st.query_params.to_dict() != shared:
-    st.query_params.from_dict(shared)
+
+
+def write_link() -> None:
+    """The address holds this view, so that a link to it reopens it (a long text goes in by index
+    only, with the name of the local copy it comes from)."""
+    shown = st.session_state.get("attention_on") and st.session_state.get("att_head") is not None
+    shared = link_params(
+        name, raw or "", sample[0] if sample else None, settings, method,
+        copy=copy_name(data_dir(dataset)) if sample else None,
+        why=bool(st.session_state.get("explain_on")),
+        attention=(st.session_state.get("att_layer", 0), st.session_state["att_head"]) if shown else None,
+    )
+    if st.query_params.to_dict() != shared:
+        st.query_params.from_dict(shared)
+
+
+write_link()
 with below:
     if budgeted and not is_bba and not has_f:
         st.caption("This checkpoint has no budget network f_θ: its s is fixed by its config.")
@@ -528,6 +566,8 @@ if budgeted and st.toggle(
             "Each row is one token's attention over the tokens of the text (it sums to 1), computed by "
             "the heads that ran — the budgeted path itself, not a second dense pass."
         )
+
+write_link()  # with the head whose attention is drawn, picked above
 
 # ----------------------------------------------------------------------------- export & details
 st.subheader("Export")

@@ -190,6 +190,20 @@ def test_force_k(at):
     at.slider(key="force_k").set_value(3)
     run(at)
     assert metric(at, "Heads run per layer") == "3 / 3"
+    # the budget card says s decides nothing now (no "predicted by f_θ" beside 3 / 3)
+    [card] = [m for m in at.metric if m.label == "Budget s per layer"]
+    assert card.value == "not in use" and "k = 3 forced" in card.delta
+
+
+@pytest.mark.skipif("bbc-bba" not in available_models(), reason="no shipped bba model")
+def test_force_k_on_bba_says_b_is_not_in_use(at):
+    at.sidebar.selectbox(key="model_for_bbc").set_value("bbc-bba")
+    run(at).radio(key="budget_mode").set_value("force_k")
+    run(at).slider(key="force_k").set_value(8)
+    run(at)
+    [card] = [m for m in at.metric if m.label == "Requested budget b per layer"]
+    assert card.value == "not in use" and "k = 8 forced" in card.delta
+    assert metric(at, "Heads run per layer") == "8 / 8"
 
 
 def test_ablation_no_budget_net_uses_the_validation_mean_budget(at, bbc_budgetformer):
@@ -393,10 +407,40 @@ def test_training_dynamics_page(at):
     accuracy = chart(at, "Accuracy")["data"]
     assert [t["name"] for t in accuracy] == ["training", "validation"]
     assert accuracy[1]["y"][-1] == pytest.approx(history[-1]["val_accuracy"])
-    assert len(chart(at, "Loss terms")["data"]) == 3
+    names = [t["name"] for t in chart(at, "Loss terms")["data"]]
+    assert names[0] == "task: cross-entropy" and names[1].startswith("λ_b·hinge") and names[2].startswith("λ_c·s")
+    assert "λ_e·β(t)·H(p)" in names[3] and names[-1].startswith("total loss")
+    loss_terms_add_up(at, history)
     story = " ".join(all_markdown(at))
     assert "exploration" in story and "exploitation" in story
     assert f"{len(history)} epochs" in story
+    ceiling = math.log(n_heads)
+    assert entropy["layout"]["yaxis"]["range"] == pytest.approx([0, 1.05 * ceiling])  # from 0 to ln H
+    last = history[-1]["val_head_entropy"]
+    assert f"{last / ceiling:.0%} of its maximum ln {n_heads}" in story
+    assert ("close to uniform" in story) == (last >= 0.95 * ceiling)
+
+
+def loss_terms_add_up(at: AppTest, history: list[dict]) -> None:
+    """The loss chart's bars (every term the model trained with) add up to its total each epoch,
+    and the total is the history's."""
+    data = chart(at, "Loss terms per epoch")["data"]
+    bars, [total] = [t for t in data if t["type"] == "bar"], [t for t in data if t["type"] == "scatter"]
+    assert total["y"] == pytest.approx([h["loss"] for h in history], abs=1e-12)
+    for epoch, value in enumerate(total["y"]):
+        assert sum(b["y"][epoch] for b in bars) == pytest.approx(value, abs=1e-6), epoch
+
+
+@pytest.mark.parametrize("model", sorted({
+    (config(m)["model"]["variant"], config(m)["train"].get("recipe"), bool(config(m)["train"].get("lambda_difficulty")),
+     bool(config(m)["train"].get("lambda_balance"))): m for m in available_models()
+}.values()))
+def test_the_loss_terms_drawn_add_up_to_the_total(model):
+    """One shipped model of each recipe (variant, recipe and which of λ_d, λ_u are on)."""
+    at = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
+    open_page(at, "dynamics")
+    pick_model(at, model)
+    loss_terms_add_up(at, json.loads((CHECKPOINTS / model / "history.json").read_text()))
 
 
 def test_errors_page(at):
@@ -1154,6 +1198,7 @@ def check_easy_hard(at, mcfg, labels, history, texts_here):
 def check_dynamics(at, mcfg, labels, history, texts_here):
     if not history:
         return
+    loss_terms_add_up(at, history)
     words = page_words(at)
     if mcfg["variant"] == "bba":
         assert "β" not in words and "band" not in words
@@ -1360,3 +1405,22 @@ def test_batch_page_rows_are_the_engines(model):
         run(at)
         assert any(message in e.value.replace("\\", "") for e in at.error), (name, [e.value for e in at.error])
         assert not at.dataframe
+
+
+@pytest.mark.skipif(not shipped(DEFAULT_MODEL, "bbc-dense"), reason="no shipped bbc tables")
+def test_easy_vs_hard_per_class_rho_is_scipys(at):
+    """Within each class, ρ(s, dense loss) is scipy's Spearman ρ on the per-example tables' rows
+    of that class."""
+    from scipy.stats import spearmanr
+
+    frame = pd.read_parquet(PER_EXAMPLE / f"{DEFAULT_MODEL}.parquet")
+    dense = pd.read_parquet(PER_EXAMPLE / "bbc-dense.parquet")
+    open_page(at, "easy_hard")
+    [shown] = [t.value for t in at.table if "ρ(s, dense loss)" in t.value.columns]
+    labels = config()["label_names"]
+    assert shown.index.tolist() == labels
+    for label, name in enumerate(labels):
+        rows = frame["label"] == label
+        expected = spearmanr(frame.loc[rows, "mean_s"], dense.loc[rows, "loss"]).statistic
+        assert shown.loc[name, "ρ(s, dense loss)"] == pytest.approx(expected, abs=1e-9), name
+        assert shown.loc[name, "inputs"] == rows.sum()

@@ -647,3 +647,73 @@ def test_the_offline_report_opens_without_the_network(server, browser, tmp_path)
         assert offline.get_by_role("heading", name=heading).count() == 1
     offline.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
     context.close()
+
+
+def sidebar_model(page) -> str:
+    """What the sidebar's model picker shows: its text and its input's value."""
+    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Model")
+    return box.evaluate("e => e.innerText + ' ' + [...e.querySelectorAll('input')].map(i => i.value).join(' ')")
+
+
+def address(page) -> dict[str, list[str]]:
+    from urllib.parse import parse_qs, urlsplit
+
+    return parse_qs(urlsplit(page.url).query)
+
+
+@pytest.mark.skipif(not (ROOT / "precomputed" / "checkpoints" / "bbc-bba").is_dir(), reason="no shipped bbc-bba")
+def test_every_page_keeps_the_model_in_its_address(server, browser):
+    """Every page opened with ``?model=bbc-bba`` shows that model, and every page reached through
+    the navigation shows it too and writes ``model=bbc-bba`` into its address."""
+    page = browser.new_page(viewport=VIEWPORT)
+    for slug, (title, _, _) in PAGES.items():
+        page.goto(f"{server}/{'' if slug == 'explore' else slug}?model=bbc-bba", wait_until="domcontentloaded")
+        page.locator("h1", has_text=title).wait_for(timeout=120_000)
+        wait_idle(page, 120_000)
+        no_error(page)
+        assert "bbc-bba" in sidebar_model(page), slug
+        assert address(page).get("model") == ["bbc-bba"], (slug, page.url)
+    for title, _, _ in PAGES.values():
+        page.locator('[data-testid="stSidebarNav"] a', has_text=title).click()
+        page.locator("h1", has_text=title).wait_for(timeout=120_000)
+        wait_idle(page, 120_000)
+        no_error(page)
+        assert "bbc-bba" in sidebar_model(page), title
+        page.wait_for_function("() => new URLSearchParams(location.search).get('model') === 'bbc-bba'",
+                               timeout=10_000)
+    page.close()
+
+
+@pytest.mark.skipif(
+    not (SHARED_AG_NEWS.is_dir() and (ROOT / "precomputed" / "checkpoints" / AG_NEWS).is_dir()),
+    reason="no local copy of ag_news or no shipped ag_news model",
+)
+def test_an_ag_news_test_index_link_reopens_its_text(server, browser):
+    """A link to AG News test text #7 names the local copy by its name under the operator's
+    folder (never a path of the machine) and reopens that text in a new session."""
+    from budgetformer_core.data import load_dataset
+
+    expected = load_dataset("ag_news", str(SHARED_AG_NEWS), seed=0).split("test").texts[7]
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{server}/?model={AG_NEWS}&index=7&copy={SHARED_AG_NEWS.name}", wait_until="domcontentloaded")
+    sync_api.expect(text_box(page)).to_have_value(expected, timeout=120_000)
+    wait_idle(page, 120_000)
+    no_error_box(page)
+    page.get_by_text("Test text #7 of ag_news").wait_for()
+    assert page.get_by_text("needs the test texts").count() == 0
+    shared = address(page)
+    assert shared["index"] == ["7"] and shared["copy"] == [SHARED_AG_NEWS.name], page.url
+    page.close()
+
+
+@pytest.mark.skipif(not (ROOT / "precomputed" / "checkpoints" / "synthetic_var-budgetformer").is_dir(),
+                    reason="no shipped synthetic_var model")
+def test_a_fresh_session_on_a_synthetic_var_model_opens_on_its_text(server, browser):
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{server}/?model=synthetic_var-budgetformer", wait_until="domcontentloaded")
+    page.get_by_text("Test text #0 of synthetic_var").wait_for(timeout=120_000)
+    wait_idle(page, 120_000)
+    no_error_box(page)
+    assert page.get_by_text("are unknown to its vocabulary").count() == 0
+    assert address(page).get("index") == ["0"]
+    page.close()

@@ -79,3 +79,23 @@ def test_head_load_is_one_when_inputs_spread_over_heads_and_h_when_they_agree():
     agree = torch.eye(4)[[0, 0, 0, 0]][None]  # every input favours head 0
     assert head_load(spread).item() == pytest.approx(1.0)
     assert head_load(agree).item() == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("recipe", ["adaptive", "paper"])
+def test_the_recorded_terms_add_up_to_the_total(recipe):
+    """Each weighted term the loss reports (the history's columns) adds up to the total."""
+    from budgetformer_core.config import TrainConfig
+    from budgetformer_core.losses import total_loss
+    from budgetformer_core.model import BudgetFormer
+
+    from ..conftest import small_config
+
+    torch.manual_seed(0)
+    out = BudgetFormer(small_config()).train()(torch.randint(3, 50, (4, 7)), torch.ones(4, 7, dtype=torch.bool))
+    cfg = TrainConfig(recipe=recipe, lambda_cost=0.5, lambda_difficulty=2.0, lambda_balance=0.3, s_min=0.6, s_max=0.7)
+    t = total_loss(out, torch.tensor([0, 1, 2, 0]), cfg, 0.2, task_only=False)
+    parts = (t.task + cfg.lambda_budget * t.budget + t.entropy_term + cfg.lambda_cost * t.cost
+             + cfg.lambda_difficulty * t.difficulty + cfg.lambda_balance * t.balance)
+    assert t.total.item() == pytest.approx(parts, abs=1e-6)
+    assert t.entropy_term == pytest.approx(cfg.lambda_entropy * t.beta * t.entropy, rel=1e-5)
+    assert (t.difficulty > 0 and t.balance >= 1) == (recipe == "adaptive")
