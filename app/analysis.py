@@ -15,7 +15,7 @@ seconds, and the page draws its title, input and controls before it first needs 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -124,6 +124,21 @@ class Settings:
             head_ablation=self.head_ablation,
             seed=self.seed if self.head_ablation == "random" else default.seed,
         )
+
+    def in_effect(self, symbol: str = "s") -> dict:
+        """The fields that decide this run, as JSON-ready data: a greyed-out control's value is
+        left out (the budget outside ``slider`` mode, k outside ``force_k``, the seed without
+        random heads); the budget under its method's name (``symbol``: s, or bba's b)."""
+        used = self.canonical()
+        out: dict = {"budget_mode": used.budget_mode, "no_budget_net": used.no_budget_net,
+                     "head_ablation": used.head_ablation}
+        if used.budget_mode == "slider":
+            out[f"budget_{symbol}"] = used.budget
+        elif used.budget_mode == "force_k":
+            out["k"] = used.k
+        if used.head_ablation == "random":
+            out["seed"] = used.seed
+        return out | {"description": used.describe(symbol)}
 
     def describe(self, symbol: str = "s") -> str:
         """A short human-readable name of this setting (``symbol``: the budget's name, s or b)."""
@@ -902,12 +917,19 @@ def export_record(
     timing: Timing | None,
     tokens: list[str] | None = None,
     explanation: Explanation | None = None,
+    symbol: str = "s",
+    source: dict | None = None,
+    attention: dict | None = None,
 ) -> dict:
     """Everything needed to reproduce and judge one analysis, as JSON-ready data: with the
-    tokens the model read, and the token attribution of the budget when it was computed."""
+    tokens the model read, only the settings in effect (:meth:`Settings.in_effect`; the budget
+    named ``symbol``), where the text comes from (``source``: dataset, test index and true label;
+    None for a typed text), the token attribution of the budget when it was computed, and the
+    attention map when one is shown (``attention``: layer, head, tokens and the (T, T) rows)."""
     from budgetformer_core.timing import machine_info
 
     return {
+        "source": source,
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "input": {
             "text": prepared.text,
@@ -923,13 +945,14 @@ def export_record(
             "model_sha256": checkpoint_sha256,
         },
         "label_names": label_names,
-        "settings": {**asdict(settings), "description": settings.describe()},
+        "settings": settings.in_effect(symbol),
         "control": control,
         "truncated": current.truncated or prepared.cut,
         "analysis": analysis_record(current),
         "full_model": analysis_record(full),
         "timing": None if timing is None else timing.to_dict(),
         "explanation": None if explanation is None else explanation_record(explanation),
+        "attention": attention,
         "machine": machine_info(1).to_dict(),
     }
 

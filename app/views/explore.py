@@ -514,6 +514,7 @@ if budgeted:
         )
 
 # ----------------------------------------------------------------------------- what the heads saw
+attention_record = None  # the map drawn below, for the export
 if budgeted:
     st.subheader("What the heads that ran looked at")
 if budgeted and st.toggle(
@@ -547,6 +548,8 @@ if budgeted and st.toggle(
     else:
         probs = head_attention(name, prepared.text, settings.canonical(), att_layer, att_head)  # (T, T)
         shown = read if len(read) == len(probs) else ["[UNK]"] * len(probs)
+        attention_record = {"layer": att_layer, "head": att_head, "tokens": shown,
+                            "rows": [[round(float(p), 6) for p in row] for row in probs]}
         start = 0
         if len(shown) > charts.ATTENTION_TOKENS:
             start = int(
@@ -586,6 +589,10 @@ record = export_record(
     timing=timing,
     tokens=read,
     explanation=explained,
+    symbol=sym,
+    source={"dataset": dataset, "test_index": sample[0], "true_label": sample[1],
+            "local_copy": copy_name(data_dir(dataset))} if sample else None,
+    attention=attention_record,
 )
 probs_df = pd.DataFrame(probability_rows(ckpt.label_names, a.probs))
 e1, e2, e3 = st.columns(3)

@@ -126,7 +126,9 @@ def test_export_record_is_complete_json(bbc_budgetformer):
     back = json.loads(json.dumps(record))
     assert back["input"]["text"] == SPORT and back["truncated"] is False
     assert len(back["checkpoint"]["model_sha256"]) == 64
-    assert back["settings"]["budget"] == 0.5 and back["control"]["budget"] == 0.5
+    assert back["settings"]["budget_s"] == 0.5 and back["control"]["budget"] == 0.5
+    assert "k" not in back["settings"] and "seed" not in back["settings"]  # greyed out: not in effect
+    assert back["source"] is None and back["attention"] is None
     assert back["analysis"]["k"] == current.k and "text" not in back["analysis"]
     assert back["timing"]["repeats"] >= MIN_ROUNDS and back["timing"]["structural_iqr_ms"] >= 0
     assert back["machine"]["torch_version"] == torch.__version__ and back["machine"]["threads"] == 1
@@ -605,3 +607,22 @@ def test_a_map_selection_names_its_rows_and_the_listing_links_them():
     assert shown["mean k"].tolist() == [2.0, 1.5] and shown["p"].tolist() == [0.9, 0.1]
     assert shown["text"].tolist() == ["d", "<b>a</b>"]  # shown as text by st.dataframe
     assert shown["explore"].tolist()[0] == "./?model=bbc-bba&index=3&mode=slider&budget=0.25"
+
+
+def test_standing_against_dense():
+    from app.results import standing
+
+    def cfg(variant="budgetformer", accuracy=0.9, **model):
+        return {"dataset": "d", "model": {"variant": variant, **model}, "test": {"accuracy": accuracy}}
+
+    assert standing("d-budgetformer", cfg(accuracy=0.971), 1.0).kind == "fine"  # 2.9 points below
+    flagged = standing("d-budgetformer-paper", cfg(accuracy=0.93), 1.0)
+    assert flagged.kind == "flagged" and "93.0% against dense 100.0%" in flagged.note and "⚑" in flagged.mark
+    assert standing("d-bba", cfg("bba", 0.5), 1.0).kind == "flagged"
+    assert standing("d-no-budget-net", cfg(accuracy=0.5, use_budget_net=False), 1.0).kind == "expected"
+    assert standing("d-no-head-scorer", cfg(accuracy=0.5, head_choice="uniform"), 1.0).kind == "expected"
+    assert standing("d-dense", cfg("dense", 1.0), 1.0).kind == "reference"
+    small = standing("d-dense-small", cfg("dense", 0.6), 1.0)
+    assert small.kind == "expected" and "smaller dense" in small.note
+    assert standing("d-budgetformer", cfg(accuracy=0.1), None).kind == "fine"  # no dense to judge by
+    assert standing("x", {}, 1.0).kind == "fine"  # an unreadable config: nothing to say
