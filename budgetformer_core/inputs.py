@@ -173,3 +173,26 @@ def table_csv(frame) -> str:
     safe = frame.assign(**{c: frame[c].map(neutral) for c in texts})
     safe.columns = [neutral(str(c)) for c in frame.columns]
     return safe.to_csv(index=False, lineterminator="\r\n")
+
+
+def read_labels(data: bytes, name: str) -> dict[int, str]:
+    """The ``label`` of each row of a CSV or JSONL table (numbered as :func:`read_text_table`
+    numbers its texts), for files that carry the true class; {} when the file has no label
+    column, is not a table, or cannot be read (:func:`read_text_table` says why)."""
+    suffix = Path(name).suffix.lower()
+    try:
+        text = data.decode("utf-8-sig")
+        if suffix == ".csv":
+            reader = csv.reader(io.StringIO(text, newline=""))
+            header = [h.strip().lower() for h in next(reader, [])]
+            if "label" not in header:
+                return {}
+            column, rows = header.index("label"), [row for row in reader if row]
+            return {n: row[column].strip() for n, row in enumerate(rows, 1) if column < len(row)}
+        if suffix == ".jsonl":
+            values = {n: json.loads(line) for n, line in enumerate(text.split("\n"), 1) if line.strip()}
+            return {n: str(v["label"]).strip() for n, v in values.items()
+                    if isinstance(v, dict) and v.get("label") is not None}
+    except (UnicodeDecodeError, csv.Error, ValueError):
+        return {}
+    return {}

@@ -11,9 +11,10 @@ import logging
 
 import streamlit as st
 
-from app.analysis import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, Settings, batch_table, method_of
-from app.components import csv_download, md_escape
-from app.state import batch_predictions, model_config, selected_model
+from app import charts
+from app.analysis import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, Settings, batch_accuracy, batch_table, method_of
+from app.components import csv_download, md_escape, show_chart
+from app.state import batch_predictions, checkpoint_config, model_config, selected_model
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,8 @@ st.caption(
         else f"per layer the {'requested budget b' if method.kind == 'bba' else 'budget s'}, the heads run (k) "
         "and which heads ran. "
     )
-    + f"CSV with a `text` column, JSONL with a \"text\" per line, or one text per line; up to "
+    + f"CSV with a `text` column, JSONL with a \"text\" per line, or one text per line (a `label` column "
+    "or \"label\" gives the accuracy and a confusion matrix); up to "
     f"{BATCH_MAX_ROWS} texts and {BATCH_MAX_MB} MB. The same rows as "
     "`budgetformer predict --json --input-file FILE`."
 )
@@ -50,7 +52,7 @@ if upload is None:
     st.info("Upload a file to classify its texts.")
     st.stop()
 
-from budgetformer_core.inputs import read_text_table  # noqa: E402  (numpy only; after the widgets)
+from budgetformer_core.inputs import read_labels, read_text_table  # noqa: E402  (numpy only; after the widgets)
 
 try:
     rows = read_text_table(upload.getvalue(), upload.name, BATCH_MAX_BYTES, BATCH_MAX_ROWS)
@@ -67,7 +69,8 @@ except Exception as e:  # never a traceback on the page
     st.error(f"Something went wrong while classifying the file ({type(e).__name__}).")
     st.stop()
 
-table = batch_table(predictions, sym)
+label_names = list(checkpoint_config(name).get("label_names", []))
+table = batch_table(predictions, sym, read_labels(upload.getvalue(), upload.name), label_names)
 errors = int((table["error"] != "").sum())
 c1, c2, c3 = st.columns(3)
 c1.metric("Texts classified", f"{len(table) - errors} of {len(table)}")
@@ -78,11 +81,26 @@ if ks and errors < len(table):
     c3.metric("Mean heads run per layer (k)", " / ".join(f"{table[k].mean():.2f}" for k in ks))
 if settings.budget_mode == "slider":
     st.caption(f"Every text at {md_escape(settings.describe(sym))}.")
+judged = batch_accuracy(table, label_names)
+if "label" in table and judged is None:
+    st.caption("The file's `label` column names none of the model's classes "
+               f"({md_escape(', '.join(label_names))}), so there is no accuracy to give.")
+elif judged is not None:
+    accuracy, n_judged, matrix = judged
+    unlabelled = int((table["label"] == "").sum())
+    m1, m2 = st.columns([1, 2], gap="large")
+    m1.metric("Accuracy against the file's labels", f"{accuracy:.1%}", f"{n_judged} texts with a label",
+              delta_color="off", delta_arrow="off")
+    if unlabelled:
+        m1.caption(f"{unlabelled} row(s) have no label naming one of the model's classes: not counted.")
+    show_chart(m2, charts.confusion_heatmap(matrix, label_names), key="batch_confusion")
 st.dataframe(  # cells are plain text: markup in a text stays text
     table,
     hide_index=True,
     column_config={
         "text": st.column_config.TextColumn("text", width="large"),
+        "error": st.column_config.TextColumn("not classified because", help="Empty when the text was classified."),
+        "label": st.column_config.TextColumn("true label", help="The file's label column."),
         "confidence": st.column_config.NumberColumn(format="percent"),
         "flops_vs_dense": st.column_config.NumberColumn("FLOPs vs dense", format="percent"),
         **{f"{sym}{i}": st.column_config.NumberColumn(f"{sym} layer {i}", format="%.3f") for i in range(len(ks))},

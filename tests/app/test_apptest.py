@@ -6,6 +6,7 @@ Assertions are on rendered values (metrics, chart specs, messages), not only on 
 from __future__ import annotations
 
 import base64
+import io
 import json
 import math
 import re
@@ -1507,3 +1508,35 @@ def test_the_json_export_holds_what_is_in_effect(at, downloads):
     assert len(attention["rows"]) == len(attention["tokens"]) == record["input"]["n_tokens_read"]
     assert all(sum(row) == pytest.approx(1, abs=1e-4) for row in attention["rows"])
     assert at.query_params["attention"] == f"0.{attention['head']}"  # the link reopens it too
+
+
+def test_batch_accuracy_from_a_label_column(downloads):
+    """A ``label`` column (class names or indices) gives the accuracy and a confusion matrix of the
+    rows it labels, and is carried into the table and its CSV; an empty row says so in its row."""
+    from app.state import get_checkpoint
+    from budgetformer_core.infer import predict_rows
+    from budgetformer_core.inputs import read_text_table
+
+    labels = config()["label_names"]
+    sport, business = labels.index("sports"), labels.index("business")
+    data = (f'text,label\n"{SPORT}",Sports\n"{BUSINESS}",{business}\n"{SPORT}",business\n"  ",sports\n'
+            f'"{BUSINESS}",weather\n').encode()
+    at = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
+    open_page(at, "batch")
+    at.file_uploader(key="batch_file").set_value(("labelled.csv", data, "text/csv"))
+    run(at)
+    predicted = [p.row["label"] if p.row else None
+                 for p in predict_rows(get_checkpoint(DEFAULT_MODEL), read_text_table(data, "labelled.csv"))]
+    truth = ["sports", labels[business], "business", "sports", ""]
+    judged = [(t, p) for t, p in zip(truth, predicted, strict=True) if t and p]  # row 4 empty, row 5 no class
+    expected = sum(t == p for t, p in judged) / len(judged)
+    assert metric(at, "Accuracy against the file's labels") == f"{expected:.1%}" and len(judged) == 3
+    matrix = chart(at, "Confusion")["data"][0]["z"]
+    assert sum(map(sum, matrix)) == 3 and matrix[sport][labels.index(predicted[0])] >= 1
+    table = at.dataframe[0].value
+    assert table.columns.tolist()[:4] == ["row", "text", "error", "label"]  # the reason is seen first
+    assert table["label"].tolist() == truth and table["error"].tolist()[3] == "blank line"
+    carried = pd.read_csv(io.BytesIO(downloads[f"batch-{DEFAULT_MODEL}.csv"]), keep_default_na=False)
+    assert carried["label"].tolist() == truth
+    assert carried["correct"].tolist()[:3] == [str(t == p) for t, p in zip(truth[:3], predicted[:3], strict=True)]
+    assert any("1 row(s) have no label" in c.value for c in at.caption)

@@ -51,3 +51,15 @@ def test_predict_reads_a_csv_or_jsonl_input_file(capsys, tiny_checkpoint, tmp_pa
     assert cli.main(["predict", "--checkpoint", str(tiny_checkpoint), "--json", "--input-file",
                      str(tmp_path / "in.jsonl")]) == 0
     assert [json.loads(line)["line"] for line in capsys.readouterr().out.splitlines()] == [1, 2]
+
+
+def test_read_labels_numbers_rows_as_the_texts_are():
+    from budgetformer_core.inputs import read_labels, read_text_table
+
+    csv_file = b'Text,Label\n"a, b",World\n\n"c", 2 \nd\n'
+    assert [n for n, _ in read_text_table(csv_file, "f.csv")] == [1, 2, 3]
+    assert read_labels(csv_file, "f.csv") == {1: "World", 2: "2"}  # row 3 has no label field
+    jsonl = b'{"text": "a", "label": 1}\n\n{"text": "b"}\n"c"\n'
+    assert read_labels(jsonl, "f.jsonl") == {1: "1"}
+    assert read_labels(b"text\nx\n", "f.csv") == {} and read_labels(b"x\n", "f.txt") == {}
+    assert read_labels(b'{"text": ', "f.jsonl") == {} and read_labels(b"\xff", "f.csv") == {}
