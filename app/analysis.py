@@ -476,6 +476,18 @@ class Method:
         return "Requested budget b" if self.kind == "bba" else "Budget s"
 
     @property
+    def key_line(self) -> str:
+        """One line that names the page's symbols (markdown), for the first screen."""
+        if self.kind == "bba":
+            return ("**Key** · b: the budget you request (share of heads) · z: the gates' score of each head "
+                    "(softmax(z) on the map) · ★: the head ran · grey: not computed")
+        if self.kind == "dense":
+            return "**Key** · w: a head's weight (1: every head runs in a dense model)"
+        return ("**Key** · s: the budget, the share of heads a layer runs, from the budget network f_θ · "
+                "p: each head's relevance, from the head scorer g_φ · ★: the head ran (the top k = ⌊s·H⌋ "
+                "by p) · grey: not computed")
+
+    @property
     def own_budget(self) -> str:
         """Where the budget comes from when nothing overrides it."""
         if self.kind == "bba":

@@ -180,8 +180,11 @@ with below:
             "ablate."
         )
     elif budgeted:
-        st.subheader("Ablations")
-        a1, a2, a3 = st.columns([3, 3, 2], gap="medium", vertical_alignment="bottom")
+        # the two switches sit on the first screen, beside the prediction and the map they change;
+        # the choice of heads without g_φ and its seed below
+        left.markdown("**Ablations**")
+        a1 = left
+        a2, a3 = st.columns([3, 2], gap="medium", vertical_alignment="bottom")
         no_f = a1.toggle(
             "Ablation: no f_θ (fixed budget)",
             key="no_f",
@@ -366,7 +369,13 @@ with right:
             f"Misclassified: test text #{sample[0]} is labelled **{md_escape(sample[1])}**, "
             f"the model says **{md_escape(a.label)}**."
         )
-    if changed:
+    st.caption(method.key_line)
+    if changed and a.label_id != full.label_id:
+        st.warning(
+            f"The prediction changed: **{md_escape(full.label)}** → **{md_escape(a.label)}** "
+            f"({md_escape(settings.describe(sym))}; compared with the full model below)."
+        )
+    elif changed:
         st.caption(f"This run: **{md_escape(settings.describe(sym))}** — compared with the full model below.")
     elif not settings.is_full_model:
         st.caption(
@@ -412,10 +421,9 @@ for col, card in zip(st.columns(2), cards[3:], strict=True):
     )
 if why_slower := slower_note(timing, a.n_tokens):
     st.caption(why_slower)
-notes = [f"The model read {a.n_tokens} tokens"]
-if a.truncated or prepared.cut:
-    notes.append(f"**truncated**: the text is longer than the {cfg.max_len} tokens the model reads")
-st.caption("; ".join(notes) + ".")
+if a.truncated or prepared.cut:  # said beside the text itself
+    left.caption(f"This text is **truncated to {cfg.max_len} tokens**, all the model reads: the rest plays no part.")
+st.caption(f"The model read {a.n_tokens} tokens.")
 
 c1, c2 = st.columns(2, gap="large")
 show_chart(c1, charts.probabilities_bar(ckpt.label_names, a.probs), key="chart_probs")
@@ -442,11 +450,7 @@ if budgeted:
 # ----------------------------------------------------------------------------- comparison
 if changed:
     st.subheader("Compared with the full model on this input")
-    if a.label_id != full.label_id:
-        st.warning(
-            f"The prediction changed: **{md_escape(full.label)}** → **{md_escape(a.label)}**."
-        )
-    else:
+    if a.label_id == full.label_id:  # a changed prediction is said beside the prediction itself
         st.success(
             f"Same prediction (**{md_escape(a.label)}**); only the confidence moved: "
             f"{max(full.probs):.1%} → {max(a.probs):.1%}."
@@ -456,6 +460,14 @@ if changed:
     if settings.no_budget_net:
         st.caption(
             f"No f_θ: s is fixed at {a.budget[0]:.3f}, the model's mean s on its validation split."
+        )
+    moved = [layer for layer in range(1, len(a.budget)) if f"{a.budget[layer]:.2f}" != f"{full.budget[layer]:.2f}"]
+    if settings.head_ablation and settings.budget_mode == "learned" and not settings.no_budget_net and moved:
+        st.caption(
+            "Why s moves without g_φ: f_θ still predicts s, but from each layer's input, and the layers "
+            "before it now run other heads, so that input is another one — "
+            + "; ".join(f"layer {layer}: s {full.budget[layer]:.2f} → {a.budget[layer]:.2f}" for layer in moved)
+            + "."
         )
     d1, d2 = st.columns([3, 2], gap="large")
     d1.table(pd.DataFrame(comparison_rows(full, a, "this setting", sym)).set_index(""))
