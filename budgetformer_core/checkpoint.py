@@ -346,7 +346,7 @@ def hf_layout(path: Path) -> bool:
     ``architectures``, and no ``format_version`` of ours)."""
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable or nested thousands deep: not a classifier
         return False
     return isinstance(config, dict) and "format_version" not in config and (
         "model_type" in config or "architectures" in config)
