@@ -92,7 +92,7 @@ def classifier_models() -> dict[str, Path]:
     from budgetformer_core.checkpoint import hf_layout
 
     found: dict[str, Path] = {}
-    taken = set(shipped_models())
+    taken = set(_checkpoint_dirs())  # not shipped_models(): it reads configs, which asks for this list
     for root in (Path(os.path.abspath(p)) for p in listed):
         try:
             folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []

@@ -551,7 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="*", help="texts to explain")
 
     p = sub.add_parser("report", help="one input's analysis as a self-contained HTML file that opens offline")
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--checkpoint", required=True, help="a checkpoint folder or a shipped model's name")
     p.add_argument("--budget", type=_budget,
                    help="force s (budgetformer) or request b (bba); default: the model's own")
     p.add_argument("--out", required=True, metavar="FILE.html", help="the HTML file to write")

@@ -205,7 +205,7 @@ def test_explore_page_in_a_browser(server, browser):
     record = json.loads(Path(download.value.path()).read_text())
     weights = ROOT / record["checkpoint"]["path"] / "model.safetensors"
     assert record["checkpoint"]["model_sha256"] == hashlib.sha256(weights.read_bytes()).hexdigest()
-    assert record["input"]["text"] == SPORT and record["settings"]["budget"] == 1.0
+    assert record["input"]["text"] == SPORT and record["settings"]["budget_s"] == 1.0
     assert record["analysis"]["k"] == [8, 8] and record["timing"]["structural_ms"] > 0
 
     # an ablation: no g_φ, uniform heads

@@ -296,5 +296,6 @@ def test_train_refuses_a_backbone_with_another_shape_or_an_init(tiny_csv, tmp_pa
     base = ["train", "--dataset", str(tiny_csv), "--backbone", "minilm-l6", "--out", str(tmp_path / "m")]
     assert main([*base, "--set", "n_layers=4"]) == 2
     assert "the checkpoint fixes n_layers" in capsys.readouterr().err
+    (tmp_path / "elsewhere").mkdir()
     assert main([*base, "--init", str(tmp_path / "elsewhere")]) == 2
     assert "not both" in capsys.readouterr().err
