@@ -1,6 +1,6 @@
 """Rebuild everything under ``precomputed/``: checkpoints, sweeps, per-example analyses, manifest.
 
-``make precompute`` runs ``python -m budgetformer_core.precompute``. It has three stages:
+``make precompute`` runs ``python -m budgetformer_core.precompute``. It has four stages:
 
 1. **Train.** Every model of every dataset is one job — a ``budgetformer train`` or ``prune``
    command (:func:`plan`). Jobs run in parallel worker processes of one thread each, a job after
@@ -11,13 +11,20 @@
    ``precomputed/checkpoints/<dataset>-<model>/``; the per-budget baselines (static gates,
    post-hoc pruning, recovered specialists) go to ``runs/precompute/`` and only their results
    are shipped.
-2. **Evaluate.** Every model on the test split (:func:`evaluate_model`): its own operating
-   point, and for the models that take a budget the sweep 0.05 … 1.0. Accuracy, macro-F1, heads
-   run, estimated attention cost, FLOPs and measured single-thread latency (batch 1 and batch 32,
-   each against the dense model on the same inputs). Shipped models also get a per-example table.
-3. **Manifest.** ``precomputed/manifest.json``: every file with its sha256 and size, the
+2. **Evaluate.** Every model on the test split (:func:`evaluate_model`), in parallel workers: its
+   own operating point, and for the models that take a budget the sweep 0.05 … 1.0. Accuracy,
+   macro-F1, heads run, estimated attention cost and FLOPs. Shipped models also get a
+   per-example table.
+3. **Time.** A phase of its own, once every other stage is done: one process, one thread, one
+   dataset after the other (:func:`time_dataset`). Every operating point of a dataset's models
+   and its dense reference (:func:`dense_reference`) are timed in the same interleaved rounds on
+   the same test texts, at batch 1 and batch 32 (:mod:`budgetformer_core.latency`); the speed-up
+   of a row is its dense reference's latency over its own. ``--retime`` runs this stage alone on
+   the rows sweeps.csv has.
+4. **Manifest.** ``precomputed/manifest.json``: every file with its sha256 and size, the
    command and seed of every run, each checkpoint's accuracy on a slice of the test split (which
-   ``tests/core/test_manifest.py`` reproduces), library versions and the machine.
+   ``tests/core/test_manifest.py`` reproduces), how each dataset was timed, library versions and
+   the machine.
 """
 
 from __future__ import annotations
@@ -53,10 +60,11 @@ SHIPPED_PRETRAINED = ("minilm-dense", "minilm-budgetformer", "minilm-bba")
 """The models on the pretrained encoder that ship (where a dataset's recipe makes them)."""
 SLICE = 200
 """Test rows each shipped checkpoint is re-evaluated on by the manifest test."""
-TIMED_INPUTS = 8
-"""Test inputs timed one at a time (batch 1) per model and budget."""
-BATCH = 32
-"""Inputs per forward pass of the batched timing."""
+LATENCY_COLUMNS = ("latency_ms", "latency_iqr_ms", "dense_latency_ms", "speedup_b1",
+                   "latency_b32_ms", "dense_latency_b32_ms", "speedup_b32", "dense_model")
+"""The columns of ``sweeps.csv`` the timing phase writes (``--retime`` rewrites them)."""
+PRETRAINED = ("minilm",)
+"""Model-name prefixes of the models built on a pretrained encoder (``<dataset>-minilm-bba``, …)."""
 
 SYNTHETIC = (
     "n_layers=1", "max_len=64", "dropout=0.0", "token_dropout=0", "random_crop=false",
@@ -413,39 +421,24 @@ def _one_thread() -> None:
 
 def evaluate_model(dataset: str, name: str, path: str, budget: float | None, data_dir: str | None,
                    per_example_path: str | None) -> list[dict]:
-    """Rows of ``sweeps.csv`` for one model (run in a one-thread worker process)."""
+    """Rows of ``sweeps.csv`` for one model, without latency (run in a one-thread worker process;
+    :func:`time_dataset` times them afterwards, alone)."""
     import torch
 
     from .budget import Control
     from .checkpoint import load_checkpoint
     from .data import load_dataset
     from .infer import evaluate
-    from .timing import paired_speedup, time_interleaved
-    from .tokenizer import encode, pad
+    from .tokenizer import encode
 
     ckpt = load_checkpoint(ROOT / path)
-    dense = load_checkpoint(ROOT / out_of(dataset, "dense"))
     split = load_dataset(dataset, data_dir, seed=ckpt.meta.get("split_seed", 0)).split("test")
     ids, _ = encode(ckpt.tokenizer, split.texts, ckpt.config.max_len)
-    dense_ids, _ = encode(dense.tokenizer, split.texts, dense.config.max_len)
     variant = ckpt.config.variant
     sweeps = (variant == "bba" and budget is None) or variant == "budgetformer"
     points: list[float | None] = [budget] if budget is not None else [None]
     if sweeps:
         points += list(PRETRAINED_SWEEP if ckpt.meta.get("backbone") else SWEEP_BUDGETS)
-    # timed inputs: evenly spaced test rows; batch 32: the first rows of the same order
-    rows = np.linspace(0, len(ids) - 1, TIMED_INPUTS).astype(int).tolist()
-
-    def timer(model, seqs, control):
-        one = [(torch.tensor([seqs[i]]), torch.ones(1, len(seqs[i]), dtype=torch.bool)) for i in rows]
-        batch = pad([seqs[i] for i in range(min(BATCH, len(seqs)))])
-        mode = "dense" if model.cfg.variant == "dense" else "structural"
-        return {
-            "b1": lambda: [model(x, m, mode=mode, control=control) for x, m in one],
-            "b32": lambda: model(batch.ids, batch.mask, mode=mode, control=control),
-        }
-
-    ref = {f"dense {k}": fn for k, fn in timer(dense.model, dense_ids, None).items()}
     out = []
     with torch.inference_mode():
         for b in points:
@@ -454,21 +447,12 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
             if b is None and per_example_path:
                 frame = ev.to_frame([len(x) for x in ids])
                 frame.round(6).to_parquet(ROOT / per_example_path, index=False)
-            fns = {**ref, **timer(ckpt.model, ids, control)}
-            if b is not None and b not in (*TABLE_BUDGETS, 1.0):  # batch 32: the table's budgets only
-                del fns["b32"], fns["dense b32"]
-            # this model and dense in turn, round after round: paired against the same load
-            stats = time_interleaved(fns, repeats=7, warmup=1, threads=1)
             out.append({
                 "dataset": dataset, "model": name, "variant": variant,
                 "budget": "own" if b is None else f"{b:g}",
                 "accuracy": ev.accuracy, "macro_f1": ev.macro_f1, "n": ev.n,
                 "mean_s": ev.mean_budget, "heads_fraction": ev.mean_heads_fraction,
                 "attention_cost_estimated": ev.attention_cost_estimated, "flops_ratio": ev.flops_ratio,
-                "latency_ms": stats["b1"].median_ms / TIMED_INPUTS,
-                "latency_iqr_ms": stats["b1"].iqr_ms / TIMED_INPUTS,
-                "speedup_b1": paired_speedup(stats["dense b1"], stats["b1"]),
-                "speedup_b32": paired_speedup(stats["dense b32"], stats["b32"]) if "b32" in stats else float("nan"),
                 **accuracy_by_need(ev, split.needed_heads),
             })
     return out
@@ -484,6 +468,7 @@ def accuracy_by_need(ev, needed_heads: list[int] | None) -> dict[str, float]:
 
 
 def evaluate_all(jobs: list[Job], workers: int) -> pd.DataFrame:
+    """Accuracy rows of every job, on ``workers`` parallel one-thread processes (no latency)."""
     results = OUT / "results"
     (ROOT / results / "per_example").mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(workers, initializer=_one_thread) as pool:
@@ -493,11 +478,105 @@ def evaluate_all(jobs: list[Job], workers: int) -> pd.DataFrame:
             futures.append(pool.submit(evaluate_model, job.dataset, job.name, str(job.out), job.budget,
                                        RECIPES[job.dataset].data_dir, per_example))
         rows = [row for f in futures for row in f.result()]
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def dense_reference(dataset: str, name: str) -> str:
+    """The dense model a model of ``dataset`` is timed and compared with (its name in sweeps.csv):
+    the dense fine-tune of the same pretrained encoder for a model built on one
+    (``minilm-bba`` → ``minilm-dense``), else the dataset's dense model trained from scratch."""
+    family = name.split("-")[0]
+    return f"{family}-dense" if family in PRETRAINED else "dense"
+
+
+def time_dataset(dataset: str, rows: pd.DataFrame, jobs: list[Job]) -> pd.DataFrame:
+    """``rows`` (one dataset's rows of sweeps.csv) with the columns of :data:`LATENCY_COLUMNS`.
+
+    Every operating point of the rows (a model at a budget) and every dense reference is timed
+    in the same interleaved rounds by :func:`budgetformer_core.latency.time_points` on the same
+    test texts: at batch 1 over :data:`~budgetformer_core.latency.TIMED_INPUTS` texts, at batch 32
+    at the budgets of :data:`~budgetformer_core.latency.BATCH_BUDGETS` and the own points. A row
+    whose checkpoint is not on this machine gets no latency (NaN) and a line on stderr.
+    """
+    from .checkpoint import load_checkpoint
+    from .data import load_dataset
+    from .latency import BATCH, BATCH_BUDGETS, Point, time_points, timed_rows
+    from .tokenizer import encode
+
+    by_name = {j.name: j for j in jobs if j.dataset == dataset}
+    rows = rows.reset_index(drop=True).copy()
+    rows["dense_model"] = [dense_reference(dataset, m) for m in rows["model"]]
+    names = sorted(set(rows["model"]) | set(rows["dense_model"]))
+    missing = {n for n in names if n not in by_name or not (ROOT / by_name[n].out / "config.json").is_file()}
+    for n in sorted(missing):
+        print(f"no latency for {dataset}-{n}: its checkpoint is not on this machine", file=sys.stderr)
+    ckpts = {n: load_checkpoint(ROOT / by_name[n].out) for n in names if n not in missing}
+    any_ckpt = next(iter(ckpts.values()), None)
+    if any_ckpt is None:
+        return rows.assign(**{c: np.nan for c in LATENCY_COLUMNS if c != "dense_model"})
+    split = load_dataset(dataset, RECIPES[dataset].data_dir, seed=any_ckpt.meta.get("split_seed", 0)).split("test")
+    picked = timed_rows(len(split.texts))
+    texts_b1 = [split.texts[i] for i in picked]
+    texts_b32 = split.texts[:BATCH]
+
+    def point(model: str, budget: str, texts: list[str]) -> Point:
+        ckpt = ckpts[model]
+        return Point(ckpt.model, None if budget == "own" else float(budget),
+                     encode(ckpt.tokenizer, texts, ckpt.config.max_len)[0])
+
+    def key(model: str, budget: str) -> str:
+        return f"{model}@{budget}"
+
+    timed = rows[~rows["model"].isin(missing) & ~rows["dense_model"].isin(missing)]
+    refs = sorted(set(timed["dense_model"]))
+    b1 = {key(m, b): point(m, b, texts_b1) for m, b in zip(timed["model"], timed["budget"], strict=True)}
+    b1 |= {key(r, "own"): point(r, "own", texts_b1) for r in refs}
+    batched = timed[(timed["budget"] == "own") | pd.to_numeric(timed["budget"], errors="coerce").isin(BATCH_BUDGETS)]
+    b32 = {key(m, b): point(m, b, texts_b32) for m, b in zip(batched["model"], batched["budget"], strict=True)}
+    b32 |= {key(r, "own"): point(r, "own", texts_b32) for r in refs}
+    print(f"timing {dataset}: {len(b1)} points at batch 1, {len(b32)} at batch {BATCH}", flush=True)
+    one, many = time_points(b1), time_points(b32, batch=True)
+
+    def column(latencies, what: str, ref: bool = False) -> list[float]:
+        out = []
+        for m, b, r in zip(rows["model"], rows["budget"], rows["dense_model"], strict=True):
+            lat = latencies.get(key(r, "own") if ref else key(m, b))
+            out.append(np.nan if lat is None or key(m, b) not in latencies else getattr(lat, what))
+        return out
+
+    rows["latency_ms"] = column(one, "ms")
+    rows["latency_iqr_ms"] = column(one, "iqr_ms")
+    rows["dense_latency_ms"] = column(one, "ms", ref=True)
+    rows["latency_b32_ms"] = column(many, "ms")
+    rows["dense_latency_b32_ms"] = column(many, "ms", ref=True)
+    return with_speedups(rows)
+
+
+def with_speedups(rows: pd.DataFrame) -> pd.DataFrame:
+    """Latencies rounded as sweeps.csv stores them, and ``speedup_b1`` / ``speedup_b32`` the dense
+    reference's latency over the row's, computed from those stored values (so the identity
+    holds in the file)."""
+    rows = rows.copy()
+    for column in ("latency_ms", "latency_iqr_ms", "dense_latency_ms", "latency_b32_ms", "dense_latency_b32_ms"):
+        rows[column] = rows[column].astype(float).round(6)
+    rows["speedup_b1"] = rows["dense_latency_ms"] / rows["latency_ms"]
+    rows["speedup_b32"] = rows["dense_latency_b32_ms"] / rows["latency_b32_ms"]
+    return rows
+
+
+def time_all(frame: pd.DataFrame, jobs: list[Job]) -> pd.DataFrame:
+    """:func:`time_dataset` for each dataset of ``frame``, one after the other in this process, on
+    one thread, after every other stage is done (nothing of ours runs beside it)."""
     from .timing import machine_info
 
-    frame = pd.DataFrame(rows)
-    frame["machine"] = machine_info(1).cpu_model
-    return frame
+    _one_thread()
+    parts = [time_dataset(ds, part, jobs) for ds, part in frame.groupby("dataset", sort=False)]
+    timed = pd.concat(parts, ignore_index=True)
+    timed["machine"] = machine_info(1).cpu_model
+    return timed
 
 
 def accuracy_changes(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
@@ -529,8 +608,12 @@ def slice_accuracy(path: Path, data_dir: str | None) -> float:
     return evaluate_split(ckpt, split.head(SLICE)).accuracy
 
 
-def write_manifest(jobs: list[Job]) -> dict:
-    """precomputed/manifest.json: every file with sha256 and size, every run with its command."""
+def write_manifest(jobs: list[Job], timing: dict | None = None) -> dict:
+    """precomputed/manifest.json: every file with sha256 and size, every run with its command, and
+    how latency was timed (``timing``: this run's entries by dataset, merged into the old ones).
+
+    A run whose checkpoint files and command are those the old manifest lists keeps its slice
+    accuracy (the same files give the same predictions); the others are evaluated afresh."""
     import platform
 
     import safetensors
@@ -540,33 +623,67 @@ def write_manifest(jobs: list[Job]) -> dict:
     from .checkpoint import file_sha256
     from .timing import machine_info
 
+    path = ROOT / OUT / "manifest.json"
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        old = {}
+    files = {}
+    for file in sorted((ROOT / OUT).rglob("*")):
+        rel = file.relative_to(ROOT).as_posix()
+        if file.is_file() and rel != f"{OUT.as_posix()}/manifest.json":
+            files[rel] = {"sha256": file_sha256(file), "bytes": file.stat().st_size}
     runs = {}
     for job in jobs:
         if not job.shipped or not (ROOT / job.out / "config.json").is_file():
             continue
         config = json.loads((ROOT / job.out / "config.json").read_text())
+        before = old.get("runs", {}).get(job.key, {})
+        mine = {k: v for k, v in files.items() if k.startswith(f"{job.out.as_posix()}/")}
+        same = bool(mine) and before.get("command") == config.get("command") and all(
+            old.get("files", {}).get(k) == v for k, v in mine.items())
+        accuracy = before["slice_accuracy"] if same and "slice_accuracy" in before else round(
+            slice_accuracy(job.out, RECIPES[job.dataset].data_dir), 6)
         runs[job.key] = {
             "path": str(job.out), "command": config.get("command"), "seed": config.get("train", {}).get("seed", 0),
             "split_seed": config.get("split_seed", 0), "test_accuracy": config.get("test", {}).get("accuracy"),
-            "slice_rows": SLICE, "slice_accuracy": round(slice_accuracy(job.out, RECIPES[job.dataset].data_dir), 6),
+            "slice_rows": SLICE, "slice_accuracy": accuracy,
         }
-    files = {}
-    for path in sorted((ROOT / OUT).rglob("*")):
-        rel = path.relative_to(ROOT).as_posix()
-        if path.is_file() and rel != f"{OUT.as_posix()}/manifest.json":
-            files[rel] = {"sha256": file_sha256(path), "bytes": path.stat().st_size}
     manifest = {
         "made_by": "make precompute (python -m budgetformer_core.precompute)",
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "tokenizers": tokenizers.__version__, "safetensors": safetensors.__version__,
                      "numpy": np.__version__, "pandas": pd.__version__},
         "machine": machine_info(1).cpu_model,
+        "timing": {**old.get("timing", {}), **(timing or {})},
         "total_bytes": sum(f["bytes"] for f in files.values()),
         "runs": runs,
         "files": files,
     }
-    (ROOT / OUT / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
+
+
+def retime(frame: pd.DataFrame, datasets: list[str]) -> tuple[pd.DataFrame, dict]:
+    """``frame`` (all of sweeps.csv) with the rows of ``datasets`` timed again (:func:`time_all`),
+    and the manifest's timing entries of those datasets."""
+    from .latency import BATCH, CLOCK, ROUNDS, TIMED_INPUTS
+    from .timing import machine_info
+
+    chosen = frame["dataset"].isin(datasets)
+    entries = {}
+    parts = []
+    for ds in [d for d in datasets if (frame["dataset"] == d).any()]:
+        t0 = time.perf_counter()
+        load = machine_info(1).load_average
+        parts.append(time_all(frame[frame["dataset"] == ds], plan([ds])))
+        entries[ds] = {"clock": CLOCK, "threads": 1, "rounds": ROUNDS, "timed_inputs": TIMED_INPUTS,
+                       "batch": BATCH, "load_average": load, "seconds": round(time.perf_counter() - t0, 1),
+                       "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    timed = pd.concat([frame[~chosen], *parts], ignore_index=True)
+    order = [c for c in frame.columns if c not in LATENCY_COLUMNS and c != "machine"]
+    first = [c for c in order if not c.startswith("acc_need")]
+    return timed.reindex(columns=first + [*LATENCY_COLUMNS, "machine"] + [c for c in order if c.startswith("acc_need")]), entries
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -577,12 +694,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="retrain every model, even unchanged ones")
     p.add_argument("--models", nargs="+", help="only these models (names or patterns, e.g. budgetformer* bba); "
                    "the other rows of sweeps.csv are kept")
+    p.add_argument("--retime", action="store_true",
+                   help="only time the rows of sweeps.csv of these datasets again (no training, no accuracy) "
+                   "and rewrite their latency columns and the manifest")
     args = p.parse_args(argv)
+    if args.retime and (args.models or args.force or args.skip_train):
+        p.error("--retime times whole datasets: it takes only --datasets")
     datasets = [d for d in args.datasets if RECIPES[d].data_dir is None or (ROOT / RECIPES[d].data_dir).is_dir()]
     for d in set(args.datasets) - set(datasets):
         print(f"skipping {d}: {RECIPES[d].data_dir} is not there", file=sys.stderr)
-    jobs = select(plan(datasets), args.models)
+    results = ROOT / OUT / "results"
+    path = results / "sweeps.csv"
     t0 = time.perf_counter()
+    if args.retime:
+        if not path.is_file():
+            p.error(f"{path.relative_to(ROOT)} is not there: run the whole precompute first")
+        sweeps, timing = retime(pd.read_csv(path, dtype={"budget": str}), datasets)
+        sweeps.round(6).to_csv(path, index=False)
+        write_manifest(plan(list(RECIPES)), timing)
+        print(f"re-timed {', '.join(timing) or 'nothing'} in {time.perf_counter() - t0:.0f} s (wall)", flush=True)
+        return 0
+    jobs = select(plan(datasets), args.models)
     if not args.skip_train:
         jobs = run_all(jobs, args.workers, args.force)
     print(f"training done in {time.perf_counter() - t0:.0f} s; evaluating", flush=True)
@@ -592,8 +724,6 @@ def main(argv: list[str] | None = None) -> int:
         if not job.shipped:
             (history / f"{job.key}.json").write_bytes((ROOT / job.out / "history.json").read_bytes())
     sweeps = evaluate_all(jobs, args.workers)
-    results = ROOT / OUT / "results"
-    path = results / "sweeps.csv"
     if path.is_file():  # keep the rows of the models not rebuilt now
         old = pd.read_csv(path, dtype={"budget": str})
         changes = accuracy_changes(old, sweeps)
@@ -604,8 +734,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.models:
             rebuilt &= (old["dataset"] + "-" + old["model"]).isin({j.key for j in jobs})
         sweeps = pd.concat([old[~rebuilt], sweeps], ignore_index=True)
+    # timing, a phase of its own: every model of each dataset rebuilt now and its dense reference
+    print(f"evaluation done in {time.perf_counter() - t0:.0f} s; timing", flush=True)
+    sweeps, timing = retime(sweeps, sorted({j.dataset for j in jobs}))
     sweeps.round(6).to_csv(path, index=False)
-    write_manifest(plan(list(RECIPES)))
+    write_manifest(plan(list(RECIPES)), timing)
     print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
     return 0
 
