@@ -683,7 +683,8 @@ def retime(frame: pd.DataFrame, datasets: list[str]) -> tuple[pd.DataFrame, dict
     timed = pd.concat([frame[~chosen], *parts], ignore_index=True)
     order = [c for c in frame.columns if c not in LATENCY_COLUMNS and c != "machine"]
     first = [c for c in order if not c.startswith("acc_need")]
-    return timed.reindex(columns=first + [*LATENCY_COLUMNS, "machine"] + [c for c in order if c.startswith("acc_need")]), entries
+    need = [c for c in order if c.startswith("acc_need")]
+    return timed.reindex(columns=first + [*LATENCY_COLUMNS, "machine"] + need), entries
 
 
 def main(argv: list[str] | None = None) -> int:
