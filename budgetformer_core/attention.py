@@ -114,8 +114,9 @@ class HeadAttention(nn.Module):
         """Run the trace's heads on x (B, T, D) in ``mode`` (one of :data:`MODES`); with
         ``capture``, the computed heads' attention is written into it (by original head index)."""
         if trace.every_head or mode == "dense":
-            # a pruned layer's heads are the trace's first ones (its kept heads, in order)
-            return self.dense(x, key_mask, capture, trace.order[:, : self.n_heads] if capture else None)
+            # the heads run in index order: all of them, or a pruned layer's kept ones
+            heads = trace.selected.nonzero()[:, 1].view(x.shape[0], self.n_heads) if capture else None  # (B, H')
+            return self.dense(x, key_mask, capture, heads)
         if mode == "soft":
             return self.weighted(x, key_mask, trace.head_weights, capture)
         if mode == "masked":

@@ -351,8 +351,9 @@ class LayerTrace:
     """(B, H) bba gate scores z (None for the other variants)."""
     gate_temperature: float = 1.0
     every_head: bool = False
-    """True when the layer runs all the heads its attention has at weight 1 (dense, or heads
-    pruned once): executed as plain attention, nothing gathered."""
+    """True when the layer runs all the heads its attention has at weight 1 (dense, heads pruned
+    once, or a budget that buys every head at unit weights): executed as plain attention,
+    nothing gathered."""
     unit_weights: bool = False
     """True when ``head_weights`` are exactly ``selected`` (1 on the heads that run, no
     gradient): the structural path then skips scaling the heads' outputs."""
@@ -415,6 +416,18 @@ def every_head_trace(x: Tensor, n_heads: int, heads: Sequence[int] | None = None
     relevance = selected.to(x.dtype) / len(keep)
     k = torch.full((B,), len(keep), device=x.device)
     return LayerTrace(x.new_ones(B), relevance, selected.to(x.dtype), k, selected, order, every_head=True)
+
+
+def full_budget_trace(budget: Tensor, relevance: Tensor, order: Tensor, gate_scores: Tensor | None = None,
+                      gate_temperature: float = 1.0) -> LayerTrace:
+    """The trace of a layer whose budget buys all H heads at weight 1 (k = H): every head selected,
+    run as plain attention (``every_head``); s or b, p and the ranking are kept for what is shown.
+    budget: (B,), relevance and order: (B, H)."""
+    B, H = order.shape
+    selected = torch.ones(B, H, dtype=torch.bool, device=order.device)
+    k = torch.full((B,), H, device=order.device)
+    return LayerTrace(budget, relevance, selected.to(relevance.dtype), k, selected, order, gate_scores,
+                      gate_temperature, every_head=True, unit_weights=True)
 
 
 class Allocator(nn.Module):
@@ -505,6 +518,9 @@ class BudgetAllocator(Allocator):
             k = heads_for_budget(s, H)
             shared_k = int(k) if B == 1 else None
         order = rank_heads(rank)
+        unit = cfg.head_weighting != "scaled" and not (self.training and ctx.mode == "soft")
+        if unit and shared_k == H:  # every head at weight 1: the layer's dense kernel
+            return full_budget_trace(s, p, order)
         selected = select_top_k(rank, k if shared_k is None else shared_k, order)
         if cfg.head_weighting == "scaled":
             weights = p * (s * H)[:, None]
@@ -514,7 +530,7 @@ class BudgetAllocator(Allocator):
                 z = (z - z.mean(-1, keepdim=True)) / z.std(-1, keepdim=True).clamp_min(1e-6)
             weights = gated_weights(selected, z, learnt_s, order, k, cfg.gate_temperature, h.dtype,
                                     soft=control.soft_gates)
-        else:
+        else:  # unit
             return LayerTrace(s, p, selected.to(h.dtype), k, selected, order, unit_weights=True)
         return LayerTrace(s, p, weights, k, selected, order)
 
@@ -552,12 +568,15 @@ class GateAllocator(Allocator):
         if control.head_sets == "batch":
             z = batch_ranking(z)  # the gates of the batch: its mean scores in every row
         order = rank_heads(z)
+        unit = ctx.mode != "soft" and not self.training
+        shared_k = heads_for_budget_value(b, H) if control.k is None else None
+        if unit and shared_k == H:  # every head at weight 1: the layer's dense kernel
+            return full_budget_trace(xn.new_full((B,), b), torch.softmax(z, -1), order, z, cfg.gate_temperature)
         if control.k is not None:
             k = control.k_tensor(B, H, xn.device)
         else:
-            k = torch.full((B,), heads_for_budget_value(b, H), device=xn.device)
-        selected = select_top_k(z, k, order)
-        unit = ctx.mode != "soft" and not self.training
+            k = torch.full((B,), shared_k, device=xn.device)
+        selected = select_top_k(z, k if shared_k is None else shared_k, order)
         if unit:
             weights = selected.to(xn.dtype)
         else:

@@ -162,6 +162,36 @@ def test_models_mark_unit_weights_only_where_the_weights_are_one(variant):
     assert not any(t.unit_weights for mode in modes for t in model(ids, mask, mode=mode).layers)
 
 
+@pytest.mark.parametrize("variant", ["budgetformer", "bba"])
+def test_a_budget_buying_every_head_runs_the_dense_kernel_and_keeps_the_ranking(variant):
+    """At b = 1 (k = H, weights 1) a layer runs as plain attention: the dense path's output and
+    attention, each head's attention under its own index although the trace ranks the heads by
+    relevance, and s or b, p and that ranking kept for what is shown."""
+    from budgetformer_core.budget import Control, rank_heads
+    from budgetformer_core.model import BudgetFormer
+
+    from ..conftest import small_config
+
+    torch.manual_seed(1)
+    model = BudgetFormer(small_config(head_weighting="gated", variant=variant)).eval()
+    with torch.no_grad():
+        for alloc in model.allocators:  # rankings far from index order
+            (getattr(alloc, "scorer", None) or alloc.gate).net[-1].weight.normal_(0, 3.0)
+    ids = torch.randint(3, 50, (3, 10))
+    mask = torch.ones(3, 10, dtype=torch.bool)
+    mask[1, 7:] = False
+    full = captured(model, ids, mask, control=Control(budget=1.0))
+    dense = captured(model, ids, mask, mode="dense")
+    torch.testing.assert_close(full.logits, dense.logits, atol=1e-5, rtol=0)
+    H = model.cfg.n_heads
+    for f, d in zip(full.layers, dense.layers, strict=True):
+        assert f.every_head and f.unit_weights and f.selected.all() and (f.k == H).all()
+        assert (f.budget == 1.0).all() if variant == "bba" else f.budget.shape == (3,)
+        scores = f.gate_scores if variant == "bba" else f.relevance
+        assert torch.equal(f.order, rank_heads(scores)) and (f.order != torch.arange(H)).any()
+        torch.testing.assert_close(f.attention, d.attention, atol=1e-5, rtol=0)
+
+
 # --------------------------------------------------------------------------- captured attention
 # What the app shows of a head is what the execution path computed: the structural path keeps
 # the attention of the heads it runs (NaN for the others) when asked, and changes nothing else.
