@@ -1,15 +1,12 @@
-"""The Explore page's latency and ``budgetformer bench`` measure the same thing the same way.
+"""The Explore page's latency and ``budgetformer bench`` time the same computation the same way.
 
 On one fixed text and budget the page's timing (:func:`app.analysis.time_input`) and the
-benchmark at that text's length are taken side by side; the figures are printed and written to
-``test-artifacts/latency_vs_bench.json`` (the issue's bar: within 20 %), and only their structure
-is asserted — wall-clock times depend on the machine and its load.
+benchmark at that text's length run the same heads per layer and the same FLOPs, each on the
+engine's timer with both paths taken in turn. How far two timings agree on a machine is measured
+by ``budgetformer latency-check`` and ``budgetformer bench``, never asserted in a test.
 """
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 from app import analysis as an
 from budgetformer_core.bench import bench
@@ -18,36 +15,19 @@ from budgetformer_core.timing import MIN_ROUNDS, TimingStats
 
 TEXT = ("The striker scored twice as the champions won the cup final after extra time in London, "
         "and the manager praised a young side that had lost only once all season.")
-ARTIFACT = Path(__file__).resolve().parents[2] / "test-artifacts" / "latency_vs_bench.json"
 
 
-def test_explore_latency_and_bench_agree_on_a_fixed_text(bbc_budgetformer):
+def test_explore_latency_and_bench_time_the_same_computation_on_a_fixed_text(bbc_budgetformer):
     ckpt, budget = bbc_budgetformer, 0.5
     analysis = an.run_analysis(ckpt, TEXT, Control(budget=budget))
     page = an.time_input(ckpt, TEXT, Control(budget=budget))
-    result = bench(ckpt.model, seq_len=analysis.n_tokens, budgets=(budget,), repeats=10,
+    result = bench(ckpt.model, seq_len=analysis.n_tokens, budgets=(budget,), repeats=3,
                    source="bbc-budgetformer", clock="cpu")  # the page's clock
     row = result.rows[0]
-    assert row.k_per_layer == analysis.k  # the same heads run: the same computation
+    assert row.k_per_layer == analysis.k  # the same heads run
+    assert row.flops == analysis.flops and result.dense_flops == analysis.dense_flops  # the same work
     assert page.repeats >= MIN_ROUNDS and len(page.speedups()) == page.repeats
-    figures = {
-        "tokens": analysis.n_tokens,
-        "budget": budget,
-        "explore_ms": page.structural_ms,
-        "bench_ms": row.latency.median_ms,
-        "explore_dense_ms": page.dense_ms,
-        "bench_dense_ms": result.dense_latency.median_ms,
-        "explore_speedup": page.speedup,
-        "bench_speedup": row.measured_speedup,
-        "explore_over_bench": page.structural_ms / row.latency.median_ms,
-        "dense_explore_over_bench": page.dense_ms / result.dense_latency.median_ms,
-        "explore_rounds": page.repeats,
-        "load_average": result.machine.load_average,
-    }
-    assert all(v > 0 for k, v in figures.items() if k != "load_average")
-    ARTIFACT.parent.mkdir(exist_ok=True)
-    ARTIFACT.write_text(json.dumps(figures, indent=1))
-    print("\nExplore vs bench:", json.dumps(figures))
+    assert page.structural is not None and len(page.structural.samples_ms) == page.repeats  # paired rounds
 
 
 def test_slower_note_only_where_budgeting_is_slower():
