@@ -13,6 +13,7 @@ A table of subcommands, each a thin wrapper of a core function:
     budgetformer bench   (--checkpoint DIR | [--set key=value ...]) [--batch-size N] [--threads T]
                          [--seq-len L | --seq-lens L,L,...] [--repeats R] [--budgets B,B,...]
                          [--clock {wall,cpu}] [--head-sets {input,batch}] [--json]
+    budgetformer latency-check [--datasets D ...] [--models M ...] [--json FILE]
 
 Wherever a checkpoint is asked for (--checkpoint, --init, --reference), a folder or the name of
 a shipped model (e.g. bbc-budgetformer) is accepted, from any working folder. ``--checkpoint``
@@ -416,6 +417,42 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_latency_check(args: argparse.Namespace) -> int:
+    """Re-time shipped models as the rebuild timed them and compare with sweeps.csv; exit 1 if a
+    live speed-up is not within 25 % of the shipped one."""
+    import pandas as pd
+
+    from .precompute import CHECK_MODELS, CHECK_TOLERANCE, OUT, RECIPES, ROOT, agrees, live_check
+
+    unknown = sorted(set(args.datasets) - set(RECIPES))
+    if unknown:
+        raise ValueError(f"unknown dataset {', '.join(unknown)}; choose from {', '.join(RECIPES)}")
+    path = ROOT / OUT / "results" / "sweeps.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is not there: build precomputed/ first (make precompute)")
+    frame = pd.read_csv(path, dtype={"budget": str})
+    if "dense_latency_ms" not in frame.columns:
+        raise ValueError("sweeps.csv has no dense_latency_ms column: re-time it "
+                         "(python -m budgetformer_core.precompute --retime)")
+    absent = [d for d in args.datasets if RECIPES[d].data_dir and not (ROOT / RECIPES[d].data_dir).is_dir()]
+    if absent:
+        raise FileNotFoundError(f"the test texts of {', '.join(absent)} are not on this machine "
+                                f"({', '.join(RECIPES[d].data_dir for d in absent)})")
+    check = live_check(frame, args.datasets, args.models or list(CHECK_MODELS))
+    check["agrees"] = agrees(check)
+    if args.json:
+        Path(args.json).write_text(dumps({"tolerance": CHECK_TOLERANCE, "rows": check.to_dict("records")}) + "\n")
+    shown_columns = {"dataset": "dataset", "model": "model", "budget": "budget", "latency_ms": "shipped ms",
+                     "latency_ms_live": "live ms", "speedup_b1": "shipped ×dense", "speedup_b1_live": "live ×dense",
+                     "ratio": "live/shipped", "speedup_b32": "shipped ×dense b32",
+                     "speedup_b32_live": "live ×dense b32", "agrees": f"within {CHECK_TOLERANCE:.0%}"}
+    print(check[list(shown_columns)].rename(columns=shown_columns).round(3).to_string(index=False))
+    off = check[~check["agrees"]]
+    print(f"{len(check) - len(off)} of {len(check)} live speed-ups (batch 1, against the dense model timed in "
+          f"the same rounds) within {CHECK_TOLERANCE:.0%} of sweeps.csv")
+    return 1 if len(off) else 0
+
+
 def _budget(value: str) -> float:
     b = float(value)
     if not 0.0 < b <= 1.0:
@@ -577,6 +614,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "together); batch: one ranking per batch, by the scores averaged over its inputs, so at a "
                         "budget every input runs the same heads (faster; an input's heads then depend on its batch)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+    p = sub.add_parser("latency-check", help="time shipped models again now and compare their speed-ups over "
+                       "dense with sweeps.csv (exit 1 if any differs by more than 25 %%)")
+    p.add_argument("--datasets", nargs="+", default=["bbc", "ag_news"],
+                   help="datasets whose models to re-time (default: bbc ag_news)")
+    p.add_argument("--models", nargs="+", help="models of each dataset, timed with its dense model "
+                   "(default: budgetformer bba)")
+    p.add_argument("--json", metavar="FILE", help="also write the rows to FILE as JSON")
     return parser
 
 
@@ -590,6 +635,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "explain": cmd_explain,
     "report": cmd_report,
     "bench": cmd_bench,
+    "latency-check": cmd_latency_check,
 }
 
 

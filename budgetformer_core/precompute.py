@@ -517,7 +517,8 @@ def time_dataset(dataset: str, rows: pd.DataFrame, jobs: list[Job]) -> pd.DataFr
     any_ckpt = next(iter(ckpts.values()), None)
     if any_ckpt is None:
         return rows.assign(**{c: np.nan for c in LATENCY_COLUMNS if c != "dense_model"})
-    split = load_dataset(dataset, RECIPES[dataset].data_dir, seed=any_ckpt.meta.get("split_seed", 0)).split("test")
+    data_dir = RECIPES[dataset].data_dir
+    split = load_dataset(dataset, data_dir and ROOT / data_dir, seed=any_ckpt.meta.get("split_seed", 0)).split("test")
     picked = timed_rows(len(split.texts))
     texts_b1 = [split.texts[i] for i in picked]
     texts_b32 = split.texts[:BATCH]
@@ -577,6 +578,45 @@ def time_all(frame: pd.DataFrame, jobs: list[Job]) -> pd.DataFrame:
     timed = pd.concat(parts, ignore_index=True)
     timed["machine"] = machine_info(1).cpu_model
     return timed
+
+
+CHECK_MODELS = ("budgetformer", "bba")
+"""The models :func:`live_check` re-measures by default (with their dense reference)."""
+CHECK_BUDGETS = ("own", "0.25", "0.5", "0.75", "1")
+"""Their points re-measured: the own operating point and the budgets timed at batch 32 too."""
+CHECK_TOLERANCE = 0.25
+"""A live speed-up agrees with the shipped one when their ratio is within 1 ± this."""
+
+
+def live_check(frame: pd.DataFrame, datasets: list[str], models=CHECK_MODELS,
+               budgets=CHECK_BUDGETS) -> pd.DataFrame:
+    """Time ``models`` of ``datasets`` again now, exactly as the timing phase did
+    (:func:`time_dataset`: the same test texts, the same rounds, against the same dense
+    reference), and set the result beside the shipped rows of ``frame`` (sweeps.csv).
+
+    Returns one row per dataset, model and budget: the shipped and live latency (ms per input,
+    batch 1) and speed-up over the dense reference at batch 1 and batch 32, and ``ratio`` =
+    live / shipped speed-up at batch 1. Absolute latencies follow the machine; the speed-ups,
+    both taken against a dense model timed in the same rounds, should not.
+    """
+    chosen = frame[frame["dataset"].isin(datasets) & frame["model"].isin(models) & frame["budget"].isin(budgets)]
+    if chosen.empty:
+        raise ValueError(f"sweeps.csv has no rows of {', '.join(models)} on {', '.join(datasets)}")
+    keys = ["dataset", "model", "budget"]
+    parts = []
+    for ds, rows in chosen.groupby("dataset", sort=False):
+        _one_thread()
+        live = time_dataset(ds, rows[keys], plan([ds]))
+        parts.append(rows[keys + ["latency_ms", "speedup_b1", "speedup_b32"]].merge(
+            live[keys + ["latency_ms", "speedup_b1", "speedup_b32"]], on=keys, suffixes=("", "_live")))
+    out = pd.concat(parts, ignore_index=True)
+    out["ratio"] = out["speedup_b1_live"] / out["speedup_b1"]
+    return out
+
+
+def agrees(check: pd.DataFrame, tolerance: float = CHECK_TOLERANCE) -> pd.Series:
+    """Per row of :func:`live_check`: is the live speed-up within ``tolerance`` of the shipped one?"""
+    return (check["ratio"] - 1).abs() <= tolerance
 
 
 def accuracy_changes(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:

@@ -1,5 +1,6 @@
 """The documentation: a short README for users, the pages under docs/, a results page that is
-what scripts/results_page.py writes, and no run history anywhere a user reads."""
+what scripts/results_page.py writes, a performance page whose live check is what
+scripts/performance_page.py writes, and no run history anywhere a user reads."""
 
 from __future__ import annotations
 
@@ -56,10 +57,38 @@ def test_readme_is_short_and_its_links_resolve():
                 assert (source.parent / target).exists(), f"{source.name} links to {target}, which is not there"
 
 
+def load_script(name: str):
+    """scripts/<name>.py as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.skipif(not (ROOT / "precomputed" / "results" / "sweeps.csv").is_file(), reason="no shipped results")
 def test_the_results_page_is_what_the_script_writes():
-    spec = importlib.util.spec_from_file_location("results_page", ROOT / "scripts" / "results_page.py")
-    results_page = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(results_page)
+    results_page = load_script("results_page")
     assert (DOCS / "results.md").read_text(encoding="utf-8") == results_page.render(), (
         "docs/results.md is out of date: run python scripts/results_page.py")
+
+
+@pytest.mark.artifacts
+def test_the_live_latency_check_in_the_docs_is_current_and_agrees():
+    """docs/performance.md shows the last ``budgetformer latency-check`` of bbc and AG News, made on
+    today's sweeps.csv, every live batch-1 speed-up within 25 % of the shipped one."""
+    import json
+
+    import pandas as pd
+
+    page = load_script("performance_page")
+    assert (DOCS / "performance.md").read_text(encoding="utf-8") == page.render(), (
+        "docs/performance.md is out of date: run python scripts/performance_page.py")
+    check = json.loads(page.CHECK.read_text(encoding="utf-8"))
+    rows = pd.DataFrame(check["rows"])
+    assert {"bbc", "ag_news"} <= set(rows.dataset)
+    sweeps = pd.read_csv(ROOT / "precomputed" / "results" / "sweeps.csv", dtype={"budget": str})
+    shipped = rows.merge(sweeps, on=["dataset", "model", "budget"], suffixes=("", "_now"))
+    assert len(shipped) == len(rows), "the check's rows are rows of sweeps.csv"
+    for column in ("latency_ms", "speedup_b1"):  # a re-time asks for a new check
+        assert shipped[column].to_numpy() == pytest.approx(shipped[f"{column}_now"].to_numpy()), column
+    assert ((rows.ratio - 1).abs() <= check["tolerance"]).all() and rows.agrees.all()

@@ -199,3 +199,11 @@ def test_predict_file_streams_its_rows(capsys, tiny_checkpoint, tmp_path, monkey
     code, _, _ = run(capsys, "predict", "--checkpoint", str(tiny_checkpoint), "--json", "--input-file", str(f))
     assert code == 0
     assert seen == [(infer.PREDICT_BATCH, 0), (infer.PREDICT_BATCH, infer.PREDICT_BATCH), (1, infer.PREDICT_BATCH)]
+
+
+def test_latency_check_refuses_an_unknown_dataset_in_one_line(capsys):
+    from budgetformer_core.precompute import RECIPES
+
+    code, out, err = run(capsys, "latency-check", "--datasets", "imdb")
+    assert code == 2 and out == ""
+    assert err.strip() == f"budgetformer latency-check: error: unknown dataset imdb; choose from {', '.join(RECIPES)}"

@@ -163,3 +163,24 @@ def test_accuracy_changes_reports_points_per_model():
     assert out.loc["bba", "largest_change"] == pytest.approx(2.0)  # at b = 0.25
     assert out.loc["dense", "largest_change"] == pytest.approx(0.0)
     assert np.isnan(out.loc["static-0.25", "before"]) and out.loc["static-0.25", "largest_change"] == pytest.approx(0.3)
+
+
+def test_live_check_times_the_shipped_points_again_beside_their_figures():
+    """The check re-times the rows asked for (and their dense reference) on the shipped models and
+    keeps the shipped figures beside the live ones; ``agrees`` judges the ratio of speed-ups."""
+    from budgetformer_core.precompute import agrees, live_check
+
+    keys = ["dataset", "model", "budget"]
+    frame = pd.DataFrame({"dataset": "synthetic_var", "model": ["dense", "budgetformer", "budgetformer", "bba"],
+                          "budget": ["own", "own", "1", "0.5"], "latency_ms": [0.5, 0.4, 0.5, 0.3],
+                          "speedup_b1": [1.0, 1.25, 1.0, 1.6], "speedup_b32": [1.0, 1.1, 1.0, 1.3]})
+    check = live_check(frame, ["synthetic_var"], models=("budgetformer",))
+    assert check[keys].values.tolist() == [["synthetic_var", "budgetformer", "own"],
+                                           ["synthetic_var", "budgetformer", "1"]]
+    assert check.speedup_b1.tolist() == [1.25, 1.0] and check.latency_ms.tolist() == [0.4, 0.5]
+    assert (check.latency_ms_live > 0).all() and (check.speedup_b32_live > 0).all()
+    assert check.ratio.to_numpy() == pytest.approx((check.speedup_b1_live / check.speedup_b1).to_numpy())
+    judged = agrees(pd.DataFrame({"ratio": [0.74, 0.76, 1.0, 1.24, 1.26]}))
+    assert judged.tolist() == [False, True, True, True, False]
+    with pytest.raises(ValueError, match="no rows"):
+        live_check(frame, ["bbc"])
