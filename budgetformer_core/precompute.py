@@ -143,12 +143,14 @@ RECIPES: dict[str, Recipe] = {
     "synthetic": Recipe(
         sets=SYNTHETIC,
         dense_sets=("epochs=8",),
-        # the task needs 2 of 8 heads: a band whose floor buys them (s ≥ 0.25 → k ≥ 2), held firmly
-        budget_sets=("s_min=0.3", "lambda_budget=10", "structural_from=0"),
+        # warm-started from dense. The task needs 2 of 8 heads: a band whose floor buys them
+        # (s ≥ 0.25 → k ≥ 2), held firmly
+        budget_sets=("epochs=6", "s_min=0.3", "lambda_budget=10", "structural_from=0"),
         paper_sets=("s_min=0.3", "lambda_budget=10"),
         warm_sets=("epochs=16",),
         bba_sets=("gate_input=false", "structural_from=0", "budget_min=0.25"),
         extra=(("dense-1head", "dense", ("epochs=8", "n_heads=1")),),
+        budget_init=True,
     ),
     "synthetic_var": Recipe(
         # one layer, heads of width 1 (a head passes on one number), the anchor's state classified
