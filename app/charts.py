@@ -284,7 +284,7 @@ def head_heatmaps(
     if any_tie:  # a name alone: the mark is the text "=" of the cells
         legend.append(dict(type="scatter", x=[None], y=[None], mode="markers", hoverinfo="skip",
                            name=f"{TIE} tied at the cut: same {symbol} (as written) as a head on its other side",
-                           marker=dict(size=15, opacity=0)))
+                           marker=dict(size=15, color="rgba(0,0,0,0)", line=dict(width=0))))
     narrow = text_size < 16 and len(maps) == 1  # one map half a page wide: the legend takes two rows
     layout = _layout(
         title,
@@ -401,17 +401,17 @@ def selection_diff(
                                                         line=dict(width=1, color="#555555")))
         for mark, label, color in zip(SELECTION_MARKS, names, SELECTION_COLORS, strict=True)
     ][::-1]  # both, added, dropped, neither
-    layout = _layout(
+    layout = _layout(  # the legend one entry a row: the map sits in a narrow column
         "Heads that ran",
-        170 + 85 * len(full),
+        230 + 85 * len(full),
         xaxis=dict(title="head", type="category"),
         yaxis=dict(title="layer", type="category", autorange="reversed"),
-        margin=dict(b=140),
+        margin=dict(b=175),
     )
     layout |= dict(
         showlegend=True,
-        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, font=dict(size=14),
-                    entrywidth=0.5, entrywidthmode="fraction"),
+        legend=dict(orientation="v", yref="container", y=0, yanchor="bottom", xref="container", x=0,
+                    font=dict(size=14)),
     )
     return go.Figure(data=[heatmap, *legend], layout=layout)
 
