@@ -401,17 +401,16 @@ def selection_diff(
                                                         line=dict(width=1, color="#555555")))
         for mark, label, color in zip(SELECTION_MARKS, names, SELECTION_COLORS, strict=True)
     ][::-1]  # both, added, dropped, neither
-    layout = _layout(  # the legend one entry a row: the map sits in a narrow column
+    layout = _layout(  # the legend's entries wrap to the narrow column's width (up to three rows)
         "Heads that ran",
-        230 + 85 * len(full),
+        200 + 85 * len(full),
         xaxis=dict(title="head", type="category"),
         yaxis=dict(title="layer", type="category", autorange="reversed"),
-        margin=dict(b=175),
+        margin=dict(b=150),
     )
     layout |= dict(
         showlegend=True,
-        legend=dict(orientation="v", yref="container", y=0, yanchor="bottom", xref="container", x=0,
-                    font=dict(size=14)),
+        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, font=dict(size=14)),
     )
     return go.Figure(data=[heatmap, *legend], layout=layout)
 
