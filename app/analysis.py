@@ -510,6 +510,11 @@ class Method:
             return f"Head relevance p (g_φ off: {head_ablation} heads)"
         return "Head relevance p (g_φ)" if self.has_g else f"Head relevance p (no g_φ: {self.head_choice} heads)"
 
+    def chosen_by_relevance(self, head_ablation: str | None = None) -> bool:
+        """The heads that run are the top k by the relevance map (bba: by z; a BudgetFormer with
+        g_φ in use), so that heads can be tied at the cut."""
+        return self.kind == "bba" or (self.kind == "budgetformer" and self.has_g and head_ablation is None)
+
     @property
     def relevance_symbol(self) -> str:
         return "softmax(z)" if self.kind == "bba" else "p"

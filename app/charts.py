@@ -19,11 +19,12 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from app.head_cells import STAR, TIE, cell_texts, hover_texts, tied_at_cut
+
 ACCENT = "#d62728"  # the predicted class / the full model's budget
 MUTED = "#9ecae1"
 DARK_GREY = "#6b6b6b"  # correct inputs' density lines (MUTED is too pale as a thin line)
 BLUE = "#1f77b4"
-STAR = "★"
 LIGHT = [[0.0, "#ffffff"], [1.0, MUTED]]
 """A pale colour scale (the dense model's all-ones weights)."""
 TICKS = dict(size=16)
@@ -195,12 +196,15 @@ def head_heatmaps(
     colorbar_title: str = "",
     unrun_values: bool = False,
     text_size: int = 16,
+    cell_values: bool = True,
+    cut: bool = False,
 ) -> go.Figure:
     """:func:`head_heatmap` for several maps side by side in one figure, on one colour scale
     and with one colour bar and legend: ``maps`` holds (values, selected, panel title) per map.
 
     Map i's two traces are ``data[2i]`` (the heads that ran) and ``data[2i + 1]`` (the grey
-    cells), on the axes ``x{i+1}`` / ``y{i+1}``; the legend's two traces come last. One figure
+    cells), on the axes ``x{i+1}`` / ``y{i+1}``; the legend's traces come last (a third for
+    heads tied at the cut, when there are any). One figure
     costs the browser less than one per map (each plotly figure is laid out and drawn on its own).
 
     Args:
@@ -211,11 +215,14 @@ def head_heatmaps(
             same to maps that are compared, so that their colours mean the same.
         colorbar_title: what the colours are (e.g. "p").
         unrun_values: write the values of the heads that did not run in their grey cells.
-        text_size: font size of the cells' text (smaller for a map in a narrow column, so that
-            the numbers of neighbouring cells do not run together).
+        text_size: font size of the cells' text.
+        cell_values: write the values in the cells (when the cells are wide enough: a map half a
+            page wide at 1280 px has room for ★ alone, and gives the values on hover).
+        cut: the heads that ran were chosen by these values (the top k): mark the heads tied at
+            the cut with :data:`~app.head_cells.TIE` (:func:`~app.head_cells.tied_at_cut`).
     """
     n_layers, n_heads = len(maps[0][0]), len(maps[0][0][0])
-    numbers = n_heads <= NUMBERED_HEADS  # wider layers: ★ alone in the cells, the values on hover
+    numbers = cell_values and n_heads <= NUMBERED_HEADS  # else ★ alone in the cells, the values on hover
     rans = [[set(sel) for sel in selected] for _, selected, _ in maps]
     shown = [
         [[float(v) if h in r else None for h, v in enumerate(row)] for row, r in zip(values, ran, strict=True)]
@@ -225,35 +232,35 @@ def head_heatmaps(
     x, y = [f"h{h}" for h in range(n_heads)], [f"layer {i}" for i in range(n_layers)]
     gap = 0.16  # between two maps, as a share of the plot width: room for the right one's layer names
     width = (1 - gap * (len(maps) - 1)) / len(maps)
-    data, axes, notes = [], {}, []
-    for i, ((values, _, panel), ran, cells) in enumerate(zip(maps, rans, shown, strict=True)):
-        on = dict(xaxis=f"x{i + 1}", yaxis=f"y{i + 1}", x=x, y=y, xgap=3, ygap=3, hoverongaps=False)
+    data, axes, notes, any_tie = [], {}, [], False
+    for i, ((values, selected, panel), ran, cells) in enumerate(zip(maps, rans, shown, strict=True)):
+        ties = tied_at_cut(values, selected) if cut else [set() for _ in values]
+        any_tie = any_tie or any(ties)
+        ran_text, grey_text = cell_texts(values, selected, numbers, unrun_values, ties)
+        hover = hover_texts(values, selected, colorbar_title or "value", unrun_values, ties)
+        on = dict(xaxis=f"x{i + 1}", yaxis=f"y{i + 1}", x=x, y=y, xgap=3, ygap=3, hoverongaps=False,
+                  customdata=hover, hovertemplate="%{customdata}<extra></extra>")
         data.append(dict(
             type="heatmap",
             z=cells,
-            text=[[(f"{STAR}<br>{v:.2f}" if numbers else STAR) if v is not None else "" for v in row] for row in cells],
+            text=ran_text,
             texttemplate="%{text}",
             textfont=dict(size=text_size),
             colorscale=colorscale,
             zmin=0,
             zmax=max(float(top), 1e-9),
             showscale=i == 0,
-            hovertemplate="%{y}, %{x}: %{z:.3f} (ran)<extra></extra>",
             colorbar=dict(thickness=14, title=dict(text=colorbar_title, side="right")),
             **on,
         ))
         data.append(dict(
             type="heatmap",
             z=[[None if h in r else 0 for h in range(n_heads)] for r in ran],
-            text=[
-                ["" if h in r else (f"({v:.2f})" if unrun_values and numbers else "—") for h, v in enumerate(row)]
-                for row, r in zip(values, ran, strict=True)
-            ],
+            text=grey_text,
             texttemplate="%{text}",
             textfont=dict(size=text_size - 2, color="#555555"),
             colorscale=[[0.0, NOT_RUN], [1.0, NOT_RUN]],
             showscale=False,
-            hovertemplate="%{y}, %{x}: not computed<extra></extra>",
             **on,
         ))
         suffix = "" if i == 0 else str(i + 1)
@@ -274,11 +281,17 @@ def head_heatmaps(
             ("not computed" + (f" ({symbol} in brackets)" if unrun_values and numbers else ""), "square", NOT_RUN),
         )
     ]
+    if any_tie:  # a name alone: the mark is the text "=" of the cells
+        legend.append(dict(type="scatter", x=[None], y=[None], mode="markers", hoverinfo="skip",
+                           name=f"{TIE} tied at the cut: same {symbol} (as written) as a head on its other side",
+                           marker=dict(size=15, color="rgba(0,0,0,0)", line=dict(width=0))))
     narrow = text_size < 16 and len(maps) == 1  # one map half a page wide: the legend takes two rows
     layout = _layout(
         title,
         150 + 85 * n_layers + (24 if notes else 0),
-        margin=dict(l=82, r=108, b=112 if narrow else 90, t=MARGIN["t"] + (24 if notes else 0)),
+        margin=dict(
+            l=82, r=108, b=(112 if narrow else 90) + (24 if any_tie else 0), t=MARGIN["t"] + (24 if notes else 0)
+        ),
     )
     layout |= axes | dict(
         showlegend=True,
@@ -291,6 +304,10 @@ def head_heatmaps(
 ATTENTION_TOKENS = 96
 """Tokens of a head's attention map shown at most (a window of the queries and keys): a map
 of 512 × 512 cells is neither readable nor cheap to send."""
+ATTENTION_LABELS = 40
+"""Tokens labelled at most on each axis of an attention map: a longer window labels every second
+(third, …) token, so that the labels keep :data:`ATTENTION_LABEL_PX` without running together."""
+ATTENTION_LABEL_PX = 12
 
 
 def attention_heatmap(
@@ -319,15 +336,16 @@ def attention_heatmap(
         hovertemplate="%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra></extra>",
         colorbar=dict(thickness=14, title=dict(text="attention", side="right")),
     )
-    ticks = dict(tickvals=list(window), ticktext=labels)
+    step = math.ceil(len(window) / ATTENTION_LABELS)  # every step-th token labelled, all on hover
+    ticks = dict(tickvals=list(window)[::step], ticktext=labels[::step], tickfont=dict(size=ATTENTION_LABEL_PX))
     layout = _layout(
         title,
         min(900, 220 + 16 * len(window)),
-        xaxis=dict(title="attended token (key)", tickangle=-60, **ticks),
-        yaxis=dict(title="token (query)", autorange="reversed", **ticks),
+        xaxis=dict(title="attended token (key)", tickangle=-60),
+        yaxis=dict(title="token (query)", autorange="reversed"),
     )
-    for axis in ("xaxis", "yaxis"):  # small enough that every token keeps its label
-        layout[axis]["tickfont"] = dict(size=12 if len(window) <= 40 else 9)
+    layout["xaxis"] |= ticks
+    layout["yaxis"] |= ticks
     return go.Figure(data=[heatmap], layout=layout)
 
 
@@ -337,16 +355,22 @@ def relevance_zmax(maps: Sequence[Sequence[Sequence[float]]], n_heads: int) -> f
     return max([2.0 / n_heads, *(float(v) for m in maps for row in m for v in row)])
 
 
+SELECTION_MARKS = ["", "−", "+", STAR]
+"""One character per cell of :func:`selection_diff` (a cell of a map in a narrow column holds no
+word): neither, dropped (only the full model's), added (only the other setting's), both."""
+
+
 def selection_diff(
     full: Sequence[Sequence[int]],
     other: Sequence[Sequence[int]],
     n_heads: int,
     other_name: str = "this setting",
 ) -> go.Figure:
-    """Which heads ran in the full model, in the other setting, or in both (layers × heads)."""
+    """Which heads ran in the full model, in the other setting, or in both (layers × heads): a
+    colour and a mark per cell, and a legend under the map that names them."""
     if not full:
         raise ValueError("no layers to compare")
-    names = ["neither", "full model only", f"{other_name} only", "both"]
+    names = ["neither ran", "full model only", f"{other_name} only", "both ran"]
     codes = [
         [int(h in set(f_sel)) + 2 * int(h in set(o_sel)) for h in range(n_heads)]
         for f_sel, o_sel in zip(full, other, strict=True)
@@ -359,9 +383,9 @@ def selection_diff(
         z=codes,
         x=[f"h{h}" for h in range(n_heads)],
         y=[f"layer {i}" for i in range(len(full))],
-        text=[[["", "full", "new", "both"][c] for c in row] for row in codes],
+        text=[[SELECTION_MARKS[c] for c in row] for row in codes],
         texttemplate="%{text}",
-        textfont=dict(size=15),
+        textfont=dict(size=16),
         colorscale=scale,
         zmin=-0.5,
         zmax=3.5,
@@ -371,13 +395,24 @@ def selection_diff(
         customdata=[[names[c] for c in row] for row in codes],
         hovertemplate="%{y}, %{x}: %{customdata}<extra></extra>",
     )
-    layout = _layout(
-        "Heads that ran: full model vs " + other_name,
-        120 + 85 * len(full),
+    legend = [
+        dict(type="scatter", x=[None], y=[None], mode="markers", hoverinfo="skip",
+             name=f"{mark} {label}".strip(), marker=dict(symbol="square", size=15, color=color,
+                                                        line=dict(width=1, color="#555555")))
+        for mark, label, color in zip(SELECTION_MARKS, names, SELECTION_COLORS, strict=True)
+    ][::-1]  # both, added, dropped, neither
+    layout = _layout(  # the legend's entries wrap to the narrow column's width (up to three rows)
+        "Heads that ran",
+        200 + 85 * len(full),
         xaxis=dict(title="head", type="category"),
         yaxis=dict(title="layer", type="category", autorange="reversed"),
+        margin=dict(b=150),
     )
-    return go.Figure(data=[heatmap], layout=layout)
+    layout |= dict(
+        showlegend=True,
+        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, font=dict(size=14)),
+    )
+    return go.Figure(data=[heatmap, *legend], layout=layout)
 
 
 # --------------------------------------------------------------------------- training dynamics

@@ -385,3 +385,37 @@ def per_class_adaptivity(table: pd.DataFrame, reference: pd.DataFrame | None, la
             "heads run, hard / easy third": None if loss is None else hard_easy_ratio(heads[rows_of], loss[rows_of]),
         })
     return pd.DataFrame(rows, columns=["class", "inputs", "mean s", "ρ(s, dense loss)", "heads run, hard / easy third"])
+
+
+def class_reading(class_rhos: list[float | None], overall: float | None) -> str:
+    """One sentence that compares ρ(s, dense loss) inside the classes (their median) with the
+    overall ρ: a budget that follows difficulty keeps its ρ inside a class, one that follows the
+    class loses it there. "" when either is missing."""
+    rhos = [r for r in class_rhos if r is not None and not np.isnan(r)]
+    if overall is None or np.isnan(overall) or not rhos:
+        return ""
+    inside, n = float(np.median(rhos)), len(rhos)
+    figures = f"ρ = {inside:+.2f} inside the classes (median of {n}) against {overall:+.2f} overall"
+    if overall < FOLLOWS_RHO:
+        return f"{figures}: s follows difficulty neither across the classes nor inside them."
+    if inside >= FOLLOWS_RHO:
+        return f"{figures}: s follows how hard an input is, not only its class."
+    return f"{figures}: s mostly follows the class (harder classes get more heads), not the input."
+
+
+def fixed_budget_sentence(table: pd.DataFrame, symbol: str, n_heads: int, requested: bool) -> str | None:
+    """The one sentence for a model whose budget is the same for every input (the same s, or
+    requested b, and the same k in every layer), or None when it varies. ``requested``: a bba
+    model, whose b the caller sets."""
+    ks = [c for c in table.columns if c[:1] == "k" and c[1:].isdigit()]
+    if table["mean_s"].nunique() != 1 or any(table[k].nunique() != 1 for k in ks):
+        return None
+    heads = sorted({int(table[k].iloc[0]) for k in ks})
+    runs = f"{heads[0]} of {n_heads} heads in every layer" if len(heads) == 1 else (
+        " / ".join(str(int(table[k].iloc[0])) for k in ks) + f" of {n_heads} heads per layer")
+    return (
+        f"This model's budget does not vary per input: all {len(table):,} test texts get {symbol} = "
+        f"{table['mean_s'].iloc[0]:.2f} and run {runs}"
+        + (" (the requested b sets it, not the text)" if requested else "")
+        + ", so no input is easy or hard by its budget."
+    )

@@ -116,12 +116,15 @@ for col, side, (model, _, settings), a, method, H in zip(columns, SIDES, sides, 
     for i in range(0, len(cards), 2):  # two to a row: half a page holds "0.43 / 0.36" at a metric's size
         for c, card in zip(col.columns(2), cards[i : i + 2]):
             c.metric(card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help)
+    # half a page at 1280 px leaves a head's cell ~20 px: ★ and "—" alone, the values on hover
     if method.kind == "dense":
         fig = charts.head_heatmap(a.head_weights, a.selected_heads, f"{side}: {method.weight_title}",
-                                  colorscale=charts.LIGHT, zmax=1.0, colorbar_title="w", text_size=13)
+                                  colorscale=charts.LIGHT, zmax=1.0, colorbar_title="w", text_size=13,
+                                  cell_values=False)
     else:
         fig = charts.head_heatmap(a.relevance, a.selected_heads, f"{side}: {method.relevance_title()}", zmax=zmax,
-                                  colorbar_title=method.relevance_symbol, unrun_values=True, text_size=13)
+                                  colorbar_title=method.relevance_symbol, unrun_values=True, text_size=13,
+                                  cell_values=False, cut=method.chosen_by_relevance())
     show_chart(col, fig, key=f"chart_sbs_{side}")
 
 st.subheader("What differs")

@@ -19,10 +19,12 @@ from app.components import md_escape, open_in_explore, per_example_or_stop, show
 from app.examples import (
     adaptivity_figures,
     adaptivity_reading,
+    class_reading,
     example_label,
     excerpt,
     extremes,
     figure_text,
+    fixed_budget_sentence,
     in_terms_of,
     k_by_need,
     k_histogram_frame,
@@ -72,6 +74,9 @@ table, samples = per_example_or_stop(
 )
 if table is None or len(table) < 2:
     st.info("The test split has too few texts to compare.")
+    st.stop()
+if fixed := fixed_budget_sentence(table, sym, n_heads_of(name), method.kind == "bba"):
+    st.info(fixed)
     st.stop()
 
 # ----------------------------------------------------------------------------- adaptivity
@@ -150,40 +155,37 @@ for col, (label, value, key, help_text) in zip(cols, shown, strict=True):
 for line in reasons:
     st.caption(md_escape(line))
 
-ks = [c for c in table.columns if c[:1] == "k" and c[1:].isdigit()]
-if table["mean_s"].nunique() == 1 and all(table[k].nunique() == 1 for k in ks):
-    st.info(
-        f"This model's budget does not vary per input: every one of the {len(table)} test texts gets "
-        f"{sym} = {table['mean_s'].iloc[0]:.2f} and runs k = {' / '.join(str(int(table[k].iloc[0])) for k in ks)} "
-        "heads per layer"
-        + (" (the requested b sets it, not the text)" if method.kind == "bba" else "")
-        + ", so there is no easy or hard input to tell apart by its budget."
-    )
-    st.stop()
 
 st.markdown(f"**Within each class** (does {sym} follow difficulty, or only the class?)")
-by_class = per_class_adaptivity(table, figures_reference, samples.label_names).rename(
-    columns={"mean s": f"mean {sym}", "ρ(s, dense loss)": f"ρ({sym}, dense loss)"}
-)
-st.table(by_class.set_index("class").style.format(
+by_class = per_class_adaptivity(table, figures_reference, samples.label_names)
+st.table(by_class.rename(columns={"mean s": f"mean {sym}", "ρ(s, dense loss)": f"ρ({sym}, dense loss)"})
+         .set_index("class").style.format(
     {f"mean {sym}": "{:.3f}", f"ρ({sym}, dense loss)": "{:+.2f}", "heads run, hard / easy third": "{:.2f}×"},
     na_rep="—",
 ))
+if reading := class_reading(by_class["ρ(s, dense loss)"].tolist() if len(by_class) else [], rho_s):
+    st.markdown(f"**Within the classes:** {md_escape(in_terms_of(reading, sym))}")
 st.caption(
-    f"Overall ρ({sym}, dense loss) is {figure_text(rho_s, '+.2f')}. Inside a class the inputs share a topic: "
-    f"a ρ near the overall one there means {sym} follows how hard an input is; a ρ near 0 inside every class "
-    f"with an overall ρ above 0 means {sym} follows the class (hard classes get more heads), not the input. "
+    f"Inside a class the inputs share a topic: a ρ near the overall one ({figure_text(rho_s, '+.2f')}) there "
+    f"means {sym} follows how hard an input is; a ρ near 0 inside every class with an overall ρ above 0 means "
+    f"{sym} follows the class (hard classes get more heads), not the input. "
     "— : too few inputs, or no dense model to judge difficulty by."
 )
 
 hists = k_histogram_frame([layer.k_hist for layer in figures.layers])
+s_range = f"{table['mean_s'].min():.3f} – {table['mean_s'].max():.3f}"
 per_row = min(len(figures.layers), 4) or 1
 for start in range(0, len(figures.layers), per_row):
     shown_layers = range(start, min(start + per_row, len(figures.layers)))
     parts = (hists[hists["layer"] == layer] for layer in shown_layers)
     panels = [(layer, part["k"], part["inputs"]) for layer, part in zip(shown_layers, parts, strict=True)]
     title = "Heads run k per input" if start == 0 else "Heads run k per input (continued)"
-    show_chart(st, charts.k_histograms(panels, title), key=f"chart_eh_k_{start}")
+    if all(table[f"k{layer}"].nunique() == 1 for layer in shown_layers):  # one bar a layer: a sentence says it
+        st.markdown(f"**{title}:** every test input runs the same number of heads — " + ", ".join(
+            f"k = {int(table[f'k{layer}'].iloc[0])} of {n_heads_of(name)} in layer {layer}" for layer in shown_layers)
+            + f" — though its {sym} varies ({s_range}).")
+    else:
+        show_chart(st, charts.k_histograms(panels, title), key=f"chart_eh_k_{start}")
     for col, layer in zip(st.columns(per_row), shown_layers):
         stats = figures.layers[layer]
         col.metric(
@@ -371,6 +373,7 @@ if maps:  # both maps in one figure: one colour bar, one legend, and one chart f
             zmax=top,
             colorbar_title=method.relevance_symbol,
             text_size=12,  # half a page wide each: 8 heads' numbers fit only smaller
+            cut=method.chosen_by_relevance(),
         ),
         key="chart_eh_heads",
     )

@@ -397,6 +397,7 @@ with right:
                 zmax=relevance_zmax,
                 colorbar_title=method.relevance_symbol,
                 unrun_values=True,
+                cut=method.chosen_by_relevance(settings.head_ablation),
             ),
             key="chart_relevance",
         )
@@ -481,7 +482,13 @@ explained = None
 if budgeted:
     what = "the gate margin" if is_bba else "s"
     st.subheader("What the gates depend on" if is_bba else "Why this budget?")
-    if st.toggle(
+    if is_bba and all(k == H for k in a.k):  # the margin compares the heads that ran with the others: there are none
+        st.info(
+            f"Here every layer runs all its heads (k = {H} of {H}): no gate decides anything, so there is no "
+            "gate margin for a token to move. Request a smaller b, or force fewer heads, to see which "
+            "tokens the gates depend on."
+        )
+    elif st.toggle(
         "Which tokens moved the gates (occlusion)" if is_bba else "Which tokens raised or lowered s (occlusion)",
         key="explain_on",
         persist_state="session",
@@ -509,6 +516,9 @@ if budgeted:
         zmax = attribution_scale(explained)
         st.html(attribution_legend_html(zmax, what))
         for layer, (row, value) in enumerate(zip(explained.budget_attribution, explained.value, strict=True)):
+            if is_bba and explained.k[layer] == H:
+                st.markdown(f"**Layer {layer}** · k = {H} of {H}: every head runs, no gate margin to move")
+                continue
             st.markdown(
                 f"**Layer {layer}** · {'gate margin' if is_bba else 's'} = {value:.3f} · "
                 f"k = {explained.k[layer]} of {H}"

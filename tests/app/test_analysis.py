@@ -173,7 +173,7 @@ def test_head_heatmap_marks_the_heads_that_ran():
     heat, grey, ran_key, not_run_key = charts.head_heatmap(wide, [[0, 11]], "p", colorbar_title="p",
                                                            unrun_values=True).data
     assert list(heat.text[0]) == ["★"] + [""] * 10 + ["★"] and heat.z[0][11] == pytest.approx(0.16)
-    assert list(grey.text[0]) == [""] + ["—"] * 10 + [""] and "%{z" in heat.hovertemplate
+    assert list(grey.text[0]) == [""] + ["—"] * 10 + [""] and "p = 0.160 (ran)" in heat.customdata[0][11]
     assert (ran_key.name, not_run_key.name) == ("head ran (its p on hover)", "not computed")
 
 
