@@ -18,6 +18,8 @@ from app.examples import LISTED, input_listing, selected_rows
 from app.state import (
     PROFILE_SAMPLE,
     attention_profile,
+    copy_name,
+    data_dir,
     dataset_of,
     input_map,
     model_config,
@@ -74,15 +76,17 @@ except ValueError as e:
     st.error(f"The per-example table of {md_escape(name)} cannot be read: {md_escape(e)}")
     st.stop()
 settings = Settings() if budget is None else Settings(budget_mode="slider", budget=budget)
+copy = copy_name(data_dir(dataset))  # links name the local copy the texts come from
 at_b = "" if method.kind != "bba" else f" at b = {budget if budget is not None else method.default_budget:g}"
 if method.kind == "dense":
     st.info("A dense model runs every head on every input: its atlas is all ones. Pick a BudgetFormer or bba model.")
 
 
 def listing(rows: list[int], key: str, extra: dict | None = None) -> None:
-    """The inputs at ``rows`` with their accuracy and mean k, each opening in "Explore an input"."""
-    shown = input_listing(table, rows, [explore_link(name, int(table["index"].iloc[r]), settings, method)
-                                        for r in rows[:LISTED]], extra)
+    """The inputs at ``rows`` with their accuracy and mean k, each opening in "Explore an input"
+    (from the same local copy of the texts)."""
+    links = [explore_link(name, int(table["index"].iloc[r]), settings, method, copy) for r in rows[:LISTED]]
+    shown = input_listing(table, rows, links, extra)
     st.dataframe(
         shown,
         hide_index=True,
