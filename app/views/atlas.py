@@ -21,13 +21,14 @@ from app.state import (
     copy_name,
     data_dir,
     dataset_of,
+    heads_ran,
     input_map,
     model_config,
     relevance,
     selected_model,
     test_samples,
 )
-from budgetformer_core.atlas import head_sets, head_usage, heads_matrix, ranked, rows_with_heads, slice_rows
+from budgetformer_core.atlas import head_sets, head_usage, ranked, rows_with_heads, slice_rows
 
 SECTIONS = ["Head usage", "Head sets", "Input map", "Head card"]
 
@@ -71,7 +72,7 @@ if table.empty:
 n = len(table)
 label_names = samples.label_names
 try:
-    selected = heads_matrix(table, L, H)  # (N, L, H)
+    selected = heads_ran(table[[c for c in table.columns if c.startswith("heads")]], L, H)  # (N, L, H)
 except ValueError as e:
     st.error(f"The per-example table of {md_escape(name)} cannot be read: {md_escape(e)}")
     st.stop()
