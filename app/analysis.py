@@ -437,12 +437,13 @@ def link_params(
     return params
 
 
-def explore_link(model: str, index: int, settings: Settings, method: Method) -> str:
+def explore_link(model: str, index: int, settings: Settings, method: Method, copy: str | None = None) -> str:
     """The relative address that opens test text #``index`` in "Explore an input" (the app's
-    default page) with ``settings``: :func:`link_params` as a query string."""
+    default page) with ``settings``: :func:`link_params` as a query string (``copy``: the name of
+    the local copy the text comes from, so that a new session reads the same text)."""
     from urllib.parse import urlencode
 
-    return "./?" + urlencode(link_params(model, "", index, settings, method))
+    return "./?" + urlencode(link_params(model, "", index, settings, method, copy=copy))
 
 
 # --------------------------------------------------------------------------- the method's words

@@ -3,6 +3,15 @@
 ``make run`` uses this instead of ``streamlit run`` so that importing PyTorch (1–2 s) happens
 while the server starts, not during the first page load. Arguments are those of
 ``streamlit run`` after the script, e.g. ``python app/serve.py --server.port 8502``.
+
+It also lets every address a browser sends reach the app, which cuts a link's long text with a
+note. Without this, two limits of the server turn a long link away before the app runs, so it
+cannot say why: the HTTP server under Streamlit (uvicorn with h11) buffers at most 16 KiB of an
+unfinished request (a link whose query outgrows the first read from the socket gets "400 Invalid
+HTTP request received." and the page never loads), and Streamlit drops a query string over 512 Ki
+characters (the page opens as if the link had no query). Both are raised to
+:data:`REQUEST_HEAD_MAX`, Chromium's longest address and some: Chromium refuses to open a longer
+address at all, so nothing longer reaches a server.
 """
 
 import sys
@@ -20,6 +29,26 @@ import budgetformer_core.checkpoint  # noqa: E402, F401
 import budgetformer_core.infer  # noqa: E402, F401
 import budgetformer_core.timing  # noqa: E402, F401
 
+REQUEST_HEAD_MAX = 2 * 2**20 + 2**16
+"""Bytes of a request line and headers the server reads: Chromium sends addresses up to 2 MiB
+(it refuses to open a longer one, so nothing longer ever reaches a server)."""
+
+
+def read_long_requests() -> None:
+    """Make Streamlit's uvicorn server accept request heads, and Streamlit query strings, up to
+    :data:`REQUEST_HEAD_MAX` (bytes, characters)."""
+    from streamlit.runtime.state import query_params
+    from streamlit.web.server.starlette import starlette_server
+
+    query_params.CLIENT_STATE_QUERY_STRING_MAX_LENGTH = REQUEST_HEAD_MAX
+
+    options = starlette_server._get_uvicorn_config_kwargs
+    starlette_server._get_uvicorn_config_kwargs = lambda: {
+        **options(), "h11_max_incomplete_event_size": REQUEST_HEAD_MAX
+    }
+
+
 if __name__ == "__main__":
+    read_long_requests()
     sys.argv = ["streamlit", "run", str(ROOT / "app" / "main.py"), *sys.argv[1:]]
     sys.exit(cli.main())

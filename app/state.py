@@ -451,6 +451,20 @@ def per_example(name: str, split: str = "test", budget: float | None = None) -> 
     return examples.per_example_table(frame, texts, label_names)
 
 
+@st.cache_data(max_entries=8, show_spinner=False)
+def heads_ran(heads: pd.DataFrame, n_layers: int, n_heads: int):
+    """(N, L, H) bool: :func:`budgetformer_core.atlas.heads_matrix` of a per-example table's
+    ``heads{l}`` columns, cached by their content (reading 7,600 × L cells anew would cost every
+    run of a page over AG News more than the rest of it).
+
+    Raises:
+        ValueError: a layer's column is missing or names a head outside ``0 … n_heads − 1``.
+    """
+    from budgetformer_core.atlas import heads_matrix
+
+    return heads_matrix(heads, n_layers, n_heads)
+
+
 def relevance(name: str, budget: float | None = None, split: str = "test"):
     """(N, L, H) head relevance p of every input of the split, in the split's order (the rows of
     :func:`per_example`), at ``budget`` (None: the model's own); None when the texts are not here.

@@ -155,16 +155,16 @@ def rss_mb(pid: int) -> float:
 
 class Server:
     """``app/serve.py`` on 127.0.0.1 and a free port: started on entering, stopped on leaving
-    (its output goes to ``log``)."""
+    (its output goes to ``log``; ``options``: more ``streamlit run`` options)."""
 
-    def __init__(self, log: Path):
-        self.port, self.log = free_port(), log
+    def __init__(self, log: Path, options: tuple[str, ...] = ()):
+        self.port, self.log, self.options = free_port(), log, list(options)
         self.url = f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> Server:
         cmd = [sys.executable, "app/serve.py", "--server.headless", "true", "--server.port", str(self.port),
                "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none"]
+               "--server.fileWatcherType", "none", *self.options]
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         return self

@@ -18,14 +18,17 @@ from app.examples import LISTED, input_listing, selected_rows
 from app.state import (
     PROFILE_SAMPLE,
     attention_profile,
+    copy_name,
+    data_dir,
     dataset_of,
+    heads_ran,
     input_map,
     model_config,
     relevance,
     selected_model,
     test_samples,
 )
-from budgetformer_core.atlas import head_sets, head_usage, heads_matrix, ranked, rows_with_heads, slice_rows
+from budgetformer_core.atlas import head_sets, head_usage, ranked, rows_with_heads, slice_rows
 
 SECTIONS = ["Head usage", "Head sets", "Input map", "Head card"]
 
@@ -69,20 +72,22 @@ if table.empty:
 n = len(table)
 label_names = samples.label_names
 try:
-    selected = heads_matrix(table, L, H)  # (N, L, H)
+    selected = heads_ran(table[[c for c in table.columns if c.startswith("heads")]], L, H)  # (N, L, H)
 except ValueError as e:
     st.error(f"The per-example table of {md_escape(name)} cannot be read: {md_escape(e)}")
     st.stop()
 settings = Settings() if budget is None else Settings(budget_mode="slider", budget=budget)
+copy = copy_name(data_dir(dataset))  # links name the local copy the texts come from
 at_b = "" if method.kind != "bba" else f" at b = {budget if budget is not None else method.default_budget:g}"
 if method.kind == "dense":
     st.info("A dense model runs every head on every input: its atlas is all ones. Pick a BudgetFormer or bba model.")
 
 
 def listing(rows: list[int], key: str, extra: dict | None = None) -> None:
-    """The inputs at ``rows`` with their accuracy and mean k, each opening in "Explore an input"."""
-    shown = input_listing(table, rows, [explore_link(name, int(table["index"].iloc[r]), settings, method)
-                                        for r in rows[:LISTED]], extra)
+    """The inputs at ``rows`` with their accuracy and mean k, each opening in "Explore an input"
+    (from the same local copy of the texts)."""
+    links = [explore_link(name, int(table["index"].iloc[r]), settings, method, copy) for r in rows[:LISTED]]
+    shown = input_listing(table, rows, links, extra)
     st.dataframe(
         shown,
         hide_index=True,
