@@ -37,12 +37,14 @@ REQUEST_HEAD_MAX = 2 * 2**20 + 2**16
 def read_long_requests() -> None:
     """Make Streamlit's uvicorn server accept request heads, and Streamlit query strings, up to
     :data:`REQUEST_HEAD_MAX` (bytes, characters)."""
-    from streamlit.runtime.state import query_params
-    from streamlit.web.server.starlette import starlette_server
+    try:  # private names of Streamlit 1.67; another version keeps its own limits
+        from streamlit.runtime.state import query_params
+        from streamlit.web.server.starlette import starlette_server
 
+        options = starlette_server._get_uvicorn_config_kwargs
+    except (ImportError, AttributeError):
+        return
     query_params.CLIENT_STATE_QUERY_STRING_MAX_LENGTH = REQUEST_HEAD_MAX
-
-    options = starlette_server._get_uvicorn_config_kwargs
     starlette_server._get_uvicorn_config_kwargs = lambda: {
         **options(), "h11_max_incomplete_event_size": REQUEST_HEAD_MAX
     }
