@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.analysis import Settings, method_of
+from app.analysis import Settings
 from app.components import md_escape, open_in_explore, per_example_or_stop, show_chart, show_table
 from app.examples import (
     adaptivity_figures,
@@ -30,11 +30,12 @@ from app.examples import (
     per_class_adaptivity,
     preview,
 )
+from app.live import explore
 from app.state import (
     dataset_of,
-    explore,
     is_dense,
     model_config,
+    model_method,
     needed_heads,
     per_example,
     reference_model,
@@ -48,13 +49,13 @@ METRICS_PER_ROW = 4  # more to a row cut their labels short at 1280 px
 
 
 def n_heads_of(model: str) -> int:
-    heads = model_config(model).get("n_heads")
-    return heads if isinstance(heads, int) and heads > 0 else 1
+    cfg = model_config(model)
+    return 1 if cfg is None else cfg.n_heads
 
 st.title("Easy vs hard")
 name = selected_model()
 dataset = dataset_of(name)
-method = method_of(model_config(name))
+method = model_method(name)
 sym = method.symbol  # bba: the requested budget b
 st.caption(
     f"Does the model give easy texts a small budget {sym} and hard ones a large one? Here {sym} is "
@@ -90,7 +91,7 @@ figures_reference = (  # the dense model's table when it lists the same inputs, 
     else None
 )
 figures = adaptivity_figures(
-    table, int(model_config(name).get("n_heads", 1)), reference_table, needed, reference or f"{dataset}-dense"
+    table, n_heads_of(name), reference_table, needed, reference or f"{dataset}-dense"
 )
 
 st.subheader("Do harder inputs get more heads?")
@@ -156,7 +157,7 @@ if table["mean_s"].nunique() == 1 and all(table[k].nunique() == 1 for k in ks):
         f"This model's budget does not vary per input: every one of the {len(table)} test texts gets "
         f"{sym} = {table['mean_s'].iloc[0]:.2f} and runs k = {' / '.join(str(int(table[k].iloc[0])) for k in ks)} "
         "heads per layer"
-        + (" (the requested b sets it, not the text)" if method.kind == "bba" else "")
+        + (" (the requested b sets it, not the text)" if method.is_bba else "")
         + ", so there is no easy or hard input to tell apart by its budget."
     )
     st.stop()
@@ -367,7 +368,7 @@ if maps:  # both maps in one figure: one colour bar, one legend, and one chart f
         st,
         charts.head_heatmaps(
             maps,
-            "Gate scores softmax(z)" if method.kind == "bba" else "Head relevance p",
+            "Gate scores softmax(z)" if method.is_bba else "Head relevance p",
             zmax=top,
             colorbar_title=method.relevance_symbol,
             text_size=12,  # half a page wide each: 8 heads' numbers fit only smaller
@@ -375,6 +376,6 @@ if maps:  # both maps in one figure: one colour bar, one legend, and one chart f
         key="chart_eh_heads",
     )
 st.caption(
-    f"★ = the head ran (the top k by {'gate score z' if method.kind == 'bba' else 'relevance p'}); "
+    f"★ = the head ran (the top k by {'gate score z' if method.is_bba else 'relevance p'}); "
     "grey cells = heads that were not computed. Both maps use one colour scale."
 )
