@@ -25,7 +25,7 @@ from budgetformer_core.data import load_dataset
 from budgetformer_core.explain import explain
 
 from ..conftest import PRECOMPUTED
-from .test_apptest import MAIN, TIMEOUT, chart, metric, run, type_text
+from .apptest import MAIN, TIMEOUT, chart, metric, run, type_text
 
 TEXT = "Shares in the bank rose after it reported record profits <b>and</b> sales"
 MODELS = ["bbc-budgetformer", "bbc-bba"]
