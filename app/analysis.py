@@ -15,7 +15,7 @@ seconds, and the page draws its title, input and controls before it first needs 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from budgetformer_core.budget import Control
     from budgetformer_core.checkpoint import Checkpoint
+    from budgetformer_core.config import ModelConfig
     from budgetformer_core.explain import Explanation
     from budgetformer_core.infer import Analysis
     from budgetformer_core.timing import TimingStats
@@ -178,7 +179,7 @@ def control_for(settings: Settings, validation_budget: float) -> Control | None:
 
 def is_budgeted(ckpt: Checkpoint) -> bool:
     """False for a dense checkpoint (no budget, no head choice)."""
-    return ckpt.config.variant != "dense"
+    return not method_of(ckpt.config).is_dense
 
 
 def run_analysis(ckpt: Checkpoint, text: str, control: Control | None = None) -> Analysis:
@@ -338,7 +339,7 @@ def read_link(
             messages.append(f"The link's text has {len(params['text']):,} characters; a link carries at most "
                             f"{LINK_TEXT_READ:,}: only its start is shown.")
     asked = [name for name in ("mode", "budget", "k", "ablation", "seed", "why", "attention") if name in params]
-    if method.kind == "dense":
+    if method.is_dense:
         if asked:
             messages.append(f"A dense model has no budget or ablation: the link's {', '.join(asked)} "
                             "are ignored.")
@@ -366,7 +367,7 @@ def read_link(
     if "ablation" in params:
         names = params["ablation"].split(",")
         usable = {"no-budget-net": method.has_f, "no-head-scorer": method.has_g, "random-heads": method.has_g}
-        if method.kind == "bba":
+        if method.is_bba:
             bad("ablation", "does not apply to a bba model (it has no f_θ or g_φ)")
         elif any(n not in LINK_ABLATIONS for n in names) or {"no-head-scorer", "random-heads"} <= set(names):
             bad("ablation", f"is not one or two of {', '.join(LINK_ABLATIONS)} (comma-separated)")
@@ -405,7 +406,7 @@ def link_params(
 ) -> dict[str, str]:
     """The query parameters of a link that reopens this view (:func:`read_link` reads them):
     the model, the test text's index (with ``copy``, the name of the local copy it comes from,
-    :func:`app.state.copy_name`) or the text itself (when it is at most :data:`LINK_TEXT_LIMIT`
+    :func:`app.local_copy.copy_name`) or the text itself (when it is at most :data:`LINK_TEXT_LIMIT`
     characters), the budget setting and ablation that are on, and the deeper views shown (``why``:
     the budget's token attribution; ``attention``: the (layer, head) whose attention is drawn)."""
     params = {"model": model}
@@ -415,7 +416,7 @@ def link_params(
             params["copy"] = copy
     elif len(text) <= LINK_TEXT_LIMIT:
         params["text"] = text
-    if method.kind == "dense":
+    if method.is_dense:
         return params
     if why:
         params["why"] = "1"
@@ -468,21 +469,36 @@ class Method:
     """bba: the budget b run when none is requested."""
 
     @property
+    def is_dense(self) -> bool:
+        """Every head runs on every input: no budget, no head choice."""
+        return self.kind == "dense"
+
+    @property
+    def is_bba(self) -> bool:
+        """A requested budget b gates nested head sets (no f_θ, no g_φ)."""
+        return self.kind == "bba"
+
+    @property
+    def is_budgetformer(self) -> bool:
+        """f_θ's budget s and g_φ's relevance p choose the heads (or their ablations)."""
+        return self.kind == "budgetformer"
+
+    @property
     def symbol(self) -> str:
         """The budget's name: b (bba), s (the others)."""
-        return "b" if self.kind == "bba" else "s"
+        return "b" if self.is_bba else "s"
 
     @property
     def budget_name(self) -> str:
-        return "Requested budget b" if self.kind == "bba" else "Budget s"
+        return "Requested budget b" if self.is_bba else "Budget s"
 
     @property
     def key_line(self) -> str:
         """One line that names the page's symbols (markdown), for the first screen."""
-        if self.kind == "bba":
+        if self.is_bba:
             return ("**Key** · b: the budget you request (share of heads) · z: the gates' score of each head "
                     "(softmax(z) on the map) · ★: the head ran · grey: not computed")
-        if self.kind == "dense":
+        if self.is_dense:
             return "**Key** · w: a head's weight (1: every head runs in a dense model)"
         return ("**Key** · s: the budget, the share of heads a layer runs, from the budget network f_θ · "
                 "p: each head's relevance, from the head scorer g_φ · ★: the head ran (the top k = ⌊s·H⌋ "
@@ -491,21 +507,21 @@ class Method:
     @property
     def own_budget(self) -> str:
         """Where the budget comes from when nothing overrides it."""
-        if self.kind == "bba":
+        if self.is_bba:
             return f"the model's default b = {self.default_budget:g}"
         return "predicted by f_θ" if self.has_f else "fixed by its config (no f_θ)"
 
     @property
     def mode_labels(self) -> dict[str, str]:
         """Labels of the budget modes of :data:`BUDGET_MODES`."""
-        if self.kind == "bba":
+        if self.is_bba:
             return {"learned": "the model's default b", "slider": "request b with the slider",
                     "force_k": "force k heads"}
         return {"learned": "learned by f_θ" if self.has_f else "fixed by its config (no f_θ)",
                 "slider": "set s with the slider", "force_k": "force k heads"}
 
     def relevance_title(self, head_ablation: str | None = None) -> str:
-        if self.kind == "bba":
+        if self.is_bba:
             return "Gate scores z (softmax over the heads)"
         if head_ablation is not None:
             return f"Head relevance p (g_φ off: {head_ablation} heads)"
@@ -518,20 +534,20 @@ class Method:
 
     @property
     def relevance_symbol(self) -> str:
-        return "softmax(z)" if self.kind == "bba" else "p"
+        return "softmax(z)" if self.is_bba else "p"
 
     @property
     def weight_title(self) -> str:
-        if self.kind == "dense":
+        if self.is_dense:
             return "Dense: every head runs, weight 1"
-        if self.kind == "bba":
+        if self.is_bba:
             return "Head weight w: 1 on the heads that ran, 0 elsewhere"
         return "Head weight w = 1 on the heads that ran" if self.gated else "Head weight w = s·H·p"
 
     @property
     def weight_note(self) -> str:
         """One sentence on what w is (the heads that ran are scaled by it)."""
-        if self.kind == "bba":
+        if self.is_bba:
             return "Each head that runs has weight **w = 1**, the others 0: the gates only choose."
         if self.gated:
             return ("Each head that runs has weight **w = 1** (the adaptive recipe: soft gates in "
@@ -539,19 +555,14 @@ class Method:
         return "Each head that runs is scaled by its **weight w = s·H·p**."
 
 
-def method_of(model_cfg: dict) -> Method:
-    """The :class:`Method` of a checkpoint's ``config.json`` "model" section (older configs
-    without ``head_weighting`` were trained with the paper's w = s·H·p)."""
-    kind = str(model_cfg.get("variant", "budgetformer"))
-    budgetformer = kind == "budgetformer"
-    return Method(
-        kind=kind,
-        has_f=budgetformer and bool(model_cfg.get("use_budget_net", True)),
-        has_g=budgetformer and model_cfg.get("head_choice", "learned") == "learned",
-        gated=budgetformer and model_cfg.get("head_weighting", "scaled") == "gated",
-        head_choice=str(model_cfg.get("head_choice", "learned")),
-        default_budget=float(model_cfg.get("default_budget", 0.5)),
-    )
+def method_of(cfg: ModelConfig) -> Method:
+    """The :class:`Method` of a checkpoint's model config, as the engine reads config.json
+    (:func:`budgetformer_core.config.model_config_from_dict`: its defaults, its checks)."""
+    method = Method(kind=cfg.variant, head_choice=cfg.head_choice, default_budget=cfg.default_budget)
+    if not method.is_budgetformer:
+        return replace(method, has_f=False, has_g=False)
+    return replace(method, has_f=cfg.use_budget_net, has_g=cfg.head_choice == "learned",
+                   gated=cfg.head_weighting == "gated")
 
 
 LATENCY_NOTE = (
@@ -563,13 +574,13 @@ LATENCY_NOTE = (
 def explanation(method: Method, n_heads: int) -> str:
     """The "What am I looking at?" text of the Explore page, in the model's own terms."""
     H = n_heads
-    if method.kind == "dense":
+    if method.is_dense:
         body = (
             f"- A **dense** model: every layer runs all of its {H} heads on every input, each with "
             "weight 1. There is no budget and no head choice; it is the reference the budgeted "
             "models' FLOPs and latency are compared with."
         )
-    elif method.kind == "bba":
+    elif method.is_bba:
         body = (
             "- **Budgeted attention allocation (bba)**: you request a **budget b** ∈ (0, 1], the "
             f"share of each layer's {H} heads to run; the layer runs **k = ⌊b·{H}⌋** heads "
@@ -628,7 +639,7 @@ UNKNOWN_WARN = 0.3
 """Above this share of unknown tokens the page warns that the text is not what the model knows."""
 
 
-def bba_dynamics_story(frame, train_cfg: dict, model_cfg: dict) -> str:
+def bba_dynamics_story(frame, train_cfg: dict, model_cfg: ModelConfig) -> str:
     """What a bba model's training history shows (markdown, our own words and numbers only).
 
     bba trains on the task loss alone (no budget loss, no entropy term, no β(t)): every batch
@@ -650,7 +661,7 @@ def bba_dynamics_story(frame, train_cfg: dict, model_cfg: dict) -> str:
     parts = [
         f"A **bba** model learns on the task loss alone (no budget loss, no entropy term): {drawn}. "
         f"For the first {switch:.0%} of training every head runs, weighted by a **soft gate** "
-        f"sigmoid((z − threshold) / T) of its gate score z (T = {model_cfg.get('gate_temperature', 1):g}); "
+        f"sigmoid((z − threshold) / T) of its gate score z (T = {model_cfg.gate_temperature:g}); "
         "after that only the ⌊b·H⌋ heads its gates rank highest run (**hard-gate adaptation**), "
         "as at inference."
     ]
@@ -664,7 +675,7 @@ def bba_dynamics_story(frame, train_cfg: dict, model_cfg: dict) -> str:
     heads = [h for h in frame.get("val_mean_heads_fraction", []) if math.isfinite(h)]
     if heads:
         facts.append(
-            f"validation ran at the default b = {model_cfg.get('default_budget', 0.5):g}, "
+            f"validation ran at the default b = {model_cfg.default_budget:g}, "
             f"{heads[-1]:.0%} of the heads"
         )
     if facts:
@@ -828,8 +839,8 @@ def metric_cards(
     if settings.no_budget_net:
         s_note = "fixed (no f_θ)"
     elif settings.budget_mode == "slider":
-        s_note = f"requested: b = {settings.budget:.2f}" if method.kind == "bba" else "set by the slider"
-    elif method.kind == "dense" or dense:
+        s_note = f"requested: b = {settings.budget:.2f}" if method.is_bba else "set by the slider"
+    elif method.is_dense or dense:
         s_note = "dense: every head"
     else:
         s_note = method.own_budget
@@ -850,7 +861,7 @@ def metric_cards(
             "The speed-up is the median of the per-round ratios; IQR is their spread.",
         )
     budget, budget_help = per_layer_value([f"{x:.2f}" for x in a.budget])
-    if settings.budget_mode == "force_k" and not settings.no_budget_net and method.kind != "dense":
+    if settings.budget_mode == "force_k" and not settings.no_budget_net and not method.is_dense:
         # k is set, so the budget decides nothing: no number that reads as if it did
         budget, s_note = "not in use", f"k = {settings.k} forced"
         budget_help = (f"With k forced every layer runs {settings.k} heads: the budget "
@@ -1006,7 +1017,7 @@ def side_differences(
         lines = [f"prediction: {a.label} ({conf_a:.1%}) in {na}, {b.label} ({conf_b:.1%}) in {nb}"]
 
     def budget(m: Method, x: float) -> str | None:
-        return None if m.kind == "dense" else f"{m.symbol} {x:.2f}"
+        return None if m.is_dense else f"{m.symbol} {x:.2f}"
 
     for layer in range(max(len(a.k), len(b.k))):
         if layer >= len(a.k) or layer >= len(b.k):
@@ -1031,7 +1042,7 @@ def side_cards(a: Analysis, settings: Settings, n_heads: int, method: Method, si
     "Budget b per layer" (its note says where b comes from): "Requested budget b per layer" does
     not fit half a page."""
     cards = metric_cards(a, None, settings, n_heads, method)[:4]
-    if method.kind == "dense":
+    if method.is_dense:
         cards = [c for c in cards if not c.label.startswith(method.budget_name)]
     short = {method.budget_name + " per layer": f"Budget {method.symbol} per layer"}
     return [Card(f"{side} · {short.get(c.label, c.label)}", c.value, c.note, c.help) for c in cards]

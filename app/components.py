@@ -16,19 +16,19 @@ import streamlit as st
 from pandas.io.formats.style import Styler  # imported with the app, not on a table's first showing
 
 from app.examples import readable
+from app.local_copy import LOCAL_COPY_HELP, named_copy
 from app.results import FLAG_POINTS
 from app.state import (
     DATA_DIRS_KEY,
     DEFAULT_MODEL,
-    LOCAL_COPY_HELP,
     MODEL_KEY,
     MODEL_ROOTS_ENV,
     Samples,
     available_models,
     checkpoint_config,
     dataset_of,
+    model_method,
     model_standing,
-    named_copy,
     unusable_models,
 )
 
@@ -168,8 +168,9 @@ def model_card(name: str) -> None:
         lines.append("trained from scratch (no pretrained backbone)")
     if "accuracy" in test:
         lines.append(f"test accuracy **{test['accuracy']:.1%}** on {test.get('n', '?')} texts")
-    if model.get("variant") != "dense" and "mean_budget" in test:
-        sym = "b" if model.get("variant") == "bba" else "s"  # bba: the requested budget b
+    method = model_method(name)
+    if not method.is_dense and "mean_budget" in test:
+        sym = method.symbol  # bba: the requested budget b
         lines.append(
             f"mean budget {sym} **{test['mean_budget']:.2f}**, "
             f"{test.get('mean_heads_fraction', 0):.0%} of heads run"
@@ -440,9 +441,9 @@ def result_column_config() -> dict:
 def error_bars_section(dataset: str, pairs, key: str, names: dict[str, str] | None = None):
     """The paired bootstrap intervals of ``pairs`` of ``dataset``'s models and, where seed runs
     exist, the spread over seeds: tables with a line on how they were made. Returns the
-    :class:`app.state.ErrorBars` (None when the tables cannot be compared)."""
+    :class:`app.error_bars.ErrorBars` (None when the tables cannot be compared)."""
     from app import results
-    from app.state import error_bars, seed_spread
+    from app.error_bars import error_bars, seed_spread
 
     try:
         bars = error_bars(dataset, pairs)

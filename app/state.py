@@ -22,12 +22,13 @@ import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
-from app import analysis as an
 from app import examples, results
+from app.analysis import Method, method_of
+from app.local_copy import local_copy
+from budgetformer_core.config import ModelConfig, model_config_from_dict
 
 if TYPE_CHECKING:
     from budgetformer_core.checkpoint import Checkpoint
-    from budgetformer_core.infer import Analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "precomputed" / "checkpoints"
@@ -81,6 +82,10 @@ def checkpoint_problem(name: str) -> str | None:
     names = cfg.get("label_names")
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         return "its config.json's label_names are not a list of class names"
+    try:
+        model_config_from_dict(model)
+    except (TypeError, ValueError) as e:
+        return f"its config.json's model section is not one the engine reads ({e})"
     return None
 
 
@@ -179,10 +184,27 @@ def checkpoint_config(name: str) -> dict:
     return _config(name, stamp(name))
 
 
-def model_config(name: str) -> dict:
-    """The "model" section of config.json (layers, heads, variant, …; {} when unreadable)."""
+@st.cache_data(max_entries=64, show_spinner=False)
+def _model_config(name: str, version: tuple) -> ModelConfig | None:
     model = checkpoint_config(name).get("model")
-    return model if isinstance(model, dict) else {}
+    try:
+        return model_config_from_dict(model) if isinstance(model, dict) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def model_config(name: str) -> ModelConfig | None:
+    """The "model" section of config.json as the engine reads it
+    (:func:`budgetformer_core.config.model_config_from_dict`: its defaults, its checks); None
+    when unreadable."""
+    return _model_config(name, stamp(name))
+
+
+def model_method(name: str) -> Method:
+    """How the pages name the model's budget, head choice and weights (:class:`app.analysis.Method`);
+    a BudgetFormer's when config.json is unreadable (the page that loads it says why)."""
+    cfg = model_config(name)
+    return Method() if cfg is None else method_of(cfg)
 
 
 def train_config(name: str) -> dict:
@@ -193,7 +215,7 @@ def train_config(name: str) -> dict:
 
 def is_dense(name: str) -> bool:
     """True for a dense checkpoint (no budget s, no head choice), from config.json."""
-    return model_config(name).get("variant") == "dense"
+    return model_method(name).is_dense
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -287,7 +309,7 @@ def classifier_sweep(name: str) -> pd.DataFrame:
 def model_sha256(name: str) -> str:
     """sha256 of the checkpoint's weights (cached until the file changes)."""
     path = model_dir(name) / "model.safetensors"
-    return _file_sha256(str(path), _file_stamp(path))
+    return _file_sha256(str(path), file_stamp(path))
 
 
 @dataclass
@@ -301,66 +323,6 @@ class Samples:
 
 DATA_DIRS_KEY = "data_dirs"
 """Session-state key: dataset → the local copy (folder or file) the user pointed the app at."""
-
-DATA_ROOTS_ENV = "BUDGETFORMER_DATA_DIRS"
-"""Environment variable the operator sets before starting the app: the folders (separated by
-``os.pathsep``) under which a visitor's local copy may lie. Default: the project's ../shared/data."""
-
-LOCAL_COPY_HELP = (
-    "A folder in the dataset's published layout, or one CSV / JSONL / Parquet file with text and label "
-    "columns (all its rows are the test split), under ../shared/data or a folder the operator listed in "
-    f"${DATA_ROOTS_ENV}; other paths are not read. The texts are not shipped; the precomputed results are."
-)
-
-
-def allowed_data_roots(resolve: bool = True) -> list[Path]:
-    """The folders a local copy may lie under: ``$BUDGETFORMER_DATA_DIRS`` or ../shared/data
-    (resolved; ``resolve=False``: as listed, made absolute)."""
-    listed = os.environ.get(DATA_ROOTS_ENV)
-    roots = [ROOT.parent / "shared" / "data"] if listed is None else [p for p in listed.split(os.pathsep) if p.strip()]
-    return [Path(os.path.abspath(r)).resolve() if resolve else Path(os.path.abspath(r)) for r in roots]
-
-
-def local_copy(value: str | None) -> Path | None:
-    """The path a visitor typed, resolved, when it lies under :func:`allowed_data_roots`; else None.
-
-    The typed text is checked before anything is read (``..`` cannot climb out), and again after
-    symbolic links are followed (a link cannot point out). Relative paths start at the project.
-    """
-    if not value or "\0" in value:
-        return None
-    roots = allowed_data_roots()
-    inside = lambda p, rs=roots: any(p == r or p.is_relative_to(r) for r in rs)  # noqa: E731
-    typed = Path(os.path.normpath(ROOT / value))  # ROOT / an absolute path is that path
-    if not inside(typed, roots + allowed_data_roots(resolve=False)):  # a listed folder may be a link
-        return None
-    try:
-        path = typed.resolve(strict=True)
-    except (OSError, RuntimeError):
-        return None
-    return path if inside(path) and (path.is_dir() or path.is_file()) else None
-
-
-def copy_name(path: str | None) -> str | None:
-    """The name a link gives a local copy: its place under the operator's folder that holds it
-    (``ag_news``, ``ag_news/test.csv``), never a path of this machine; None when it lies under none."""
-    copy = local_copy(path)
-    for root in allowed_data_roots() if copy is not None else []:
-        if copy != root and copy.is_relative_to(root):
-            return copy.relative_to(root).as_posix()
-    return None
-
-
-def named_copy(name: str | None) -> str | None:
-    """The local copy a link names (:func:`copy_name`), as a path under the first of the operator's
-    folders that holds it; None for a name that is absolute, climbs (``..``) or is under none."""
-    if not name or "\0" in name or name.startswith(("/", "\\", "~")) or ".." in name.replace("\\", "/").split("/"):
-        return None
-    for root in allowed_data_roots(resolve=False):
-        if local_copy(str(root / name)) is not None:
-            return str(root / name)
-    return None
-
 
 @st.cache_data(max_entries=4, show_spinner="Loading the dataset…")
 def _split_samples(dataset: str, split: str, data_dir: str | None, seed: int) -> Samples | None:
@@ -475,114 +437,6 @@ def relevance(name: str, budget: float | None = None, split: str = "test"):
     return _allocation(name, stamp(name), dataset, split, _source(dataset), budget).relevance
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
-def _input_map(name: str, version: tuple, dataset: str, source: tuple, budget: float | None):
-    from budgetformer_core.atlas import input_map
-
-    return input_map(_allocation(name, version, dataset, "test", source, budget).relevance)
-
-
-def input_map(name: str, budget: float | None = None):
-    """:func:`budgetformer_core.atlas.input_map` of the test split's relevance p (cached); None
-    when the texts are not here."""
-    dataset = dataset_of(name)
-    if split_samples(dataset, "test") is None:
-        return None
-    return _input_map(name, stamp(name), dataset, _source(dataset), budget)
-
-
-PROFILE_SAMPLE = 32
-"""Inputs (the first of the test split on which the head ran) a head's attention profile averages."""
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def _attention_profile(name: str, version: tuple, dataset: str, source: tuple, budget: float | None,
-                       layer: int, head: int, rows: tuple):
-    from budgetformer_core.atlas import attention_profile
-    from budgetformer_core.budget import Control
-
-    texts = _split_samples(dataset, "test", *source).texts
-    control = None if budget is None else Control(budget=budget)
-    return attention_profile(get_checkpoint(name), [texts[i] for i in rows], layer, head, control)
-
-
-def attention_profile(name: str, budget: float | None, layer: int, head: int, rows: list[int]):
-    """Where ``head`` of ``layer`` attends on the test inputs at positions ``rows``
-    (:func:`budgetformer_core.atlas.attention_profile`, cached); None when the texts are not here."""
-    dataset = dataset_of(name)
-    if split_samples(dataset, "test") is None:
-        return None
-    return _attention_profile(name, stamp(name), dataset, _source(dataset), budget, layer, head, tuple(rows))
-
-
-@dataclass
-class Result:
-    """Everything the explore page shows for one input and one setting."""
-
-    full: Analysis
-    current: Analysis
-    timing: an.Timing | None
-    control_repr: dict | None
-
-
-def _control(ckpt: Checkpoint, settings: an.Settings):
-    """The Control of ``settings`` for ``ckpt`` (None for a dense model or the full model)."""
-    return an.control_for(settings, ckpt.validation_budget) if an.is_budgeted(ckpt) else None
-
-
-@st.cache_data(max_entries=256, show_spinner=False)
-def _full(name: str, version: tuple, text: str, measure: bool) -> Result:
-    ckpt = get_checkpoint(name)
-    full = an.run_analysis(ckpt, text)
-    return Result(full, full, an.time_input(ckpt, text) if measure else None, None)
-
-
-@st.cache_data(max_entries=256, show_spinner=False)
-def _result(name: str, version: tuple, text: str, settings: an.Settings, measure: bool) -> Result:
-    base = _full(name, version, text, measure)
-    ckpt = get_checkpoint(name)
-    control = _control(ckpt, settings)
-    if control is None:
-        return base
-    current = an.run_analysis(ckpt, text, control)
-    timing = an.time_input(ckpt, text, control) if measure else None
-    return Result(base.full, current, timing, {k: v for k, v in vars(control).items() if k != "generator"})
-
-
-def explore(name: str, text: str, settings: an.Settings, measure: bool = True) -> Result:
-    """Full-model and chosen-setting analyses of ``text`` plus latencies (cached).
-
-    Raises:
-        ValueError: an unusable text (empty, …) or checkpoint.
-    """
-    return _result(name, stamp(name), text, settings, measure)
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def _explanation(name: str, version: tuple, text: str, settings: an.Settings):
-    ckpt = get_checkpoint(name)
-    return an.explain_input(ckpt, text, _control(ckpt, settings))
-
-
-def explanation(name: str, text: str, settings: an.Settings):
-    """The token attribution of each layer's s (bba: gate margin) for ``text`` under
-    ``settings`` (:func:`app.analysis.explain_input`; cached: one pass per token is seconds on
-    a long text). Raises ValueError for a dense model or an unusable text."""
-    return _explanation(name, stamp(name), text, settings)
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def _head_attention(name: str, version: tuple, text: str, settings: an.Settings, layer: int, head: int):
-    ckpt = get_checkpoint(name)
-    return an.head_attention(ckpt, text, _control(ckpt, settings), layer)[head]  # (T, T)
-
-
-def head_attention(name: str, text: str, settings: an.Settings, layer: int, head: int):
-    """(T, T) attention of head ``head`` of ``layer`` on ``text``, all NaN when that head did
-    not run (:func:`app.analysis.head_attention`; cached, one head per entry: a few MB at most)."""
-    return _head_attention(name, stamp(name), text, settings, layer, head)
-
-
 def selected_model() -> str:
     """The model picked in the sidebar (the default before the sidebar has run)."""
     return st.session_state.get(MODEL_KEY) or DEFAULT_MODEL
@@ -594,7 +448,7 @@ RESULTS = ROOT / "precomputed" / "results"
 """Where ``make precompute`` writes sweeps.csv and per_example/<dataset>-<model>.parquet."""
 
 
-def _file_stamp(path: Path) -> tuple | None:
+def file_stamp(path: Path) -> tuple | None:
     """(size, mtime) of a file, None when it is missing."""
     try:
         s = path.stat()
@@ -616,7 +470,7 @@ def sweeps() -> pd.DataFrame | None:
         ValueError: the file cannot be read or lacks columns.
     """
     path = RESULTS / "sweeps.csv"
-    version = _file_stamp(path)
+    version = file_stamp(path)
     return None if version is None else _sweeps(str(path), version)
 
 
@@ -637,7 +491,7 @@ def precomputed_per_example(dataset: str, model: str) -> pd.DataFrame | None:
         ValueError: the file cannot be read or lacks columns.
     """
     path = per_example_path(f"{dataset}-{model}")
-    version = _file_stamp(path)
+    version = file_stamp(path)
     return None if version is None else _precomputed_example(str(path), version)
 
 
@@ -667,8 +521,8 @@ def vouched(path: Path) -> bool:
         rel = path.resolve().relative_to(ROOT).as_posix()
     except ValueError:
         return False
-    entry = _manifest_files(str(MANIFEST), _file_stamp(MANIFEST)).get(rel)
-    version = _file_stamp(path)
+    entry = _manifest_files(str(MANIFEST), file_stamp(MANIFEST)).get(rel)
+    version = file_stamp(path)
     return isinstance(entry, dict) and version is not None and entry.get("sha256") == _file_sha256(str(path), version)
 
 
@@ -679,7 +533,7 @@ def precomputed_table(name: str) -> pd.DataFrame | None:
     if not (vouched(path) and vouched(CHECKPOINTS / name / "model.safetensors")):
         return None
     try:
-        return _precomputed_example(str(path), _file_stamp(path))
+        return _precomputed_example(str(path), file_stamp(path))
     except ValueError:  # vouched for, yet unreadable: computed live instead
         return None
 
@@ -742,99 +596,3 @@ def needed_heads(name: str, split: str = "test") -> list[int] | None:
     if dataset not in NEEDS_DATASETS:
         return None
     return _needed_heads(dataset, split, int(checkpoint_config(name).get("split_seed", 0)))
-
-
-# --------------------------------------------------------------------------- error bars
-
-
-@dataclass
-class ErrorBars:
-    """Paired bootstrap intervals of one dataset's shipped models (their per-example tables)."""
-
-    compared: pd.DataFrame
-    """:func:`budgetformer_core.bootstrap.compare`'s rows, one per pair with both tables."""
-    intervals: dict
-    """Each model's accuracy :class:`~budgetformer_core.bootstrap.Interval`."""
-    missing: list[str]
-    """Models of :data:`app.results.INTERVAL_MODELS` without a readable per-example table."""
-    n: int = 0
-    resamples: int = 0
-    seed: int = 0
-
-
-@st.cache_data(max_entries=16, show_spinner="Resampling the test split…")
-def _error_bars(dataset: str, versions: tuple, pairs: tuple) -> ErrorBars:
-    from budgetformer_core import bootstrap
-
-    tables, missing = {}, []
-    for model in results.INTERVAL_MODELS:
-        try:
-            found = precomputed_per_example(dataset, model)
-        except ValueError:
-            found = None
-        if found is None:
-            missing.append(model)
-        else:
-            tables[model] = found
-    if not tables:
-        return ErrorBars(pd.DataFrame(), {}, missing)
-    compared = bootstrap.compare(tables, list(pairs))
-    n = len(next(iter(tables.values())))
-    return ErrorBars(compared, bootstrap.accuracy_intervals(tables), missing, n, bootstrap.RESAMPLES, bootstrap.SEED)
-
-
-def error_bars(dataset: str, pairs: tuple[tuple[str, str], ...]) -> ErrorBars:
-    """Paired bootstrap intervals of ``pairs`` of ``dataset``'s models (cached until a table changes).
-
-    Raises:
-        ValueError: the per-example tables are not of the same test inputs.
-    """
-    versions = tuple(_file_stamp(per_example_path(f"{dataset}-{m}")) for m in results.INTERVAL_MODELS)
-    return _error_bars(dataset, versions, tuple(pairs))
-
-
-@st.cache_data(max_entries=2, show_spinner=False)
-def _seed_runs(path: str, version: tuple) -> pd.DataFrame | None:
-    from budgetformer_core.bootstrap import read_seed_runs
-
-    return read_seed_runs(path)
-
-
-def seed_spread(dataset: str) -> pd.DataFrame | None:
-    """Test accuracy over seeds per model of ``dataset`` (precomputed/results/seeds.csv, written
-    by ``scripts/seed_table.py --csv``); None when no seed run of it is there.
-
-    Raises:
-        ValueError: the file is unreadable or lacks columns.
-    """
-    from budgetformer_core.bootstrap import seed_spread as spread
-
-    path = RESULTS / "seeds.csv"
-    version = _file_stamp(path)
-    runs = None if version is None else _seed_runs(str(path), version)
-    table = None if runs is None else spread(runs, dataset)
-    return None if table is None or table.empty else table
-
-
-# --------------------------------------------------------------------------- batch analysis
-
-
-@st.cache_data(max_entries=8, show_spinner="Classifying the file's texts…")
-def _batch(name: str, version: tuple, rows: tuple, settings: an.Settings) -> list:
-    from budgetformer_core.infer import predict_rows
-    from budgetformer_core.timing import torch_threads
-
-    ckpt = get_checkpoint(name)
-    control = an.control_for(settings, ckpt.validation_budget) if an.is_budgeted(ckpt) else None
-    with torch_threads(1):  # a shared server: one thread per request, as the Explore page
-        return list(predict_rows(ckpt, rows, control))
-
-
-def batch_predictions(name: str, rows: list[tuple[int, str]], settings: an.Settings) -> list:
-    """:func:`budgetformer_core.infer.predict_rows` of numbered texts (what ``budgetformer predict
-    --input-file`` prints) under ``settings``; cached per model, texts and setting.
-
-    Raises:
-        ValueError: the checkpoint cannot be loaded.
-    """
-    return _batch(name, stamp(name), tuple(rows), settings.canonical())

@@ -43,11 +43,13 @@ def small_model() -> BudgetFormer:
 
 
 def train_tiny(out: Path) -> Path:
-    """Train a budgetformer briefly on a slice of the synthetic task (seconds) into ``out``."""
+    """Train a budgetformer briefly on a slice of the synthetic task (seconds) into ``out``, with
+    the shipped models' adaptive recipe: gated head weights (w = 1 on the heads that run), gates
+    read from the embeddings, the adaptive loss."""
     data = load_synthetic()
     data.splits = {k: v.head(300) for k, v in data.splits.items()}
-    cfg = small_config(vocab_size=200, max_len=64)
-    train(data, cfg, TrainConfig(epochs=2, batch_size=32), out, progress=False)
+    cfg = small_config(vocab_size=200, max_len=64, head_weighting="gated", gate_source="embedding")
+    train(data, cfg, TrainConfig(epochs=2, batch_size=32, recipe="adaptive"), out, progress=False)
     return out
 
 

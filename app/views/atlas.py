@@ -12,18 +12,17 @@ import numpy as np
 import streamlit as st
 
 from app import charts
-from app.analysis import BUDGET_STEPS, Settings, explore_link, method_of
+from app.analysis import BUDGET_STEPS, Settings, explore_link
 from app.components import md_escape, per_example_or_stop, show_chart
 from app.examples import LISTED, input_listing, selected_rows
+from app.live import PROFILE_SAMPLE, attention_profile, input_map
+from app.local_copy import copy_name
 from app.state import (
-    PROFILE_SAMPLE,
-    attention_profile,
-    copy_name,
     data_dir,
     dataset_of,
     heads_ran,
-    input_map,
     model_config,
+    model_method,
     relevance,
     selected_model,
     test_samples,
@@ -35,11 +34,11 @@ SECTIONS = ["Head usage", "Head sets", "Input map", "Head card"]
 st.title("Head atlas")
 name = selected_model()
 mcfg = model_config(name)
-if not isinstance(mcfg.get("n_heads"), int) or not isinstance(mcfg.get("n_layers"), int):
+if mcfg is None:
     st.error(f"The model {md_escape(name)} has no usable config.json.")
     st.stop()
-L, H = mcfg["n_layers"], mcfg["n_heads"]
-method = method_of(mcfg)
+L, H = mcfg.n_layers, mcfg.n_heads
+method = model_method(name)
 sym = method.symbol
 dataset = dataset_of(name)
 if st.query_params.to_dict() != {"model": name}:  # the address reopens this page on this model
@@ -52,7 +51,7 @@ st.caption(
 # ----------------------------------------------------------------------------- the split's table
 budget = None
 has_texts = test_samples(dataset) is not None
-if method.kind == "bba":
+if method.is_bba:
     b = st.select_slider(
         "Requested budget b",
         BUDGET_STEPS,
@@ -78,8 +77,8 @@ except ValueError as e:
     st.stop()
 settings = Settings() if budget is None else Settings(budget_mode="slider", budget=budget)
 copy = copy_name(data_dir(dataset))  # links name the local copy the texts come from
-at_b = "" if method.kind != "bba" else f" at b = {budget if budget is not None else method.default_budget:g}"
-if method.kind == "dense":
+at_b = "" if not method.is_bba else f" at b = {budget if budget is not None else method.default_budget:g}"
+if method.is_dense:
     st.info("A dense model runs every head on every input: its atlas is all ones. Pick a BudgetFormer or bba model.")
 
 
@@ -253,7 +252,7 @@ if card_tab.open:
                     "(give a local copy in the sidebar).")
         else:
             top = ranked(p, layer, head).tolist()
-            by = "its relevance p from the gates" if method.kind == "bba" else "its relevance p"
+            by = "its relevance p from the gates" if method.is_bba else "its relevance p"
             st.markdown(f"**The inputs that ranked it highest** ({by})")
             listing(top, "atlas_card_top", {"p": [float(p[r, layer, head]) for r in top]})
             if not len(ran):

@@ -12,23 +12,23 @@ import logging
 import streamlit as st
 
 from app import charts
-from app.analysis import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, Settings, batch_accuracy, batch_table, method_of
+from app.analysis import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, Settings, batch_accuracy, batch_table
 from app.components import csv_download, md_escape, show_chart
-from app.state import batch_predictions, checkpoint_config, model_config, selected_model
+from app.live import batch_predictions
+from app.state import checkpoint_config, model_method, selected_model
 
 log = logging.getLogger(__name__)
 
 st.title("Batch analysis")
 name = selected_model()
-mcfg = model_config(name)
-method = method_of(mcfg)
+method = model_method(name)
 sym = method.symbol
 st.caption(
     f"Upload texts and get, for each, **{md_escape(name)}**'s prediction, its confidence, "
     + (
         "and (every head runs: a dense model) the tokens read. "
-        if method.kind == "dense"
-        else f"per layer the {'requested budget b' if method.kind == 'bba' else 'budget s'}, the heads run (k) "
+        if method.is_dense
+        else f"per layer the {method.budget_name.lower()}, the heads run (k) "
         "and which heads ran. "
     )
     + f"CSV with a `text` column, JSONL with a \"text\" per line, or one text per line (a `label` column "
@@ -38,11 +38,11 @@ st.caption(
 )
 
 settings = Settings()
-if method.kind != "dense":
+if not method.is_dense:
     c1, c2 = st.columns([2, 3], vertical_alignment="bottom")
     how = c1.radio(method.budget_name, ["learned", "slider"], format_func=method.mode_labels.get,
                    horizontal=True, key="batch_how")
-    value = c2.slider("Requested budget b" if method.kind == "bba" else "Budget s", 0.05, 1.0, 0.5, 0.05,
+    value = c2.slider(method.budget_name, 0.05, 1.0, 0.5, 0.05,
                       key="batch_budget", disabled=how != "slider")
     settings = Settings(budget_mode=how, budget=float(value))
 

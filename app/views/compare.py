@@ -1,6 +1,6 @@
 """Side by side: two models (or one model at two budgets) on one text, or one model on two texts.
 
-Each side is :func:`app.state.explore` of its model, text and budget setting (the Explore page's
+Each side is :func:`app.live.explore` of its model, text and budget setting (the Explore page's
 cached analysis); the relevance maps share one colour scale and the differences are listed.
 """
 
@@ -12,9 +12,10 @@ import random
 import streamlit as st
 
 from app import charts
-from app.analysis import Settings, method_of, prepare_text, side_cards, side_differences
+from app.analysis import Settings, prepare_text, side_cards, side_differences
 from app.components import TEXT_KEY, md_escape, show_chart
-from app.state import available_models, dataset_of, explore, model_config, selected_model, test_samples
+from app.live import explore
+from app.state import available_models, dataset_of, model_config, model_method, selected_model, test_samples
 
 log = logging.getLogger(__name__)
 DEFAULT_TEXT = (
@@ -38,8 +39,8 @@ mode = st.radio(
 
 def budget_controls(where, model: str, key: str) -> Settings:
     """The model's own budget or one set with a slider (nothing for a dense model)."""
-    method = method_of(model_config(model))
-    if method.kind == "dense":
+    method = model_method(model)
+    if method.is_dense:
         where.caption("A dense model: every head runs, nothing to set.")
         return Settings()
     how = where.radio(
@@ -50,7 +51,7 @@ def budget_controls(where, model: str, key: str) -> Settings:
         key=f"{key}_how",
     )
     value = where.slider(
-        "Requested budget b" if method.kind == "bba" else "Budget s",
+        method.budget_name,
         0.05, 1.0, 0.5, 0.05, key=f"{key}_budget", disabled=how != "slider",
     )  # fmt: skip
     return Settings(budget_mode=how, budget=float(value))
@@ -106,10 +107,10 @@ for col, side, (model, text, settings) in zip(columns, SIDES, sides, strict=True
 if None in results:
     st.stop()
 
-methods = [method_of(model_config(model)) for model, _, _ in sides]
-n_heads = [int(model_config(model).get("n_heads", len(a.relevance[0]))) for (model, _, _), a in zip(sides, results)]
+methods = [model_method(model) for model, _, _ in sides]
+n_heads = [model_config(model).n_heads for model, _, _ in sides]  # each loaded: its config.json reads
 # one colour scale for both relevance maps (p, or bba's softmax of its gate scores z)
-zmax = charts.relevance_zmax([a.relevance for a, m in zip(results, methods) if m.kind != "dense"], max(n_heads))
+zmax = charts.relevance_zmax([a.relevance for a, m in zip(results, methods) if not m.is_dense], max(n_heads))
 for col, side, (model, _, settings), a, method, H in zip(columns, SIDES, sides, results, methods, n_heads):
     col.markdown(f"**{side}: {md_escape(model)}** · {md_escape(settings.describe(method.symbol))}")
     cards = side_cards(a, settings, H, method, side)
@@ -117,7 +118,7 @@ for col, side, (model, _, settings), a, method, H in zip(columns, SIDES, sides, 
         for c, card in zip(col.columns(2), cards[i : i + 2]):
             c.metric(card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help)
     # half a page at 1280 px leaves a head's cell ~20 px: ★ and "—" alone, the values on hover
-    if method.kind == "dense":
+    if method.is_dense:
         fig = charts.head_heatmap(a.head_weights, a.selected_heads, f"{side}: {method.weight_title}",
                                   colorscale=charts.LIGHT, zmax=1.0, colorbar_title="w", text_size=13,
                                   cell_values=False)

@@ -19,6 +19,7 @@ from app.state import (
     dataset_of,
     is_dense,
     model_config,
+    model_method,
     selected_model,
     train_config,
 )
@@ -26,7 +27,8 @@ from app.state import (
 st.title("Training dynamics")
 
 name = selected_model()
-bba = model_config(name).get("variant") == "bba"  # its own story: no band, no β(t)
+method = model_method(name)
+bba = method.is_bba  # its own story: no band, no β(t)
 st.caption(
     "How the model learned to choose its heads for a requested budget b: the heads run, the "
     "spread of its gate scores, accuracy and the task loss, epoch by epoch (from the "
@@ -46,8 +48,8 @@ if frame.empty:
 
 mcfg, tcfg = model_config(name), train_config(name)
 dense = is_dense(name)
-terms = loss_terms(frame, tcfg, str(mcfg.get("variant", "dense")))  # they add up to the total
-n_heads = mcfg.get("n_heads") if isinstance(mcfg.get("n_heads"), int) else None
+terms = loss_terms(frame, tcfg, method.kind)  # they add up to the total
+n_heads = None if mcfg is None else mcfg.n_heads
 s_min, s_max = tcfg.get("s_min"), tcfg.get("s_max")
 band = (
     (s_min, s_max) if isinstance(s_min, (int, float)) and isinstance(s_max, (int, float)) else None
@@ -91,7 +93,7 @@ elif bba:
             "heads run",
             y_range=[0, 1.02],
             percent=True,
-            reference={f"default b = {mcfg.get('default_budget', 0.5):g}": mcfg.get("default_budget", 0.5)},
+            reference={f"default b = {method.default_budget:g}": method.default_budget},
         ),
         key="chart_dyn_heads",
     )

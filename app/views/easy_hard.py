@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.analysis import Settings, method_of
+from app.analysis import Settings
 from app.components import md_escape, open_in_explore, per_example_or_stop, show_chart, show_table
 from app.examples import (
     adaptivity_figures,
@@ -32,11 +32,12 @@ from app.examples import (
     per_class_adaptivity,
     preview,
 )
+from app.live import explore
 from app.state import (
     dataset_of,
-    explore,
     is_dense,
     model_config,
+    model_method,
     needed_heads,
     per_example,
     reference_model,
@@ -50,13 +51,13 @@ METRICS_PER_ROW = 4  # more to a row cut their labels short at 1280 px
 
 
 def n_heads_of(model: str) -> int:
-    heads = model_config(model).get("n_heads")
-    return heads if isinstance(heads, int) and heads > 0 else 1
+    cfg = model_config(model)
+    return 1 if cfg is None else cfg.n_heads
 
 st.title("Easy vs hard")
 name = selected_model()
 dataset = dataset_of(name)
-method = method_of(model_config(name))
+method = model_method(name)
 sym = method.symbol  # bba: the requested budget b
 st.caption(
     f"Does the model give easy texts a small budget {sym} and hard ones a large one? Here {sym} is "
@@ -75,7 +76,7 @@ table, samples = per_example_or_stop(
 if table is None or len(table) < 2:
     st.info("The test split has too few texts to compare.")
     st.stop()
-if fixed := fixed_budget_sentence(table, sym, n_heads_of(name), method.kind == "bba"):
+if fixed := fixed_budget_sentence(table, sym, n_heads_of(name), method.is_bba):
     st.info(fixed)
     st.stop()
 
@@ -95,7 +96,7 @@ figures_reference = (  # the dense model's table when it lists the same inputs, 
     else None
 )
 figures = adaptivity_figures(
-    table, int(model_config(name).get("n_heads", 1)), reference_table, needed, reference or f"{dataset}-dense"
+    table, n_heads_of(name), reference_table, needed, reference or f"{dataset}-dense"
 )
 
 st.subheader("Do harder inputs get more heads?")
@@ -369,7 +370,7 @@ if maps:  # both maps in one figure: one colour bar, one legend, and one chart f
         st,
         charts.head_heatmaps(
             maps,
-            "Gate scores softmax(z)" if method.kind == "bba" else "Head relevance p",
+            "Gate scores softmax(z)" if method.is_bba else "Head relevance p",
             zmax=top,
             colorbar_title=method.relevance_symbol,
             text_size=12,  # half a page wide each: 8 heads' numbers fit only smaller
@@ -378,6 +379,6 @@ if maps:  # both maps in one figure: one colour bar, one legend, and one chart f
         key="chart_eh_heads",
     )
 st.caption(
-    f"★ = the head ran (the top k by {'gate score z' if method.kind == 'bba' else 'relevance p'}); "
+    f"★ = the head ran (the top k by {'gate score z' if method.is_bba else 'relevance p'}); "
     "grey cells = heads that were not computed. Both maps use one colour scale."
 )

@@ -10,10 +10,9 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.analysis import method_of
 from app.components import csv_download, md_escape, open_in_explore, per_example_or_stop, show_chart
 from app.examples import confusion_matrix, example_label, excerpt, filter_examples, layer_columns, preview
-from app.state import dataset_of, is_dense, model_config, selected_model
+from app.state import dataset_of, is_dense, model_method, selected_model
 
 PICK_KEY = "errors_pick"
 TABLE_KEY = "errors_table"
@@ -28,7 +27,7 @@ st.caption(
 name = selected_model()
 dataset = dataset_of(name)
 dense = is_dense(name)
-sym = method_of(model_config(name)).symbol  # bba's budget is the requested b
+sym = model_method(name).symbol  # bba's budget is the requested b
 table, samples = per_example_or_stop(
     name, dataset, "The **Training dynamics** page still shows how this model trained."
 )

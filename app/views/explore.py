@@ -1,7 +1,7 @@
 """Explore an input: prediction, per-layer budget, the heads that ran, cost, and ablations.
 
 Thin on purpose: widgets are read into an :class:`app.analysis.Settings`, the (cached) work is
-done by :func:`app.state.explore`, and the figures come from :mod:`app.charts`.
+done by :func:`app.live.explore`, and the figures come from :mod:`app.charts`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from app.analysis import (
     explanation,
     export_record,
     link_params,
-    method_of,
     metric_cards,
     offline_report,
     prepare_text,
@@ -36,20 +35,20 @@ from app.analysis import (
     unknown_share,
 )
 from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker, show_chart
+from app.live import explanation as token_attribution
+from app.live import explore, head_attention
+from app.local_copy import copy_name
 from app.state import (
     ROOT,
-    copy_name,
     data_dir,
     dataset_of,
-    explore,
     get_checkpoint,
-    head_attention,
     model_config,
+    model_method,
     model_sha256,
     selected_model,
     test_samples,
 )
-from app.state import explanation as token_attribution
 from budgetformer_core.inputs import table_csv
 
 log = logging.getLogger(__name__)
@@ -80,17 +79,17 @@ st.title("Explore an input")
 
 name = selected_model()
 mcfg = model_config(name)
-if not isinstance(mcfg.get("n_heads"), int):  # config.json unreadable: loading says why
+if mcfg is None:  # config.json unreadable: loading says why
     try:
         get_checkpoint(name)
         st.error(f"The model {md_escape(name)} has no usable config.json.")
     except ValueError as e:
         st.error(f"The model {md_escape(name)} cannot be loaded: {md_escape(e)}")
     st.stop()
-H, max_len = mcfg["n_heads"], mcfg.get("max_len", 512)
-method = method_of(mcfg)  # each method in its own words: s, f_θ, g_φ, or bba's b and gates
-budgeted = method.kind != "dense"
-is_bba = method.kind == "bba"
+H, max_len = mcfg.n_heads, mcfg.max_len
+method = model_method(name)  # each method in its own words: s, f_θ, g_φ, or bba's b and gates
+budgeted = not method.is_dense
+is_bba = method.is_bba
 has_f, has_g, sym = method.has_f, method.has_g, method.symbol
 dataset = dataset_of(name)
 if st.session_state.get(MODEL_SHOWN) != name:
@@ -127,7 +126,7 @@ if not st.session_state.get(LINK_READ):
             st.session_state["force_k"] = view.k
         if view.head_ablation is not None:
             st.session_state["head_ablation"] = view.head_ablation
-        if view.attention is not None and view.attention[0] < mcfg.get("n_layers", 1):
+        if view.attention is not None and view.attention[0] < mcfg.n_layers:
             st.session_state.update(att_layer=view.attention[0], att_head=view.attention[1])
 
 # The teaching layout: at 1280×720 the input and the budget control (left) and the prediction,
@@ -307,7 +306,7 @@ with below:
     if budgeted and not is_bba and not has_g:
         st.caption(
             f"This checkpoint has no head-scoring network g_φ (its head choice is "
-            f"{md_escape(mcfg.get('head_choice'))})."
+            f"{md_escape(mcfg.head_choice)})."
         )
 
 # ----------------------------------------------------------------------------- analysis
@@ -442,7 +441,7 @@ if budgeted:
             a.selected_heads,
             method.weight_title,
             colorscale="Oranges",
-            zmax=None if method.kind == "budgetformer" and not method.gated else 1.0,
+            zmax=None if method.is_budgetformer and not method.gated else 1.0,
             colorbar_title="w",
         ),
         key="chart_weights",

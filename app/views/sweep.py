@@ -14,17 +14,16 @@ import pandas as pd
 import streamlit as st
 
 from app import charts, results
-from app.analysis import method_of
 from app.components import csv_download, error_bars_section, md_escape, result_column_config, show_chart, sweeps_or_stop
+from app.error_bars import error_bars
 from app.state import (
     available_models,
     classifier_sweep,
     dataset_of,
-    error_bars,
     get_checkpoint,
     is_classifier,
     is_dense,
-    model_config,
+    model_method,
     selected_model,
     sweeps,
     test_samples,
@@ -166,7 +165,7 @@ budget = st.slider("Budget b", 0.05, 1.0, 0.5, 0.05, key="sweep_budget", format=
 row = results.at_budget(curve, budget)
 if abs(row["b"] - budget) > 1e-6:
     st.caption(f"No point at b = {budget:.2f}; showing the nearest one, b = {row['b']:.2f}.")
-sym = method_of(model_config(name)).symbol  # bba: its requested budget b
+sym = model_method(name).symbol  # bba: its requested budget b
 for col, card in zip(st.columns(6), results.sweep_cards(row, results.own_point(rows, "dense"), sym), strict=True):
     col.metric(card.label, card.value, card.note, help=card.help, delta_color="off", delta_arrow="off")
 

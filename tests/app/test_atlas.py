@@ -25,7 +25,7 @@ from budgetformer_core.infer import evaluate_split
 from budgetformer_core.tokenizer import encode
 
 from ..conftest import DEEP
-from .test_apptest import MAIN, TIMEOUT, chart, run
+from .apptest import MAIN, TIMEOUT, chart, run
 
 SHIPPED = ["bbc-budgetformer", "bbc-bba"]
 MODELS = [*SHIPPED, DEEP]

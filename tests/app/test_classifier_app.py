@@ -20,7 +20,7 @@ from budgetformer_core.classifier import rank_heads
 from budgetformer_core.data import load_dataset
 from budgetformer_core.infer import evaluate_split
 
-from .test_apptest import MAIN, TIMEOUT, chart, metric, open_page, run
+from .apptest import MAIN, TIMEOUT, chart, metric, open_page, run
 
 pytestmark = pytest.mark.skipif("bbc-dense" not in available_models(), reason="the bbc checkpoints are not shipped")
 

@@ -20,11 +20,12 @@ from streamlit.testing.v1 import AppTest
 from app import analysis as an
 from app.state import available_models
 from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.config import model_config_from_dict
 from budgetformer_core.data import load_dataset
 from budgetformer_core.explain import explain
 
 from ..conftest import PRECOMPUTED
-from .test_apptest import MAIN, TIMEOUT, chart, metric, run, type_text
+from .apptest import MAIN, TIMEOUT, chart, metric, run, type_text
 
 TEXT = "Shares in the bank rose after it reported record profits <b>and</b> sales"
 MODELS = ["bbc-budgetformer", "bbc-bba"]
@@ -153,7 +154,7 @@ def test_bad_link_values_fall_back_with_a_message():
 
 
 def test_link_parameters_round_trip():
-    method = an.method_of({"variant": "budgetformer"})
+    method = an.method_of(model_config_from_dict({"variant": "budgetformer"}))
     for settings in (an.Settings(), an.Settings("slider", budget=0.35), an.Settings("force_k", k=4),
                      an.Settings(no_budget_net=True, head_ablation="random", seed=12)):
         params = an.link_params("m", "a text", None, settings, method)
@@ -163,7 +164,7 @@ def test_link_parameters_round_trip():
                            view.seed)
         assert back.canonical() == settings.canonical()
     assert "text" not in an.link_params("m", "x" * (an.LINK_TEXT_LIMIT + 1), None, an.Settings(), method)
-    bba = an.method_of({"variant": "bba"})
+    bba = an.method_of(model_config_from_dict({"variant": "bba"}))
     view, notes = an.read_link({"ablation": "no-budget-net", "budget": "0.26"}, bba, 8, None)
     assert view.budget == 0.25 and not view.no_budget_net and "does not apply to a bba model" in notes[0]
     assert an.link_params("m", "t", 3, an.Settings("slider", budget=0.25), bba) == {

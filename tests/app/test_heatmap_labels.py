@@ -20,7 +20,7 @@ from app.state import available_models
 from budgetformer_core.checkpoint import load_checkpoint
 
 from ..conftest import PRECOMPUTED
-from .test_apptest import MAIN, TIMEOUT, chart, run, type_text
+from .apptest import MAIN, TIMEOUT, chart, run, type_text
 
 MODELS = ["bbc-budgetformer", "bbc-bba"]
 shipped = pytest.mark.skipif(not set(MODELS) <= set(available_models()), reason="the shipped bbc models are missing")

@@ -1,6 +1,6 @@
 """The sidebar's local copy: a visitor can make the server read only under the operator's folders.
 
-The operator lists the folders in ``$BUDGETFORMER_DATA_DIRS`` (:func:`app.state.local_copy`);
+The operator lists the folders in ``$BUDGETFORMER_DATA_DIRS`` (:func:`app.copies.local_copy`);
 whatever a visitor types — an absolute path, ``..``, a link that points out, a sibling folder
 whose name starts like an allowed one — nothing outside them is read, and the page shows none
 of it (checked through the real sidebar with Streamlit's AppTest).
@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app import local_copy as copies
 from app import state
 
 SECRET = "my diary entry 7f3c"
@@ -27,28 +28,28 @@ def roots(tmp_path, monkeypatch):
     (allowed / "mine").mkdir(parents=True)
     private.mkdir()
     (private / "secret.csv").write_text(f"text,label\n{SECRET},World\n")
-    monkeypatch.setenv(state.DATA_ROOTS_ENV, str(allowed))
+    monkeypatch.setenv(copies.DATA_ROOTS_ENV, str(allowed))
     return allowed, private
 
 
 def test_paths_outside_the_operators_list_are_never_used(roots):
     allowed, private = roots
-    assert state.local_copy(str(allowed / "mine")) == (allowed / "mine").resolve()
+    assert copies.local_copy(str(allowed / "mine")) == (allowed / "mine").resolve()
     for typed in (str(private), str(private / "secret.csv"), str(allowed / ".." / "private"), "/etc", "/",
                   "precomputed", "", "bad\0name", str(allowed / "missing")):
-        assert state.local_copy(typed) is None, typed
+        assert copies.local_copy(typed) is None, typed
     (allowed / "link").symlink_to(private)  # a link inside that points out
-    assert state.local_copy(str(allowed / "link")) is None
-    assert state.local_copy(str(allowed / "link" / "secret.csv")) is None
+    assert copies.local_copy(str(allowed / "link")) is None
+    assert copies.local_copy(str(allowed / "link" / "secret.csv")) is None
 
 
 def test_several_roots_and_the_default(roots, monkeypatch, tmp_path):
     allowed, private = roots
-    monkeypatch.setenv(state.DATA_ROOTS_ENV, os.pathsep.join([str(allowed), str(private)]))
-    assert state.local_copy(str(private / "secret.csv")) == (private / "secret.csv").resolve()
-    monkeypatch.delenv(state.DATA_ROOTS_ENV)
-    assert state.allowed_data_roots() == [(state.ROOT.parent / "shared" / "data").resolve()]
-    assert state.local_copy(str(private)) is None
+    monkeypatch.setenv(copies.DATA_ROOTS_ENV, os.pathsep.join([str(allowed), str(private)]))
+    assert copies.local_copy(str(private / "secret.csv")) == (private / "secret.csv").resolve()
+    monkeypatch.delenv(copies.DATA_ROOTS_ENV)
+    assert copies.allowed_data_roots() == [(state.ROOT.parent / "shared" / "data").resolve()]
+    assert copies.local_copy(str(private)) is None
 
 
 def test_a_single_csv_file_is_read_whole_with_the_datasets_classes(roots):
@@ -57,10 +58,10 @@ def test_a_single_csv_file_is_read_whole_with_the_datasets_classes(roots):
                          "label": ["Sports", "World", "Sci/Tech"] * 4})
     f = allowed / "ag_test.csv"
     rows.to_csv(f, index=False)
-    samples = state._split_samples("ag_news", "test", str(state.local_copy(str(f))), 0)
+    samples = state._split_samples("ag_news", "test", str(copies.local_copy(str(f))), 0)
     assert samples.label_names == ["World", "Sports", "Business", "Sci/Tech"]
     assert samples.texts == rows["text"].tolist() and samples.labels == [1, 0, 3] * 4
-    assert "shared/data" in state.LOCAL_COPY_HELP and state.DATA_ROOTS_ENV in state.LOCAL_COPY_HELP
+    assert "shared/data" in copies.LOCAL_COPY_HELP and copies.DATA_ROOTS_ENV in copies.LOCAL_COPY_HELP
 
 
 def test_dot_dot_links_and_look_alike_names(roots, tmp_path):
@@ -69,7 +70,7 @@ def test_dot_dot_links_and_look_alike_names(roots, tmp_path):
     inside = [str(allowed / "mine" / ".." / "mine"), str(allowed) + "//mine/", str(allowed / "." / "mine"),
               os.path.relpath(allowed / "mine", state.ROOT)]  # relative paths start at the project
     for typed in inside:
-        assert state.local_copy(typed) == mine, typed
+        assert copies.local_copy(typed) == mine, typed
     look_alike = tmp_path / (allowed.name + "-private")  # a string prefix of it is not inside
     look_alike.mkdir()
     (look_alike / "secret.csv").write_text(f"text,label\n{SECRET},World\n")
@@ -82,21 +83,21 @@ def test_dot_dot_links_and_look_alike_names(roots, tmp_path):
                str(allowed / "mine" / ".." / ".." / "private"), "/etc/passwd", "//etc", "~", "~/.ssh",
                str(allowed / "in" / ".." / ".." / "private")]
     for typed in outside:
-        assert state.local_copy(typed) is None, typed
-    assert state.local_copy(str(allowed / "in")) == mine
+        assert copies.local_copy(typed) is None, typed
+    assert copies.local_copy(str(allowed / "in")) == mine
     # ``..`` is taken in the typed text, so it is the folder the check saw that is read
-    assert state.local_copy(str(allowed / "in" / "..")) == allowed.resolve()
+    assert copies.local_copy(str(allowed / "in" / "..")) == allowed.resolve()
 
 
 def test_an_operators_folder_may_itself_be_a_link(tmp_path, monkeypatch):
     real = tmp_path / "real"
     (real / "ag_news").mkdir(parents=True)
     (tmp_path / "data").symlink_to(real)
-    monkeypatch.setenv(state.DATA_ROOTS_ENV, str(tmp_path / "data"))
-    assert state.allowed_data_roots() == [real.resolve()]
-    assert state.local_copy(str(tmp_path / "data" / "ag_news")) == (real / "ag_news").resolve()
-    assert state.local_copy(str(real / "ag_news")) == (real / "ag_news").resolve()
-    assert state.local_copy(str(tmp_path)) is None
+    monkeypatch.setenv(copies.DATA_ROOTS_ENV, str(tmp_path / "data"))
+    assert copies.allowed_data_roots() == [real.resolve()]
+    assert copies.local_copy(str(tmp_path / "data" / "ag_news")) == (real / "ag_news").resolve()
+    assert copies.local_copy(str(real / "ag_news")) == (real / "ag_news").resolve()
+    assert copies.local_copy(str(tmp_path)) is None
 
 
 AG_NEWS = "ag_news-budgetformer"

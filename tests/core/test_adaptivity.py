@@ -94,6 +94,7 @@ def test_bba_constant_budget_gives_null_rho_and_a_note():
     assert all(layer["k_hist"] == {str(k): 30} for layer in result["layers"])
 
 
+@pytest.mark.artifacts
 def test_precomputed_tables_give_the_same_figures(bbc):
     tables = PRECOMPUTED.parent / "results" / "per_example"
     frame, reference = (pd.read_parquet(tables / f"bbc-{m}.parquet") for m in ("budgetformer", "dense"))

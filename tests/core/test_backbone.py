@@ -61,6 +61,7 @@ def dense(backbone):
     return build(backbone, variant="dense")
 
 
+@pytest.mark.artifacts
 def test_the_shipped_checkpoint_is_minilm_l6_with_its_recorded_sha256(backbone, batch):
     cfg = backbone.config
     assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_ff, cfg.vocab_size) == (6, 12, 384, 1536, 30522)

@@ -446,18 +446,18 @@ def test_app_cuts_at_the_one_limit():
 
 
 def test_app_reads_no_folder_outside_the_operators_list(tmp_path, monkeypatch):
-    from app import state
+    from app import local_copy as copies
 
     allowed, private = tmp_path / "data", tmp_path / "private"
     allowed.mkdir()
     private.mkdir()
     (private / "secret.csv").write_text("text,label\nmy diary,World\n")
     (allowed / "one.csv").write_text("text,label\na text,World\n")
-    monkeypatch.setenv(state.DATA_ROOTS_ENV, str(allowed))
+    monkeypatch.setenv(copies.DATA_ROOTS_ENV, str(allowed))
     before = snapshot(tmp_path)
     for typed in (str(private), str(private / "secret.csv"), str(allowed / ".." / "private"), "/etc", "bad\0name"):
-        assert state.local_copy(typed) is None, typed
-    assert state.local_copy(str(allowed / "one.csv")) == (allowed / "one.csv").resolve()  # a single file is fine
+        assert copies.local_copy(typed) is None, typed
+    assert copies.local_copy(str(allowed / "one.csv")) == (allowed / "one.csv").resolve()  # a single file is fine
     assert snapshot(tmp_path) == before
 
 
@@ -766,10 +766,11 @@ def test_app_errors_csv_download_of_hostile_texts(downloads, tmp_path, monkeypat
     from streamlit.testing.v1 import AppTest
 
     from app import state
+    from app.local_copy import DATA_ROOTS_ENV
 
     if AG_NEWS not in state.available_models():
         pytest.skip(f"no {AG_NEWS}")
-    monkeypatch.setenv(state.DATA_ROOTS_ENV, str(tmp_path))
+    monkeypatch.setenv(DATA_ROOTS_ENV, str(tmp_path))
     monkeypatch.setattr(state, "MANIFEST", tmp_path / "no-manifest.json")  # nothing vouched for: run live
     local = tmp_path / "ag_news_test.csv"
     labels = ["World", "Sports", "Business", "Sci/Tech"] * 2

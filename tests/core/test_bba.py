@@ -185,6 +185,7 @@ SHIPPED_BBA = sorted(p.name for p in PRECOMPUTED.glob("*-bba"))
 
 
 @pytest.mark.parametrize("name", SHIPPED_BBA)
+@pytest.mark.artifacts
 def test_shipped_bba_head_sets_are_nested_on_every_test_input(name):
     """Every test input, every layer, b = 0.05, 0.10, …, 1.0: the heads at a budget are among
     those at any larger one, and the cost never falls.

@@ -85,6 +85,7 @@ SEEDS = Path(__file__).resolve().parents[2] / "precomputed" / "results" / "seeds
 
 
 @pytest.mark.skipif(not SEEDS.is_file(), reason="no shipped seed runs")
+@pytest.mark.artifacts
 def test_the_shipped_seed_runs_start_from_the_shipped_models():
     """seeds.csv's seed 0 of each model is the shipped checkpoint (its recorded test figures), and
     every other seed is a run of its own: three seeds per model, no two the same row."""
@@ -102,6 +103,7 @@ PER_EXAMPLE = Path(__file__).resolve().parents[2] / "precomputed" / "results" / 
 
 
 @pytest.mark.skipif(not (PER_EXAMPLE / "bbc-budgetformer.parquet").is_file(), reason="no shipped tables")
+@pytest.mark.artifacts
 def test_the_shipped_intervals_hold_their_verdicts():
     """On the shipped per-example tables every point difference lies in its interval, and the
     verdicts are these: on BBC every gap between the shipped models is within noise; on AG News

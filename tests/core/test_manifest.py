@@ -16,6 +16,8 @@ from budgetformer_core.precompute import RECIPES, SHIPPED, SHIPPED_PRETRAINED, S
 
 from ..conftest import ROOT
 
+pytestmark = pytest.mark.artifacts  # every test here checks what precompute shipped
+
 OUT = ROOT / "precomputed"
 MANIFEST = json.loads((OUT / "manifest.json").read_text())
 SHARED = ROOT.parent / "shared" / "data"

@@ -27,6 +27,7 @@ def test_plan_orders_warm_starts_after_their_source():
             assert any(str(jobs[keys.index(a)].out) == source for a in job.after), job.key
 
 
+@pytest.mark.artifacts
 def test_shipped_models_and_baselines():
     jobs = plan(["bbc"])
     assert {j.name for j in jobs if j.shipped} == {*SHIPPED, "minilm-dense", "minilm-budgetformer"}

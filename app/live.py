@@ -1,0 +1,149 @@
+"""Cached live runs of a model: one input under a setting (Explore, Compare), a file's texts (Batch),
+and the Atlas's map of a split's inputs and a head's attention profile.
+
+Each cache is keyed by the checkpoint's name and the stamp of its files
+(:func:`app.state.stamp`), and bounded (``max_entries``), as the caches of :mod:`app.state`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import streamlit as st
+
+from app import analysis as an
+from app import state
+
+if TYPE_CHECKING:
+    from budgetformer_core.checkpoint import Checkpoint
+    from budgetformer_core.infer import Analysis
+
+
+@dataclass
+class Result:
+    """Everything the explore page shows for one input and one setting."""
+
+    full: Analysis
+    current: Analysis
+    timing: an.Timing | None
+    control_repr: dict | None
+
+
+def _control(ckpt: Checkpoint, settings: an.Settings):
+    """The Control of ``settings`` for ``ckpt`` (None for a dense model or the full model)."""
+    return an.control_for(settings, ckpt.validation_budget) if an.is_budgeted(ckpt) else None
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _full(name: str, version: tuple, text: str, measure: bool) -> Result:
+    ckpt = state.get_checkpoint(name)
+    full = an.run_analysis(ckpt, text)
+    return Result(full, full, an.time_input(ckpt, text) if measure else None, None)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _result(name: str, version: tuple, text: str, settings: an.Settings, measure: bool) -> Result:
+    base = _full(name, version, text, measure)
+    ckpt = state.get_checkpoint(name)
+    control = _control(ckpt, settings)
+    if control is None:
+        return base
+    current = an.run_analysis(ckpt, text, control)
+    timing = an.time_input(ckpt, text, control) if measure else None
+    return Result(base.full, current, timing, {k: v for k, v in vars(control).items() if k != "generator"})
+
+
+def explore(name: str, text: str, settings: an.Settings, measure: bool = True) -> Result:
+    """Full-model and chosen-setting analyses of ``text`` plus latencies (cached).
+
+    Raises:
+        ValueError: an unusable text (empty, …) or checkpoint.
+    """
+    return _result(name, state.stamp(name), text, settings, measure)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _explanation(name: str, version: tuple, text: str, settings: an.Settings):
+    ckpt = state.get_checkpoint(name)
+    return an.explain_input(ckpt, text, _control(ckpt, settings))
+
+
+def explanation(name: str, text: str, settings: an.Settings):
+    """The token attribution of each layer's s (bba: gate margin) for ``text`` under
+    ``settings`` (:func:`app.analysis.explain_input`; cached: one pass per token is seconds on
+    a long text). Raises ValueError for a dense model or an unusable text."""
+    return _explanation(name, state.stamp(name), text, settings)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _head_attention(name: str, version: tuple, text: str, settings: an.Settings, layer: int, head: int):
+    ckpt = state.get_checkpoint(name)
+    return an.head_attention(ckpt, text, _control(ckpt, settings), layer)[head]  # (T, T)
+
+
+def head_attention(name: str, text: str, settings: an.Settings, layer: int, head: int):
+    """(T, T) attention of head ``head`` of ``layer`` on ``text``, all NaN when that head did
+    not run (:func:`app.analysis.head_attention`; cached, one head per entry: a few MB at most)."""
+    return _head_attention(name, state.stamp(name), text, settings, layer, head)
+
+
+@st.cache_data(max_entries=8, show_spinner="Classifying the file's texts…")
+def _batch(name: str, version: tuple, rows: tuple, settings: an.Settings) -> list:
+    from budgetformer_core.infer import predict_rows
+    from budgetformer_core.timing import torch_threads
+
+    ckpt = state.get_checkpoint(name)
+    with torch_threads(1):  # a shared server: one thread per request, as the Explore page
+        return list(predict_rows(ckpt, rows, _control(ckpt, settings)))
+
+
+def batch_predictions(name: str, rows: list[tuple[int, str]], settings: an.Settings) -> list:
+    """:func:`budgetformer_core.infer.predict_rows` of numbered texts (what ``budgetformer predict
+    --input-file`` prints) under ``settings``; cached per model, texts and setting.
+
+    Raises:
+        ValueError: the checkpoint cannot be loaded.
+    """
+    return _batch(name, state.stamp(name), tuple(rows), settings.canonical())
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _input_map(name: str, version: tuple, dataset: str, source: tuple, budget: float | None):
+    from budgetformer_core.atlas import input_map
+
+    return input_map(state._allocation(name, version, dataset, "test", source, budget).relevance)
+
+
+def input_map(name: str, budget: float | None = None):
+    """:func:`budgetformer_core.atlas.input_map` of the test split's relevance p (cached); None
+    when the texts are not here."""
+    dataset = state.dataset_of(name)
+    if state.split_samples(dataset, "test") is None:
+        return None
+    return _input_map(name, state.stamp(name), dataset, state._source(dataset), budget)
+
+
+PROFILE_SAMPLE = 32
+"""Inputs (the first of the test split on which the head ran) a head's attention profile averages."""
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _attention_profile(name: str, version: tuple, dataset: str, source: tuple, budget: float | None,
+                       layer: int, head: int, rows: tuple):
+    from budgetformer_core.atlas import attention_profile
+    from budgetformer_core.budget import Control
+
+    texts = state._split_samples(dataset, "test", *source).texts
+    control = None if budget is None else Control(budget=budget)
+    return attention_profile(state.get_checkpoint(name), [texts[i] for i in rows], layer, head, control)
+
+
+def attention_profile(name: str, budget: float | None, layer: int, head: int, rows: list[int]):
+    """Where ``head`` of ``layer`` attends on the test inputs at positions ``rows``
+    (:func:`budgetformer_core.atlas.attention_profile`, cached); None when the texts are not here."""
+    dataset = state.dataset_of(name)
+    if state.split_samples(dataset, "test") is None:
+        return None
+    source = state._source(dataset)
+    return _attention_profile(name, state.stamp(name), dataset, source, budget, layer, head, tuple(rows))
