@@ -23,7 +23,8 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from app import analysis as an
-from app import examples, results
+from app import examples, results, speed
+from app.speed import LiveSpeed
 
 if TYPE_CHECKING:
     from budgetformer_core.checkpoint import Checkpoint
@@ -501,13 +502,42 @@ def attention_profile(name: str, budget: float | None, layer: int, head: int, ro
     return _attention_profile(name, stamp(name), dataset, _source(dataset), budget, layer, head, tuple(rows))
 
 
+def dense_reference(name: str) -> tuple[str, Checkpoint] | None:
+    """(name, checkpoint) of the dense reference model ``name`` is timed against
+    (:func:`app.speed.reference_of`); None for a listed classifier, or when the reference is not
+    on this machine or cannot be loaded."""
+    ref = speed.reference_of(name, dataset_of(name))
+    if is_classifier(name) or ref not in shipped_models():
+        return None
+    try:
+        return ref, get_checkpoint(ref)
+    except ValueError:  # CheckpointError: a broken reference leaves the speed-up out, not the page
+        return None
+
+
+def precomputed_speed(name: str, settings: an.Settings, symbol: str = "s") -> tuple[pd.Series, str] | None:
+    """sweeps.csv's row of ``name`` nearest to what ``settings`` runs, and where it is
+    (:func:`app.speed.precomputed_point`); None when there is none or sweeps.csv is unreadable."""
+    dataset = dataset_of(name)
+    try:
+        rows = sweeps()
+        ckpt = get_checkpoint(name)
+    except ValueError:
+        return None
+    if rows is None:
+        return None
+    return speed.precomputed_point(rows[rows["dataset"] == dataset], name.removeprefix(f"{dataset}-"), settings,
+                                   ckpt.validation_budget, ckpt.config.n_heads, symbol)
+
+
 @dataclass
 class Result:
     """Everything the explore page shows for one input and one setting."""
 
     full: Analysis
     current: Analysis
-    timing: an.Timing | None
+    timing: LiveSpeed | None
+    """The run and its dense reference timed in the same rounds (:func:`app.speed.time_input`)."""
     control_repr: dict | None
 
 
@@ -520,7 +550,7 @@ def _control(ckpt: Checkpoint, settings: an.Settings):
 def _full(name: str, version: tuple, text: str, measure: bool) -> Result:
     ckpt = get_checkpoint(name)
     full = an.run_analysis(ckpt, text)
-    return Result(full, full, an.time_input(ckpt, text) if measure else None, None)
+    return Result(full, full, speed.time_input(ckpt, text, None, dense_reference(name)) if measure else None, None)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -531,7 +561,7 @@ def _result(name: str, version: tuple, text: str, settings: an.Settings, measure
     if control is None:
         return base
     current = an.run_analysis(ckpt, text, control)
-    timing = an.time_input(ckpt, text, control) if measure else None
+    timing = speed.time_input(ckpt, text, control, dense_reference(name)) if measure else None
     return Result(base.full, current, timing, {k: v for k, v in vars(control).items() if k != "generator"})
 
 
