@@ -79,14 +79,15 @@ def with_references(frame: pd.DataFrame) -> pd.DataFrame:
     it contradict.
 
     A file without ``dense_latency_ms`` (written before the reference's latency was stored)
-    gets it from its own speed-up, ``latency_ms × speedup_b1``, and the dataset's reference name.
+    keeps its speed-ups and gets the reference's latency from them (``latency_ms × speedup_b1``)
+    and the dataset's reference name.
     """
     frame = frame.copy()
+    stored = "dense_latency_ms" in frame
     for column in TIMED_COLUMNS:
         frame[column] = pd.to_numeric(frame[column], errors="coerce") if column in frame else np.nan
-    if frame["dense_latency_ms"].isna().all():
+    if not stored:  # the speed-ups as written; the reference's batch-1 latency from them
         frame["dense_latency_ms"] = frame["latency_ms"] * frame["speedup_b1"]
-        frame["dense_latency_b32_ms"] = frame["latency_b32_ms"] * frame["speedup_b32"]
     if "dense_model" not in frame:
         frame["dense_model"] = np.nan
     named = frame["dense_model"].notna() & (frame["dense_model"].astype(str).str.strip() != "")
@@ -94,8 +95,9 @@ def with_references(frame: pd.DataFrame) -> pd.DataFrame:
         f"{d}-{m}" if ok else reference_of(f"{d}-{model}", d)
         for d, m, model, ok in zip(frame["dataset"], frame["dense_model"], frame["model"], named, strict=True)
     ]
-    frame["speedup_b1"] = frame["dense_latency_ms"] / frame["latency_ms"]
-    frame["speedup_b32"] = frame["dense_latency_b32_ms"] / frame["latency_b32_ms"]
+    if stored:
+        frame["speedup_b1"] = frame["dense_latency_ms"] / frame["latency_ms"]
+        frame["speedup_b32"] = frame["dense_latency_b32_ms"] / frame["latency_b32_ms"]
     return frame
 
 
