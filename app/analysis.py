@@ -31,12 +31,12 @@ if TYPE_CHECKING:
 
     import numpy as np
 
+    from app.speed import LiveSpeed
     from budgetformer_core.budget import Control
     from budgetformer_core.checkpoint import Checkpoint
     from budgetformer_core.config import ModelConfig
     from budgetformer_core.explain import Explanation
     from budgetformer_core.infer import Analysis
-    from budgetformer_core.timing import TimingStats
 
 BUDGET_MODES = ("learned", "slider", "force_k")
 """``learned``: s from f_θ; ``slider``: s from the slider for every layer; ``force_k``: k heads."""
@@ -683,136 +683,7 @@ def bba_dynamics_story(frame, train_cfg: dict, model_cfg: ModelConfig) -> str:
     return " ".join(parts)
 
 
-# --------------------------------------------------------------------------- timing
-
-TIME_BUDGET_S = 0.06
-"""About this much time of timed forward passes per measurement, so the page stays responsive."""
-MAX_ROUNDS = 40
-"""Rounds of a measurement at most (a short text fits many in the time budget)."""
-WARMUP = 2
-"""Untimed calls of each path before timing (allocator, caches, lazy initialisation)."""
-
-
-@dataclass
-class Timing:
-    """Single-thread latency of one forward pass of an input, budgeted (structural) and dense:
-    the statistics of :func:`budgetformer_core.timing.time_interleaved`, one call per sample,
-    both paths timed in the same rounds."""
-
-    dense: TimingStats
-    structural: TimingStats | None
-    """None for a dense checkpoint."""
-    threads: int = 1
-
-    @property
-    def dense_ms(self) -> float:
-        return self.dense.median_ms
-
-    @property
-    def structural_ms(self) -> float | None:
-        return None if self.structural is None else self.structural.median_ms
-
-    @property
-    def repeats(self) -> int:
-        """Timed rounds (one call of each path per round)."""
-        return len(self.dense.samples_ms)
-
-    def speedups(self) -> list[float]:
-        """Dense / structural latency in each round (empty for a dense checkpoint)."""
-        if self.structural is None:
-            return []
-        return [d / s for d, s in zip(self.dense.samples_ms, self.structural.samples_ms, strict=True)]
-
-    @property
-    def speedup(self) -> float | None:
-        """The median of the per-round ratios dense / structural (> 1: budgeting is faster)."""
-        from budgetformer_core.timing import paired_speedup
-
-        return None if self.structural is None else paired_speedup(self.dense, self.structural)
-
-    def speedup_iqr(self) -> tuple[float, float] | None:
-        """The first and third quartiles of the per-round ratios: the spread of the verdict."""
-        import numpy as np
-
-        ratios = self.speedups()
-        return tuple(float(q) for q in np.percentile(ratios, [25, 75])) if ratios else None
-
-    def to_dict(self) -> dict:
-        return {
-            "dense_ms": self.dense_ms,
-            "dense_iqr_ms": self.dense.iqr_ms,
-            "structural_ms": self.structural_ms,
-            "structural_iqr_ms": None if self.structural is None else self.structural.iqr_ms,
-            "speedup": self.speedup,
-            "speedup_iqr": self.speedup_iqr(),
-            "repeats": self.repeats,
-            "threads": self.threads,
-            "samples_ms": {
-                name: stats.samples_ms
-                for name, stats in (("dense", self.dense), ("structural", self.structural))
-                if stats is not None
-            },
-        }
-
-
-def time_input(
-    ckpt: Checkpoint, text: str, control: Control | None = None, budget_s: float = TIME_BUDGET_S
-) -> Timing:
-    """Time ``ckpt.model`` on ``text`` in structural and dense mode with the engine's timer.
-
-    :func:`budgetformer_core.timing.time_interleaved` warms both paths up, then times one call
-    of each per round, taking turns, on one thread, for as many rounds as fit in ``budget_s``
-    (3 to :data:`MAX_ROUNDS`) — the same timer as ``budgetformer bench --clock cpu``. The clock
-    is the timing thread's CPU time: on a server shared by several sessions, time spent waiting
-    for a core is not this input's cost. Both paths are timed afresh for every setting and
-    compared round by round, so a dense time measured at another moment never enters the ratio.
-    """
-    import torch
-
-    from budgetformer_core.timing import time_interleaved
-    from budgetformer_core.tokenizer import encode_batch, reading_prefix
-
-    max_len = ckpt.config.max_len
-    batch = encode_batch(ckpt.tokenizer, [reading_prefix(ckpt.tokenizer, text, max_len)], max_len)
-
-    def forward(mode: str):
-        return lambda: ckpt.model(batch.ids, batch.mask, mode=mode, control=control)
-
-    fns = {"dense": forward("dense")}
-    if is_budgeted(ckpt):
-        fns["structural"] = forward("structural")
-    with torch.no_grad():
-        stats = time_interleaved(
-            fns, repeats=MAX_ROUNDS, warmup=WARMUP, threads=1, min_sample_s=0, budget_s=budget_s,
-            clock="cpu",
-        )
-    return Timing(stats["dense"], stats.get("structural"))
-
-
-def _pace(x: float) -> str:
-    return f"{x:.2f}× faster" if x >= 1 else f"{1 / x:.2f}× slower"
-
-
-def speed_note(timing: Timing) -> str:
-    """ "dense 3.1 ms · 1.40× faster (IQR 1.31–1.52×)" (or slower) for the latency metric."""
-    if timing.structural_ms is None:
-        return "dense model"
-    x, (lo, hi) = timing.speedup, timing.speedup_iqr()
-    spread = f"{lo:.2f}–{hi:.2f}×" if x >= 1 else f"{1 / hi:.2f}–{1 / lo:.2f}×"
-    return f"dense {timing.dense_ms:.1f} ms · {_pace(x)} (IQR {spread})"
-
-
-def slower_note(timing: Timing | None, n_tokens: int) -> str | None:
-    """Why the budgeted path is slower than dense on this input, in one line (None when not)."""
-    if timing is None or timing.speedup is None or timing.speedup >= 1:
-        return None
-    return (
-        f"Budgeting is slower than dense here: at {n_tokens} tokens, choosing the heads (pooling, "
-        "the budget and scoring networks, top-k: a few dozen tiny operations per layer) costs "
-        "more than the skipped heads save. The Budget sweep page's *cost vs input length* chart "
-        "shows from which length it pays."
-    )
-
+# --------------------------------------------------------------------------- cards
 
 INLINE_LAYERS = 3
 """Layers whose values a metric card lists one by one ("0.43 / 0.36"); a deeper model's card
@@ -830,10 +701,34 @@ def per_layer_value(values: list[str]) -> tuple[str, str | None]:
     return (lo if lo == hi else f"{lo}–{hi}"), f"Per layer: {joined}"
 
 
+def latency_card(timing: LiveSpeed | None, precomputed: tuple | None = None) -> Card:
+    """The latency of one run, with its speed-up against the dense reference timed in the same
+    rounds and the precomputed one at that budget (:func:`app.speed.precomputed_point`) beside it."""
+    from app.speed import HOW, speed_note
+
+    if timing is None:
+        return Card("Latency (1 thread)", "—", "not measured")
+    ref = timing.reference or "no dense reference on this machine"
+    dense = "" if timing.dense is None else (
+        f" and {ref} in the same rounds ({timing.dense.ms:.2f} ms, IQR {timing.dense.iqr_ms:.2f} ms); speed-up = "
+        f"{ref}'s latency / this latency ({HOW}, batch 1)")
+    return Card(
+        "Latency (1 thread)",
+        f"{timing.latency.ms:.2f} ms",
+        speed_note(timing, precomputed),
+        f"Median over interleaved rounds of single-thread forward passes of this input at this setting "
+        f"(IQR {timing.latency.iqr_ms:.2f} ms){dense}, with the engine's timer (the CPU time of one "
+        "thread, as sweeps.csv's latencies: waiting for a core on a busy server is not counted). The "
+        "precomputed speed-up is sweeps.csv's at the nearest budget, on the test texts.",
+    )
+
+
 def metric_cards(
-    a: Analysis, timing: Timing | None, settings: Settings, n_heads: int, method: Method | None = None
+    a: Analysis, timing: LiveSpeed | None, settings: Settings, n_heads: int, method: Method | None = None,
+    precomputed: tuple | None = None,
 ) -> list[Card]:
-    """Prediction, budget (s, or bba's b), heads run, FLOPs and latency of one analysis, formatted."""
+    """Prediction, budget (s, or bba's b), heads run, FLOPs and latency of one analysis, formatted
+    (``precomputed``: the sweeps.csv row at this setting and where it is, for the latency card)."""
     method = method or Method()
     dense = a.k == [n_heads] * len(a.k) and a.flops == a.dense_flops
     if settings.no_budget_net:
@@ -844,22 +739,7 @@ def metric_cards(
         s_note = "dense: every head"
     else:
         s_note = method.own_budget
-    if timing is None:
-        latency = Card("Latency (1 thread)", "—", "not measured")
-    elif timing.structural_ms is None:
-        latency = Card("Latency (1 thread)", f"{timing.dense_ms:.1f} ms", "dense model")
-    else:
-        latency = Card(
-            "Latency (1 thread)",
-            f"{timing.structural_ms:.1f} ms",
-            speed_note(timing),
-            f"Median of {timing.repeats} single-thread forward passes of this input through "
-            f"the budgeted (structural) path (inter-quartile range {timing.structural.iqr_ms:.2f} ms) "
-            f"and as many through the dense path ({timing.dense_ms:.2f} ms, IQR {timing.dense.iqr_ms:.2f} ms), "
-            "taking turns after a warm-up, with the engine's timer (as `budgetformer bench --clock cpu`: "
-            "the CPU time of one thread, so waiting for a core on a busy server is not counted). "
-            "The speed-up is the median of the per-round ratios; IQR is their spread.",
-        )
+    latency = latency_card(timing, precomputed)
     budget, budget_help = per_layer_value([f"{x:.2f}" for x in a.budget])
     if settings.budget_mode == "force_k" and not settings.no_budget_net and not method.is_dense:
         # k is set, so the budget decides nothing: no number that reads as if it did
@@ -943,7 +823,7 @@ def export_record(
     control: dict | None,
     current: Analysis,
     full: Analysis,
-    timing: Timing | None,
+    timing: LiveSpeed | None,
     tokens: list[str] | None = None,
     explanation: Explanation | None = None,
     symbol: str = "s",

@@ -40,10 +40,11 @@ SAMPLE_KEY = "sample"
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
 
 
-def show_chart(where, figure, key: str) -> None:
+def show_chart(where, figure, key: str, **selection):
     """Draw a plotly figure in ``where`` (``st`` or a column) in its own look
-    (:data:`app.charts.TEMPLATE`), not restyled by Streamlit's theme in the browser."""
-    where.plotly_chart(figure, key=key, theme=None)
+    (:data:`app.charts.TEMPLATE`), not restyled by Streamlit's theme in the browser; ``selection``
+    (``on_select``, ``selection_mode``) makes it selectable, and the selection event is returned."""
+    return where.plotly_chart(figure, key=key, theme=None, **selection)
 
 
 TABLE_STYLE = [
@@ -421,20 +422,33 @@ def csv_download(table, file_name: str, key: str, label: str | None = None) -> N
     )
 
 
-def result_column_config() -> dict:
-    """How the result tables of the sweep and ablation pages show their columns."""
+def result_column_config(baseline: str | None = None) -> dict:
+    """How the result tables of the sweep and ablation pages show their columns; every latency
+    and speed-up named after the dense reference it was timed against (``baseline``, when all
+    the rows share one; otherwise the table's ``reference`` column names it row by row)."""
+    from app.speed import HOW
+
     number, percent = st.column_config.NumberColumn, dict(format="percent")
+    ref = baseline or "dense ref."
+    same = f"timed in the same interleaved rounds as {baseline or 'the reference named in the row'}, one thread"
     return {
-        "budget_b": number("budget b", format="%.2f"),
+        "budget_b": number("budget", format="%.2f", help="The budget the model was asked for: s (BudgetFormer) "
+                           "or b (BBA)"),
         "accuracy": number("accuracy", **percent),
         "macro_f1": number("macro-F1", format="%.3f"),
         "heads_fraction": number("heads run", **percent, help="Exact fraction of heads run"),
-        "mean_s": number("mean s", format="%.3f"),
+        "mean_s": number("mean budget", format="%.3f", help="Mean s (BudgetFormer) or requested b (BBA)"),
         "flops_ratio": number("FLOPs vs dense", **percent),
-        "latency_ms": number("latency (ms)", format="%.2f", help="Batch 1, single thread"),
-        "speedup_b1": number("speed-up b1", format="%.2f×", help="Measured, batch 1"),
-        "speedup_b32": number("speed-up b32", format="%.2f×", help="Measured, batch 32"),
-        "ideal_speedup": number("ideal speed-up", format="%.2f×", help="1 / FLOPs ratio"),
+        "latency_ms": number("latency (ms)", format="%.2f", help=f"Per input, batch 1, {same}"),
+        "dense_latency_ms": number(f"{ref} (ms)", format="%.2f", help=f"The dense reference's latency, {same}"),
+        "speedup_b1": number(f"× vs {ref}, b1", format="%.2f×",
+                             help=f"Speed-up: the reference's latency / this latency ({HOW}, batch 1)"),
+        "speedup_b32": number(f"× vs {ref}, b32", format="%.2f×",
+                              help=f"Speed-up: the reference's latency / this latency ({HOW}, batch 32)"),
+        "ideal_speedup": number("FLOP ideal ×", format="%.2f×", help="Ideal speed-up: 1 / FLOPs ratio"),
+        # one reference for every row: named in the headers, its column hidden (kept in the CSV)
+        "reference": None if baseline else st.column_config.TextColumn("timed against",
+                                                                       help="The dense reference, same rounds"),
     }
 
 

@@ -109,8 +109,9 @@ def extremes(
 
 
 def example_label(row) -> str:
-    """A one-line name of a per-example row for pickers: "#12 · sport → politics (64%)"."""
-    return f"#{int(row['index'])} · {row['true']} → {row['predicted']} ({row['confidence']:.0%})"
+    """A one-line name of a per-example row for pickers: "#12 · sport → politics (64.3%)" (a
+    confidence rounded as the tables round it)."""
+    return f"#{int(row['index'])} · {row['true']} → {row['predicted']} ({row['confidence']:.1%})"
 
 
 def preview(text: str, width: int = 160) -> str:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from app import analysis as an
-from app import state
+from app import speed, state
+from app.speed import LiveSpeed
 
 if TYPE_CHECKING:
     from budgetformer_core.checkpoint import Checkpoint
@@ -26,7 +27,8 @@ class Result:
 
     full: Analysis
     current: Analysis
-    timing: an.Timing | None
+    timing: LiveSpeed | None
+    """The run and its dense reference timed in the same rounds (:func:`app.speed.time_input`)."""
     control_repr: dict | None
 
 
@@ -39,7 +41,8 @@ def _control(ckpt: Checkpoint, settings: an.Settings):
 def _full(name: str, version: tuple, text: str, measure: bool) -> Result:
     ckpt = state.get_checkpoint(name)
     full = an.run_analysis(ckpt, text)
-    return Result(full, full, an.time_input(ckpt, text) if measure else None, None)
+    timing = speed.time_input(ckpt, text, None, state.dense_reference(name)) if measure else None
+    return Result(full, full, timing, None)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -50,7 +53,7 @@ def _result(name: str, version: tuple, text: str, settings: an.Settings, measure
     if control is None:
         return base
     current = an.run_analysis(ckpt, text, control)
-    timing = an.time_input(ckpt, text, control) if measure else None
+    timing = speed.time_input(ckpt, text, control, state.dense_reference(name)) if measure else None
     return Result(base.full, current, timing, {k: v for k, v in vars(control).items() if k != "generator"})
 
 

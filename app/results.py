@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from app.cards import Card
+from app.speed import HOW, NOT_TIMED, baseline_of, latency_versus, speedup_label, with_references
 
 if TYPE_CHECKING:
     from budgetformer_core.checkpoint import Checkpoint
@@ -31,11 +32,8 @@ SWEEP_NUMBERS = (
     "heads_fraction",
     "attention_cost_estimated",
     "flops_ratio",
-    "latency_ms",
-    "latency_iqr_ms",
-    "speedup_b1",
-    "speedup_b32",
 )
+"""sweeps.csv's numeric columns besides the timing ones (:data:`app.speed.TIMED_COLUMNS`)."""
 TABLE_BUDGETS = (0.25, 0.5, 0.75, 1.0)
 """The budgets of the per-budget comparison (the specialists exist at the first three)."""
 LIVE_BUDGETS = (0.1, 0.25, 0.5, 0.75, 1.0)
@@ -59,16 +57,20 @@ RESULT_COLUMNS = [
     "mean_s",
     "flops_ratio",
     "latency_ms",
+    "dense_latency_ms",
     "speedup_b1",
     "speedup_b32",
     "ideal_speedup",
+    "reference",
 ]
-"""The columns the result tables show (and download)."""
+"""The columns the result tables show (and download): each row's latency beside its dense
+reference's, timed in the same rounds, and the speed-ups computed from them."""
 
 
 def read_sweeps(path: Path | str) -> pd.DataFrame:
-    """sweeps.csv with numeric columns, plus ``b`` (the budget as a number; NaN for "own") and
-    ``ideal_speedup`` (1 / flops_ratio).
+    """sweeps.csv with numeric columns, plus ``b`` (the budget as a number; NaN for "own"),
+    ``ideal_speedup`` (1 / flops_ratio) and the timing columns of :func:`app.speed.with_references`
+    (the dense reference of each row named in ``reference``; speed-up = its latency / the row's).
 
     Raises:
         ValueError: not a readable CSV, or without the columns of :data:`SWEEP_KEYS`.
@@ -86,7 +88,7 @@ def read_sweeps(path: Path | str) -> pd.DataFrame:
     frame["b"] = pd.to_numeric(frame["budget"].where(frame["budget"] != "own"), errors="coerce")
     ratio = frame["flops_ratio"].where(frame["flops_ratio"] > 0)
     frame["ideal_speedup"] = 1.0 / ratio
-    return frame
+    return with_references(frame)
 
 
 def sweep_curve(rows: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -130,22 +132,54 @@ def budget_series(rows: pd.DataFrame, model: str, column: str) -> dict:
     points |= {name: series_xy(specialist_rows(rows, p), column) for p, name in SPECIALISTS.items()}
     dense = own_point(rows, "dense")
     reference = {"dense": dense[column]} if dense is not None else {}
-    return dict(
-        lines={k: v for k, v in lines.items() if v[0]},
-        points={k: v for k, v in points.items() if v[0]},
-        reference={k: v for k, v in reference.items() if pd.notna(v)},
-    )
+    if column in ("latency_ms", "latency_b32_ms"):  # the reference the model was timed against
+        reference = dense_level(sweep_curve(rows, model), column)
+    lines = {k: v for k, v in lines.items() if v[0]}
+    points = {k: v for k, v in points.items() if v[0]}
+    errors = {}
+    if column == "accuracy":  # each point's 95% interval over its test inputs
+        frames = {model: sweep_curve(rows, model), METHOD_NAMES[POSTHOC]: sweep_curve(rows, POSTHOC)}
+        frames |= {name: specialist_rows(rows, p) for p, name in SPECIALISTS.items()}
+        if own is not None:
+            frames[f"{model} at its own point"] = own.to_frame().T
+        errors = {name: accuracy_interval(frame) for name, frame in frames.items() if name in lines | points}
+    return dict(lines=lines, points=points, reference={k: v for k, v in reference.items() if pd.notna(v)},
+                errors=errors)
+
+
+def accuracy_interval(frame: pd.DataFrame) -> tuple[list[float], list[float]]:
+    """(above, below) lengths of each row's 95% accuracy interval over its ``n`` test inputs
+    (normal approximation, 1.96 · √(acc·(1 − acc) / n); 0 where n is unknown)."""
+    acc = pd.to_numeric(frame["accuracy"], errors="coerce").to_numpy(dtype=float)
+    n = pd.to_numeric(frame["n"], errors="coerce").to_numpy(dtype=float)
+    half = np.where(n > 0, 1.96 * np.sqrt(np.clip(acc * (1 - acc), 0, None) / np.where(n > 0, n, 1)), 0.0)
+    half = np.nan_to_num(half).tolist()
+    return half, half
+
+
+def dense_level(rows: pd.DataFrame, column: str = "latency_ms") -> dict[str, float]:
+    """The dense reference's latency the rows were timed against, as a chart's reference line
+    named after it ({} when not timed, or when the rows have several references)."""
+    ref = baseline_of(rows)
+    dense = rows["dense_" + column].dropna() if ref is not None else []
+    return {f"{ref} (same rounds)": float(dense.median())} if len(dense) else {}
 
 
 def speedup_series(curve: pd.DataFrame) -> dict:
-    """Ideal (1 / FLOPs ratio) and measured speed-ups of a sweep, for :func:`budget_curves`."""
+    """Ideal (1 / FLOPs ratio) and measured speed-ups of a sweep against its dense reference, for
+    :func:`budget_curves` (each measured one from the row's two latencies)."""
     b32 = curve[curve["speedup_b32"].notna()]
     lines = {
         "ideal (1 / FLOPs ratio)": series_xy(curve, "ideal_speedup"),
         "measured, batch 1": series_xy(curve, "speedup_b1"),
         "measured, batch 32": series_xy(b32, "speedup_b32"),
     }
-    return dict(lines={k: v for k, v in lines.items() if v[0]}, reference={"dense": 1.0})
+    return dict(lines={k: v for k, v in lines.items() if v[0]}, reference={"dense reference": 1.0})
+
+
+def speedup_title(reference: str | None) -> str:
+    """The speed-up chart's title, naming its baseline."""
+    return f"Speed-up over dense, {speedup_label(reference).removeprefix('× ')}: ideal vs measured"
 
 
 def method_of(model: str, chosen: str) -> str | None:
@@ -192,8 +226,9 @@ def ablation_table(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 
 def sweep_cards(row: pd.Series, dense: pd.Series | None, symbol: str = "s") -> list[Card]:
-    """The sweep page's headline numbers at one budget, each against dense when it is known
-    (``symbol``: the model's budget, s or bba's b)."""
+    """The sweep page's headline numbers at one budget (``symbol``: the model's budget, s or bba's
+    b): accuracy and macro-F1 against the dense model's own point (``dense``), latency and
+    speed-up against the row's dense reference timed in the same rounds (both from the row)."""
 
     def versus(column: str, fmt) -> str | None:
         if dense is None or pd.isna(dense[column]) or pd.isna(row[column]):
@@ -201,8 +236,9 @@ def sweep_cards(row: pd.Series, dense: pd.Series | None, symbol: str = "s") -> l
         return fmt(row[column] - dense[column])
 
     def show(value: float, fmt: str) -> str:
-        return "—" if pd.isna(value) else format(value, fmt)
+        return NOT_TIMED if pd.isna(value) else format(value, fmt)
 
+    ref = row["reference"]
     return [
         Card(
             "Accuracy",
@@ -222,15 +258,18 @@ def sweep_cards(row: pd.Series, dense: pd.Series | None, symbol: str = "s") -> l
         Card("FLOPs vs dense", show(row["flops_ratio"], ".0%"), None),
         Card(
             "Latency (batch 1)",
-            "—" if pd.isna(row["latency_ms"]) else f"{row['latency_ms']:.2f} ms",
-            versus("latency_ms", lambda d: f"{d:+.2f} ms vs dense"),
-            "Median single-thread time per input, batch 1.",
+            show(row["latency_ms"], ".2f") + ("" if pd.isna(row["latency_ms"]) else " ms"),
+            latency_versus(row["latency_ms"], row["dense_latency_ms"], ref),
+            f"Median single-thread time per input, batch 1, timed in the same interleaved rounds as "
+            f"{ref} on the same test texts.",
         ),
         Card(
-            "Speed-up",  # six cards to a row: the latency card beside it says batch 1
-            "—" if pd.isna(row["speedup_b1"]) else f"{row['speedup_b1']:.2f}×",
-            None if pd.isna(row["ideal_speedup"]) else f"ideal {row['ideal_speedup']:.2f}×",
-            "Dense latency / this latency, measured at batch 1; ideal = 1 / FLOPs ratio.",
+            "Speed-up vs dense",
+            show(row["speedup_b1"], ".2f") + ("" if pd.isna(row["speedup_b1"]) else "×"),
+            f"vs {ref}, same rounds",
+            f"{ref}'s latency / this latency ({HOW}, batch 1), from the two latencies of this row. "
+            + ("" if pd.isna(row["ideal_speedup"]) else f"The FLOP ideal is {row['ideal_speedup']:.2f}× "
+               "(1 / FLOPs ratio)."),
         ),
     ]
 
@@ -240,51 +279,49 @@ LIVE_TIMED = 4
 
 
 def live_sweep(
-    ckpt: Checkpoint, texts: list[str], labels: list[int], budgets=LIVE_BUDGETS
+    ckpt: Checkpoint, texts: list[str], labels: list[int], budgets=LIVE_BUDGETS,
+    reference: tuple[str, Checkpoint] | None = None,
 ) -> Iterator[dict]:
     """Evaluate ``ckpt`` on the texts at each requested budget, and time it; a row per budget,
     as it is done.
 
-    Latency is re-measured here, with the engine's timer: up to :data:`LIVE_TIMED` of the texts,
-    evenly spaced, one at a time (batch 1, one thread), on the structural path at budget b and on
-    the same model's dense path, in turn round after round (``speedup_b1`` pairs the rounds).
+    Latency is re-measured here the way sweeps.csv's is (:func:`budgetformer_core.latency.time_points`):
+    up to :data:`LIVE_TIMED` of the texts, evenly spaced, one at a time (batch 1, one thread),
+    the model at budget b and its dense ``reference`` (name, checkpoint) in the same interleaved
+    rounds; ``speedup_b1`` = the reference's latency / the model's (NaN without a reference).
     """
-    import torch
-
     from budgetformer_core.budget import Control
     from budgetformer_core.data import Split
     from budgetformer_core.infer import evaluate_split
-    from budgetformer_core.timing import paired_speedup, time_interleaved
-    from budgetformer_core.tokenizer import encode_batch, reading_prefix
+    from budgetformer_core.latency import Point, time_points, timed_rows
+    from budgetformer_core.tokenizer import encode
 
     split = Split(list(texts), list(labels))
-    max_len = ckpt.config.max_len
-    rows = sorted(set(np.linspace(0, len(texts) - 1, min(LIVE_TIMED, len(texts))).astype(int).tolist()))
-    inputs = [encode_batch(ckpt.tokenizer, [reading_prefix(ckpt.tokenizer, texts[i], max_len)], max_len)
-              for i in rows]  # each (1, T): batch 1
+    timed = [texts[i] for i in timed_rows(len(texts), LIVE_TIMED)]
 
-    def forward(mode: str, control: Control | None):
-        return lambda: [ckpt.model(x.ids, x.mask, mode=mode, control=control) for x in inputs]
+    def ids(c: Checkpoint) -> list[list[int]]:
+        return encode(c.tokenizer, timed, c.config.max_len)[0]  # one id list per timed text
 
     for b in budgets:
         t0 = time.perf_counter()
-        control = Control(budget=b)
-        ev = evaluate_split(ckpt, split, control)
-        with torch.inference_mode():
-            stats = time_interleaved(
-                {"dense": forward("dense", None), "budgeted": forward("structural", control)},
-                repeats=3, warmup=1, threads=1, min_sample_s=0,
-            )  # fmt: skip
+        ev = evaluate_split(ckpt, split, Control(budget=b))
+        points = {"model": Point(ckpt.model, b, ids(ckpt))}
+        if reference is not None:
+            points["reference"] = Point(reference[1].model, None, ids(reference[1]))
+        latency = time_points(points)
+        dense = latency["reference"].ms if reference is not None else np.nan
         yield {
             "budget_b": b,
             "accuracy": ev.accuracy,
             "macro_f1": ev.macro_f1,
             "heads_fraction": ev.mean_heads_fraction,
             "flops_ratio": ev.flops_ratio,
-            "latency_ms": stats["budgeted"].median_ms / len(inputs),
-            "speedup_b1": paired_speedup(stats["dense"], stats["budgeted"]),
+            "latency_ms": latency["model"].ms,
+            "dense_latency_ms": dense,
+            "speedup_b1": dense / latency["model"].ms,
+            "reference": None if reference is None else reference[0],
             "n": ev.n,
-            "timed": len(inputs),
+            "timed": len(timed),
             "seconds": time.perf_counter() - t0,
         }
 
@@ -303,7 +340,8 @@ def sweep_rows(done: list[dict], dataset: str, model: str) -> pd.DataFrame:
         if column not in frame:
             frame[column] = np.nan
     frame["ideal_speedup"] = 1.0 / frame["flops_ratio"].where(frame["flops_ratio"] > 0)
-    return frame
+    frame["dense_model"] = [None if r is None else r.removeprefix(f"{dataset}-") for r in frame["reference"]]
+    return with_references(frame)
 
 
 # --------------------------------------------------------------------------- error bars

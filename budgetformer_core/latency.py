@@ -47,13 +47,17 @@ class Point:
     """The requested budget (s for BudgetFormer, b for bba); None: the model's own operating point."""
     ids: list[list[int]]
     """The timed texts as this model's tokenizer encodes them (at most ``max_len`` tokens each)."""
+    control: Control | None = None
+    """Overrides to run with instead of ``budget`` alone (a forced k, heads chosen without g_φ)."""
 
     def forward(self, batch: bool) -> tuple[Callable[[], object], int]:
         """A call running the point's inputs — one at a time, or the first :data:`BATCH` as one
         padded batch — and how many inputs it runs."""
         model = self.model
         mode = "dense" if model.cfg.variant == "dense" else "structural"
-        control = Control(budget=self.budget) if self.budget is not None and mode != "dense" else None
+        control = self.control if self.control is not None else (
+            Control(budget=self.budget) if self.budget is not None else None)
+        control = None if mode == "dense" else control
         if batch:
             b = pad(self.ids[:BATCH])  # (B, T) ids and mask
             return (lambda: model(b.ids, b.mask, mode=mode, control=control)), len(self.ids[:BATCH])

@@ -70,7 +70,8 @@ BBA = """## Budgeted attention allocation: one checkpoint, any budget
 One bba checkpoint per dataset, asked for b = 0.25 / 0.5 / 0.75 / 1, against the per-budget
 baselines: static gates (a model trained per budget), zero-shot post-hoc pruning of the dense
 model and the same with one recovery epoch. Cells: test accuracy % (exact attention cost = heads
-run / H, measured single-thread speed-up over dense at batch 32 on the first 32 test inputs).
+run / H, single-thread speed-up vs the dataset's dense model timed in the same rounds, batch 32,
+on the first 32 test inputs).
 Every budget from 0.05 to 1 and the batch-1 latencies are in `precomputed/results/sweeps.csv`
 and on the "Budget sweep" page.
 """

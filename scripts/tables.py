@@ -27,7 +27,7 @@ def row(sweeps: pd.DataFrame, model: str, budget: str) -> pd.Series | None:
 
 
 def cell(r: pd.Series | None) -> str:
-    """accuracy % (exact attention cost, measured batch-32 speed-up over dense)."""
+    """accuracy % (exact attention cost, measured batch-32 speed-up vs the dataset's dense model, same rounds)."""
     if r is None:
         return "—"
     return f"{r.accuracy * 100:.1f} ({r.heads_fraction:.2f}, {r.speedup_b32:.2f}×)"
@@ -155,7 +155,8 @@ def main() -> None:
         for table in (adaptivity_table(dataset), need_table(rows)):
             if table:
                 print(table + "\n")
-        print("Accuracy % (exact attention cost, measured single-thread speed-up at batch 32):\n")
+        print("Accuracy % (exact attention cost, single-thread speed-up vs the dataset's dense model timed "
+              "in the same rounds, batch 32):\n")
         print(bba_table(rows) + "\n")
     print("### Error bars: paired bootstrap intervals of the accuracy differences\n")
     for dataset in sweeps["dataset"].unique():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts, examples, results
+from app import charts, examples, results, speed
 from app.components import (
     csv_download,
     error_bars_section,
@@ -20,14 +20,23 @@ from app.components import (
 )
 from app.state import checkpoint_config, dataset_of, precomputed_per_example, selected_model, test_samples
 
-BARS = [  # (title, y axis, {series name: column}, number format, percent)
-    ("Accuracy and macro-F1", "score", {"accuracy": "accuracy", "macro-F1": "macro_f1"}, ".3f", False),
-    ("Heads run and FLOPs vs dense", "fraction of dense", {"heads run": "heads_fraction", "FLOPs": "flops_ratio"},
-     ".0%", True),
-    ("Latency per input (batch 1, 1 thread)", "ms", {"latency": "latency_ms"}, ".2f", False),
-    ("Speed-up over dense: measured and ideal", "× dense",
-     {"batch 1": "speedup_b1", "batch 32": "speedup_b32", "ideal": "ideal_speedup"}, ".2f", False),
-]  # fmt: skip
+
+def chart_specs(baseline: str | None) -> list:
+    """The charts: (title, y axis, {series name: column}, number format, percent), each latency
+    and speed-up named after the dense reference ``baseline`` they were timed against."""
+    ref = baseline or "the dense reference"
+    return [
+        ("Accuracy and macro-F1", "score", {"accuracy": "accuracy", "macro-F1": "macro_f1"}, ".3f", False),
+        ("Heads run and FLOPs vs dense", "fraction of dense",
+         {"heads run": "heads_fraction", "FLOPs": "flops_ratio"}, ".0%", True),
+        (f"Latency per input, beside {ref} (same rounds, batch 1, 1 thread)", "ms",
+         {"latency": "latency_ms", f"{ref} (same rounds)": "dense_latency_ms"}, ".2f", False),
+        (f"Speed-up over dense, {speed.speedup_label(baseline).removeprefix('× ').replace(', batch 1', '')}",
+         speed.speedup_label(baseline).split(" (")[0],
+         {"batch 1": "speedup_b1", "batch 32": "speedup_b32", "ideal (1 / FLOPs ratio)": "ideal_speedup"}, ".2f",
+         False),
+    ]  # fmt: skip
+
 
 st.title("Ablations")
 st.caption(
@@ -46,7 +55,8 @@ if table.empty:
     )
     st.stop()
 
-st.dataframe(table, hide_index=True, column_config=result_column_config(), key="ablation_table")
+baseline = speed.baseline_of(table)
+st.dataframe(table, hide_index=True, column_config=result_column_config(baseline), key="ablation_table")
 csv_download(table, f"ablations-{dataset}.csv", "ablation_csv")
 if missing:
     st.caption(f"Not in sweeps\\.csv for {md_escape(dataset)}: {', '.join(md_escape(m) for m in missing)}.")
@@ -58,6 +68,7 @@ chart_area = st.container()  # drawn above the intervals, once they are known
 st.subheader("Are the differences beyond noise?")
 bars = error_bars_section(dataset, results.ABLATION_PAIRS, "ablation", results.ABLATIONS)
 errors = {"accuracy": results.accuracy_error_bars(bars.intervals, keys)} if bars and bars.intervals else None
+BARS = chart_specs(baseline)
 for pair in (BARS[:2], BARS[2:]):
     for col, (title, y_title, series, fmt, percent) in zip(chart_area.columns(2, gap="large"), pair, strict=True):
         values = {name: table[column].tolist() for name, column in series.items()}

@@ -293,7 +293,9 @@ show_chart(
 if as_density:
     st.caption(
         f"{len(table):,} inputs: each group drawn as its density (contour lines of a 30 × 30 histogram per "
-        "panel), not as points, which would hide one another. The loss axis is log10 of the loss."
+        "panel), not as points, which would hide one another. Both groups share one scale: the same "
+        "contour levels (of log(1 + inputs per cell)), so the smaller group draws fewer, tighter rings. "
+        "The loss axis is log10 of the loss."
     )
 
 # ----------------------------------------------------------------------------- extremes

@@ -11,7 +11,8 @@ import streamlit as st
 
 from app import charts
 from app.components import csv_download, md_escape, open_in_explore, per_example_or_stop, show_chart
-from app.examples import confusion_matrix, example_label, excerpt, filter_examples, layer_columns, preview
+from app.errors_page import clicked_cell, percent, shown_table
+from app.examples import confusion_matrix, example_label, excerpt, filter_examples, layer_columns
 from app.state import dataset_of, is_dense, model_method, selected_model
 
 PICK_KEY = "errors_pick"
@@ -59,11 +60,20 @@ else:
     m4.metric(f"Mean {sym} when right", f"{table.loc[table['correct'], 'mean_s'].mean():.3f}")
 
 # ----------------------------------------------------------------------------- confusion
-show_chart(
+clicked = show_chart(
     st,
     charts.confusion_heatmap(confusion_matrix(table, label_names), label_names),
     key="chart_confusion",
+    on_select="rerun",
+    selection_mode="points",
 )
+cell = clicked_cell(clicked.selection.points if clicked is not None else [], label_names)
+if cell is not None and st.session_state.get("err_cell_last") != cell:
+    # a new cell was clicked: the table lists its texts (set before the filters are drawn)
+    st.session_state["err_true"], st.session_state["err_pred"] = [cell[0]], [cell[1]]
+    if cell[0] == cell[1]:  # a diagonal cell: the texts it counts are classified correctly
+        st.session_state["err_all"] = True
+st.session_state["err_cell_last"] = cell
 
 # ----------------------------------------------------------------------------- table
 st.subheader("Misclassified texts")
@@ -113,15 +123,16 @@ what = "texts" if with_correct else "misclassified texts"
 total = n if with_correct else len(wrong)
 st.caption(f"{len(view)} of {total} {what} match the filters.")
 
-shown = view.drop(columns=["text"]).assign(text=[preview(t) for t in view["text"]])
+shown = shown_table(view)
 s_cols = layer_columns(view)
 config = {
+    "text": st.column_config.TextColumn("text (start)", width="large"),  # first: what a reader looks for
     "index": st.column_config.NumberColumn("#", help="Index in the test split"),
     "true": "true",
     "predicted": "predicted",
     "correct": "correct",
     "confidence": st.column_config.ProgressColumn(
-        "confidence", format="percent", min_value=0, max_value=1
+        "confidence", format="%.1f%%", min_value=0, max_value=100
     ),
     "p_true": st.column_config.NumberColumn("p(true)", format="%.3f"),
     "loss": st.column_config.NumberColumn("loss", format="%.3f", help="−log p(true class)"),
@@ -131,7 +142,6 @@ config = {
     "mean_s": st.column_config.NumberColumn(f"mean {sym}", format="%.3f"),
     **{c: st.column_config.NumberColumn(f"{sym} layer {c[1:]}", format="%.3f") for c in s_cols},
     "tokens": st.column_config.NumberColumn("tokens", help="Tokens the model read"),
-    "text": st.column_config.TextColumn("text (start)", width="large"),
 }
 event = st.dataframe(
     shown,
@@ -170,7 +180,7 @@ row = by_index.loc[pick]
 open_in_explore(dataset, int(pick), row["text"], key="err_open", label="Open in “Explore an input” →")
 st.caption(
     f"Test text #{int(pick)} · true **{md_escape(row['true'])}**, predicted "
-    f"**{md_escape(row['predicted'])}** ({row['confidence']:.1%}) · loss {row['loss']:.2f}"
+    f"**{md_escape(row['predicted'])}** ({percent(row['confidence'])}) · loss {row['loss']:.2f}"
     + ("" if dense else f" · mean {sym} {row['mean_s']:.3f}")
     + f" · {int(row['tokens'])} tokens read"
 )

@@ -30,7 +30,6 @@ from app.analysis import (
     probability_rows,
     read_link,
     same_run,
-    slower_note,
     tokens_read,
     unknown_share,
 )
@@ -38,6 +37,7 @@ from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, 
 from app.live import explanation as token_attribution
 from app.live import explore, head_attention
 from app.local_copy import copy_name
+from app.speed import slower_note
 from app.state import (
     ROOT,
     data_dir,
@@ -46,6 +46,7 @@ from app.state import (
     model_config,
     model_method,
     model_sha256,
+    precomputed_speed,
     selected_model,
     test_samples,
 )
@@ -352,7 +353,7 @@ a, full, timing = res.current, res.full, res.timing
 changed = not settings.is_full_model and not same_run(full, a)
 read = tokens_read(ckpt, prepared.text)
 unknown = unknown_share(read)
-cards = metric_cards(a, timing, settings, H, method)
+cards = metric_cards(a, timing, settings, H, method, precomputed_speed(name, settings.canonical(), sym))
 relevance_zmax = charts.relevance_zmax([a.relevance, full.relevance], H)  # one scale for both runs
 
 # ----------------------------------------------------------------------------- results

@@ -13,13 +13,14 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app import charts, results
+from app import charts, results, speed
 from app.components import csv_download, error_bars_section, md_escape, result_column_config, show_chart, sweeps_or_stop
 from app.error_bars import error_bars
 from app.state import (
     available_models,
     classifier_sweep,
     dataset_of,
+    dense_reference,
     get_checkpoint,
     is_classifier,
     is_dense,
@@ -44,6 +45,7 @@ st.title("Budget sweep")
 name = selected_model()
 dataset = dataset_of(name)
 model = name.removeprefix(f"{dataset}-")
+sym = model_method(name).symbol  # the budget's name: s, or bba's requested b
 if is_classifier(name):
     st.caption(
         "Your classifier run at a requested budget b, one point per number of heads, on the held-out "
@@ -52,7 +54,8 @@ if is_classifier(name):
     )
 elif not is_dense(name):
     st.caption(
-        "The model run at a requested budget b (the fraction of heads it may use), from 0.05 to 1, "
+        ("The model asked for a budget b" if sym == "b" else "The model run with its budget s set")
+        + " (the fraction of heads it may use) from 0.05 to 1, "
         "on the held-out test split: accuracy and cost against dense (dotted), the zero-shot "
         "post-hoc sweep and the per-budget specialists trained for one budget each."
     )
@@ -75,7 +78,7 @@ def classifier_rows() -> pd.DataFrame:
 
 
 rows = classifier_rows() if is_classifier(name) else sweeps_or_stop(dataset)
-config = result_column_config()
+config = result_column_config(speed.baseline_of(rows[rows["model"] == model]))
 
 if is_dense(name):
     others = [m for m in available_models() if dataset_of(m) == dataset and m != name]
@@ -89,7 +92,8 @@ if is_dense(name):
         + f"The models of **{md_escape(dataset)}** at their own operating point:"
     )
     table = results.own_rows(rows)
-    st.dataframe(table, hide_index=True, column_config=config, key="sweep_own_table")
+    st.dataframe(table, hide_index=True, column_config=result_column_config(speed.baseline_of(table)),
+                 key="sweep_own_table")
     csv_download(table, f"models-{dataset}.csv", "sweep_own_csv")
     st.stop()
 
@@ -110,14 +114,14 @@ def live_section(curve: pd.DataFrame) -> None:
     )
     budgets = ", ".join(f"{b:g}" for b in results.LIVE_BUDGETS)
     key = f"sweep_live_{name}"
-    if c2.button(f"Re-measure at b = {budgets}", key="sweep_live_go"):
+    if c2.button(f"Re-measure at {sym} = {budgets}", key="sweep_live_go"):
         try:
             ckpt = get_checkpoint(name)
             bar = st.progress(0.0, text="Evaluating…")
             done = []
-            for row in results.live_sweep(ckpt, samples.texts[:n], samples.labels[:n]):
+            for row in results.live_sweep(ckpt, samples.texts[:n], samples.labels[:n], reference=dense_reference(name)):
                 done.append(row)
-                bar.progress(len(done) / len(results.LIVE_BUDGETS), text=f"b = {row['budget_b']:g} done")
+                bar.progress(len(done) / len(results.LIVE_BUDGETS), text=f"{sym} = {row['budget_b']:g} done")
             st.session_state[key] = pd.DataFrame(done)
         except ValueError as e:  # CheckpointError, an unusable text
             st.error(f"The model {md_escape(name)} cannot be re-run: {md_escape(e)}")
@@ -140,12 +144,16 @@ def live_section(curve: pd.DataFrame) -> None:
         lines[live_name] = results.series_xy(live, column, "budget_b")
         show_chart(
             col,
-            charts.budget_curves(title, y_title, lines, percent=column == "accuracy"),
+            charts.budget_curves(title, y_title, lines, percent=column == "accuracy", x_title=f"budget {sym}"),
             key=f"chart_sweep_live_{column}",
         )
+    ref = live["reference"].iloc[0]
     st.caption(
         "Live latency: the median single-thread time per input of a few of these texts, one at a "
-        "time, at each budget; speed-up against the same model's dense path, timed in turn."
+        "time, at each budget; "
+        + (f"speed-up {speed.speedup_label(ref)}: {ref} timed on the same texts in the same rounds."
+           if isinstance(ref, str) else f"speed-up {speed.NOT_TIMED}: no dense reference of {md_escape(dataset)} "
+           "on this machine.")
     )
     st.dataframe(live, hide_index=True, column_config=config, key="sweep_live_table")
     csv_download(live, f"live-{name}.csv", "sweep_live_csv")
@@ -161,11 +169,10 @@ if curve.empty:
     st.stop()
 
 # ----------------------------------------------------------------------------- at one budget
-budget = st.slider("Budget b", 0.05, 1.0, 0.5, 0.05, key="sweep_budget", format="%.2f")
+budget = st.slider(f"Budget {sym}", 0.05, 1.0, 0.5, 0.05, key="sweep_budget", format="%.2f")
 row = results.at_budget(curve, budget)
 if abs(row["b"] - budget) > 1e-6:
-    st.caption(f"No point at b = {budget:.2f}; showing the nearest one, b = {row['b']:.2f}.")
-sym = model_method(name).symbol  # bba: its requested budget b
+    st.caption(f"No point at {sym} = {budget:.2f}; showing the nearest one, {sym} = {row['b']:.2f}.")
 for col, card in zip(st.columns(6), results.sweep_cards(row, results.own_point(rows, "dense"), sym), strict=True):
     col.metric(card.label, card.value, card.note, help=card.help, delta_color="off", delta_arrow="off")
 
@@ -175,21 +182,28 @@ for pair in (CHARTS[:2], CHARTS[2:]):
         show_chart(
             col,
             charts.budget_curves(
-                title, y_title, mark=budget, percent=percent, **results.budget_series(rows, model, column)
+                title, y_title, mark=budget, percent=percent, x_title=f"budget {sym}",
+                **results.budget_series(rows, model, column),
             ),
             key=f"chart_sweep_{column}",
         )
+st.caption(
+    "Error bars on accuracy: the 95% interval of each point over its test inputs (normal "
+    "approximation, ±1.96·√(acc·(1 − acc) / n)); the paired bootstrap below compares models on the same inputs."
+)
+baseline = speed.baseline_of(curve)
 show_chart(
     st,
     charts.budget_curves(
-        "Speed-up over dense: ideal vs measured", "× dense", mark=budget, legend_columns=2,
-        **results.speedup_series(curve),
+        results.speedup_title(baseline), speed.speedup_label(baseline).replace(", batch 1", ""), mark=budget,
+        legend_columns=2, x_title=f"budget {sym}", **results.speedup_series(curve),
     ),
     key="chart_sweep_speedup",
 )
 st.caption(
-    "Ideal = 1 / FLOPs ratio. Measured = dense latency / this latency on the same inputs, one "
-    "thread; batch 32 was timed at b = 0.25, 0.5, 0.75 and 1 only."
+    f"Ideal = 1 / FLOPs ratio. Measured = {baseline or 'the dense reference'}'s latency / this latency, "
+    "both timed in the same interleaved rounds on the same test texts, one thread; batch 32 was "
+    f"timed at {sym} = 0.25, 0.5, 0.75 and 1 only. A point missing from a line was not timed."
 )
 
 # ----------------------------------------------------------------------------- every method, one chart
@@ -202,11 +216,12 @@ for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), (
     ("latency_ms", "Latency vs cost, every method (batch 1)", "ms per input (1 thread)", False),
 ), strict=True):  # fmt: skip
     dense = results.own_point(rows, "dense")
+    level = ({"dense level": dense[column]} if dense is not None and pd.notna(dense[column]) else None) \
+        if column == "accuracy" else results.dense_level(rows[rows["reference"] == f"{dataset}-dense"]) or None
     show_chart(
         col,
         charts.budget_curves(
-            title, y_title, percent=percent, x_title=results.COST_AXES[cost],
-            reference={"dense level": dense[column]} if dense is not None and pd.notna(dense[column]) else None,
+            title, y_title, percent=percent, x_title=results.COST_AXES[cost], reference=level,
             **results.method_series(rows, column, cost, bars.intervals if bars else None),
         ),
         key=f"chart_sweep_methods_{column}",
@@ -240,18 +255,20 @@ if sweep is not None:
     show_chart(
         st,
         charts.cost_by_length(by_length["tokens"], by_length["dense_ms"], by_length["budgeted_ms"],
-                              by_length["ideal_ms"], f"b = {b_saved}"),
+                              by_length["ideal_ms"], f"{sym} = {b_saved}"),
         key="chart_sweep_length",
     )
     pays, machine = sweep["crossover"].get(b_saved), sweep["results"][0]["machine"]
     st.caption(
-        f"Random inputs of each length, b = {b_saved} (the saved budget nearest the slider), "
+        f"Random inputs of each length, {sym} = {b_saved} (the saved budget nearest the slider), against the "
+        "same model with all its heads (its dense path, not the dense checkpoint), "
         f"`budgetformer bench --seq-lens` on {md_escape(machine['cpu_model'])}, one thread "
         f"({sweep['results'][0].get('clock', 'wall')} clock), load "
         f"average {machine['load_average'][0] if machine['load_average'] else '?'}. Choosing heads "
         "costs a few dozen tiny operations per layer whatever the length, while the heads skipped "
         "save work that grows with it: "
-        + (f"budgeting pays from **{pays} tokens** here." if pays else "here it does not pay at any length measured.")
+        + (f"the saving vs all heads pays from **{pays} tokens** here." if pays
+           else "here it does not pay at any length measured.")
     )
 
 # ----------------------------------------------------------------------------- table

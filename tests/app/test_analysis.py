@@ -11,12 +11,11 @@ import pytest
 import torch
 
 from app import analysis as an
-from app import charts, components, examples, history, results
+from app import charts, components, examples, history, results, speed
 from app.state import CHECKPOINTS as PRECOMPUTED
 from budgetformer_core.checkpoint import file_sha256, load_checkpoint
 from budgetformer_core.config import ModelConfig, model_config_from_dict
 from budgetformer_core.infer import MAX_CHARS, Evaluation, spearman
-from budgetformer_core.timing import MIN_ROUNDS
 from budgetformer_core.tokenizer import encode, reading_prefix
 
 SPORT = "The striker scored twice as the champions won the cup final after extra time."
@@ -92,20 +91,6 @@ def test_overrides_change_the_analysis(bbc_budgetformer):
     assert {"heads run per layer (k)", "FLOPs vs dense"} <= changed
 
 
-def test_time_input(bbc_budgetformer, dense):
-    t = an.time_input(bbc_budgetformer, SPORT)
-    assert t.structural_ms > 0 and t.dense_ms > 0 and t.speedup > 0
-    assert MIN_ROUNDS <= t.repeats <= an.MAX_ROUNDS
-    assert len(t.dense.samples_ms) == len(t.structural.samples_ms) == t.repeats  # paired rounds
-    lo, hi = t.speedup_iqr()
-    assert lo <= t.speedup <= hi and "dense" in an.speed_note(t) and "IQR" in an.speed_note(t)
-    again = an.time_input(bbc_budgetformer, SPORT, budget_s=0)  # the slider moved: both timed again
-    assert again.repeats == MIN_ROUNDS and len(again.structural.samples_ms) == MIN_ROUNDS
-    d = an.time_input(dense, SPORT, budget_s=0)
-    assert d.structural_ms is None and d.speedup is None and an.speed_note(d) == "dense model"
-    assert an.slower_note(d, 30) is None
-
-
 def test_export_record_is_complete_json(bbc_budgetformer):
     settings = an.Settings("slider", budget=0.5)
     full = an.run_analysis(bbc_budgetformer, SPORT)
@@ -122,7 +107,7 @@ def test_export_record_is_complete_json(bbc_budgetformer):
         control=vars(control),
         current=current,
         full=full,
-        timing=an.time_input(bbc_budgetformer, SPORT, control),
+        timing=speed.time_input(bbc_budgetformer, SPORT, control),
     )
     back = json.loads(json.dumps(record))
     assert back["input"]["text"] == SPORT and back["truncated"] is False
@@ -131,7 +116,7 @@ def test_export_record_is_complete_json(bbc_budgetformer):
     assert "k" not in back["settings"] and "seed" not in back["settings"]  # greyed out: not in effect
     assert back["source"] is None and back["attention"] is None
     assert back["analysis"]["k"] == current.k and "text" not in back["analysis"]
-    assert back["timing"]["repeats"] >= MIN_ROUNDS and back["timing"]["structural_iqr_ms"] >= 0
+    assert back["timing"]["latency_ms"] > 0 and back["timing"]["latency_iqr_ms"] >= 0
     assert back["machine"]["torch_version"] == torch.__version__ and back["machine"]["threads"] == 1
     rows = an.probability_rows(bbc_budgetformer.label_names, current.probs)
     assert [r["class"] for r in rows] == bbc_budgetformer.label_names
@@ -291,7 +276,8 @@ def test_a_deep_models_per_layer_card_shows_the_range_and_lists_every_layer_in_i
 
 def test_metric_cards(bbc_budgetformer, dense):
     full = an.run_analysis(bbc_budgetformer, SPORT)
-    cards = an.metric_cards(full, an.time_input(bbc_budgetformer, SPORT), an.Settings(), 8)
+    cards = an.metric_cards(full, speed.time_input(bbc_budgetformer, SPORT, None, ("bbc-dense", dense)),
+                            an.Settings(), 8)
     assert [c.label for c in cards] == [
         "Prediction",
         "Budget s per layer",
@@ -301,7 +287,7 @@ def test_metric_cards(bbc_budgetformer, dense):
     ]
     assert cards[0].value == "sports" and cards[1].note == "predicted by f_θ"
     assert cards[2].value == " / ".join(str(k) for k in full.k)
-    assert cards[4].value.endswith(" ms") and cards[4].note.startswith("dense ")
+    assert cards[4].value.endswith(" ms") and cards[4].note.startswith("vs bbc-dense (same rounds, 1 thread")
     d = an.run_analysis(dense, SPORT)
     dense_cards = an.metric_cards(d, None, an.Settings(), 8)
     assert dense_cards[1].note == "dense: every head" and dense_cards[3].value == "100%"
@@ -380,7 +366,7 @@ def test_filters_and_confusion():
     assert examples.confusion_matrix(t, ["x", "y", "z"]) == [[1, 0, 0], [0, 0, 1], [0, 1, 1]]
     lowest, highest = examples.extremes(t, 2)
     assert lowest["index"].tolist() == [2, 0] and highest["index"].tolist() == [3, 1]
-    assert examples.example_label(t.iloc[1]) == "#1 · y → z (50%)"
+    assert examples.example_label(t.iloc[1]) == "#1 · y → z (50.0%)"
 
 
 def test_spearman():
@@ -446,7 +432,11 @@ def test_page_charts():
     dense = charts.budget_scatter(many, [i / n for i in range(n)], ok, [str(i) for i in range(n)], "t", max_points=20)
     assert {t.type for t in dense.data} == {"contour"}
     assert [t.name for t in dense.data] == ["misclassified", "correct"] * 2
-    assert [int(np.sum(t.z)) for t in dense.data] == [10, 40] * 2  # every input counted once per panel
+    assert [int(np.asarray(t.text, dtype=int).sum()) for t in dense.data] == [10, 40] * 2  # each input once a panel
+    for t in dense.data[:2]:  # z: log(1 + count), the counts in the hover text
+        assert np.asarray(t.z) == pytest.approx(np.log1p(np.asarray(t.text, dtype=float)))
+    levels = {(t.contours.start, t.contours.end, t.contours.size) for t in dense.data[:2]}
+    assert len(levels) == 1 and not dense.data[0].autocontour  # both groups of a panel on one scale
     assert dense.layout.xaxis2.type == "linear" and dense.layout.xaxis2.title.text == "loss (log10)"
     assert min(dense.data[2].x) > -4.9 - 0.1 and max(dense.data[2].x) < 0.1  # bins of log10 of 10^-(i/10)
     box = charts.budget_by_class(["x", "y", "x"], [0.1, 0.2, 0.3], ["x", "y"])

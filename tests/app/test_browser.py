@@ -206,7 +206,7 @@ def test_explore_page_in_a_browser(server, browser):
     weights = ROOT / record["checkpoint"]["path"] / "model.safetensors"
     assert record["checkpoint"]["model_sha256"] == hashlib.sha256(weights.read_bytes()).hexdigest()
     assert record["input"]["text"] == SPORT and record["settings"]["budget_s"] == 1.0
-    assert record["analysis"]["k"] == [8, 8] and record["timing"]["structural_ms"] > 0
+    assert record["analysis"]["k"] == [8, 8] and record["timing"]["latency_ms"] > 0
 
     # an ablation: no g_φ, uniform heads
     page.get_by_text("Ablation: no g_φ").click()

@@ -301,7 +301,8 @@ def check_easy_hard(at, mcfg, labels, history, texts_here):
     assert by_class["layout"]["xaxis"]["categoryarray"] == [str(n) for n in labels]
     assert [t["x0"] for t in by_class["data"]] == [str(n) for n in labels]  # each box at its class
     scatter = chart(at, f"{sym} vs prediction entropy, loss and length")
-    n = sum(sum(row) for t in scatter["data"][:2] for row in t["z"]) if scatter["data"][0]["type"] == "contour" else 0
+    n = sum(int(c) for t in scatter["data"][:2] for row in t["text"] for c in row) \
+        if scatter["data"][0]["type"] == "contour" else 0  # the counts (z is log(1 + count))
     if n:  # above its most points: densities (each input counted once per panel), else points drawn with WebGL
         assert {t["type"] for t in scatter["data"]} == {"contour"} and n > charts_module.SCATTER_POINTS
     else:

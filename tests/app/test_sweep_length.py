@@ -30,17 +30,17 @@ def test_the_default_model_has_its_cost_vs_length_chart():
     assert not at.exception, [e.value for e in at.exception]
     spec = length_chart(at)
     assert [t["name"] for t in spec["data"]] == [
-        "dense", "budgeted, b = 0.5 (measured)", "budgeted, b = 0.5 (FLOP ideal)"
+        "same model, all heads", "budgeted, s = 0.5 (measured)", "budgeted, s = 0.5 (FLOP ideal)"
     ]
     for trace in spec["data"]:
         assert trace["x"] == saved["seq_lens"] and all(y > 0 for y in trace["y"])
     dense, _, ideal = spec["data"]
     assert all(i < d for i, d in zip(ideal["y"], dense["y"], strict=True))  # b = 0.5 does less work
     assert spec["layout"]["xaxis"]["type"] == "log"
-    assert any("budgeting pays" in c.value or "does not pay" in c.value for c in at.caption)
+    assert any("saving vs all heads pays" in c.value or "does not pay" in c.value for c in at.caption)
 
     at.slider(key="sweep_budget").set_value(0.25).run()  # the chart follows the slider
-    assert length_chart(at)["data"][1]["name"] == "budgeted, b = 0.25 (measured)"
+    assert length_chart(at)["data"][1]["name"] == "budgeted, s = 0.25 (measured)"
 
 
 @pytest.mark.parametrize("budget, shown", [(0.05, "0.125"), (0.7, "0.75"), (1.0, "1")])
