@@ -84,7 +84,8 @@ def test_overrides_convert_and_reject_unknown_keys():
 def test_tokenizer_ids_are_canonical():
     """The WordPiece trainer numbers equal-frequency tokens in hash order (a new order each run);
     ours renumbers them: specials first, then sorted."""
-    from budgetformer_core.data import load_bbc, make_synthetic
+    from budgetformer_core.data import load_bbc
+    from budgetformer_core.synthetic import make_synthetic
     from budgetformer_core.tokenizer import SPECIAL_TOKENS, canonical_order, is_canonical, train_tokenizer
 
     bbc = train_tokenizer(load_bbc().split("train").texts[:300], vocab_size=3000)
