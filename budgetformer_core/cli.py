@@ -141,7 +141,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .train import read_run, resume_dir, train  # keeps `predict` start-up light
+    from .resume import read_run, resume_dir
+    from .train import train  # keeps `predict` start-up light
 
     if args.resume:  # the run's own arguments, as its resume folder records them
         given = [a for a in args.argv[1:] if a not in ("--resume", args.resume, f"--resume={args.resume}", "--quiet")]
@@ -202,10 +203,11 @@ def ablation_control(ckpt, args: argparse.Namespace, split) -> Control:
     s on its validation split (the s the trained ablation is given). ``no-head-scorer`` runs the
     first k heads; ``random-heads`` k random heads per input (``--seed``).
     """
-    if ckpt.config.variant == "dense" and (args.budget is not None or args.ablation):
+    method = ckpt.model.method
+    if not method.budgeted and (args.budget is not None or args.ablation):
         raise ValueError("a dense checkpoint has no budget: --budget and --ablation need a budgetformer model"
                          + no_budget(ckpt))
-    if ckpt.config.variant == "bba" and args.ablation:
+    if not method.predicts_budget and args.ablation:
         raise ValueError("--ablation applies to budgetformer models; a bba model takes --budget")
     if not args.ablation:
         return Control(budget=args.budget)
@@ -218,7 +220,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     from .tokenizer import encode
 
     dense = load_checkpoint(args.checkpoint)
-    if dense.config.variant != "dense":
+    if dense.model.method.budgeted:
         raise ValueError("prune ranks the heads of a dense checkpoint")
     check_out_dir(args.out, force=args.force)
     dataset_name, split, rows = checkpoint_split(dense, args, default="validation")
@@ -309,7 +311,7 @@ def cmd_adaptivity(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     ckpt = open_model(args)
     control = Control(budget=args.budget) if args.budget is not None else None
-    if control and ckpt.config.variant == "dense":
+    if control and not ckpt.model.method.budgeted:
         raise ValueError("a dense checkpoint has no budget: --budget needs a budgetformer model" + no_budget(ckpt))
     if args.text:
         check_texts(list(args.text))
@@ -342,11 +344,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from .explain import explain, top_tokens
 
     ckpt = open_model(args)
-    variant = ckpt.config.variant
-    if variant == "dense":
+    method = ckpt.model.method
+    if not method.budgeted:
         raise ValueError("a dense checkpoint has no budget to explain: every layer runs all of its heads"
                          + no_budget(ckpt))
-    if args.budget is not None and variant == "budgetformer":
+    if args.budget is not None and method.predicts_budget:
         raise ValueError("--budget forces s on a budgetformer model, leaving nothing to explain; "
                          "it is the requested budget b of a bba model")
     if not args.text:
@@ -389,7 +391,7 @@ def bench_model(args: argparse.Namespace) -> tuple[BudgetFormer, str]:
         if args.set:
             raise ValueError("--set changes the shape of a fresh model; a checkpoint has its own shape")
         ckpt = open_model(args)
-        if ckpt.config.variant == "dense":
+        if not ckpt.model.method.budgeted:
             raise ValueError("bench needs a budgetformer model: a dense model has no heads to skip" + no_budget(ckpt))
         return ckpt.model, str(args.checkpoint)
     if args.rank_file:
