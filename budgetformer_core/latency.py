@@ -52,7 +52,7 @@ class Point:
         """A call running the point's inputs — one at a time, or the first :data:`BATCH` as one
         padded batch — and how many inputs it runs."""
         model = self.model
-        mode = "dense" if model.cfg.variant == "dense" else "structural"
+        mode = model.method.default_mode
         control = Control(budget=self.budget) if self.budget is not None and mode != "dense" else None
         if batch:
             b = pad(self.ids[:BATCH])  # (B, T) ids and mask
