@@ -114,10 +114,11 @@ def load_state(state_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     except Exception as e:  # torch raises several kinds for a damaged file
         raise ValueError(f"{state_dir / 'state.pt'} cannot be read ({type(e).__name__}): start again with --force"
                          ) from None
-    # a config field added since the run started ran at its default
+    # a config field added since the run started ran at its default; one removed since is left out
     for key, cls in (("model", ModelConfig), ("train", TrainConfig)):
         if isinstance(recorded.get(key), dict):
-            recorded[key] = {**to_dict(cls()), **recorded[key]}
+            defaults = to_dict(cls())
+            recorded[key] = {**defaults, **{k: v for k, v in recorded[key].items() if k in defaults}}
     differ = sorted(k for k in run if k != "force" and recorded.get(k) != run[k])
     if differ:
         raise ValueError(f"{state_dir} holds the state of another run ({', '.join(differ)} differ); "
