@@ -41,6 +41,7 @@ from .commands import (
     cmd_bench,
     cmd_eval,
     cmd_explain,
+    cmd_latency_check,
     cmd_models,
     cmd_predict,
     cmd_prune,
@@ -48,42 +49,6 @@ from .commands import (
     cmd_train,
 )
 from .shipped import resolve_checkpoints
-
-
-def cmd_latency_check(args: argparse.Namespace) -> int:
-    """Re-time shipped models as the rebuild timed them and compare with sweeps.csv; exit 1 if a
-    live speed-up is not within 25 % of the shipped one."""
-    import pandas as pd
-
-    from .precompute import CHECK_MODELS, CHECK_TOLERANCE, OUT, RECIPES, ROOT, agrees, live_check
-
-    unknown = sorted(set(args.datasets) - set(RECIPES))
-    if unknown:
-        raise ValueError(f"unknown dataset {', '.join(unknown)}; choose from {', '.join(RECIPES)}")
-    path = ROOT / OUT / "results" / "sweeps.csv"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is not there: build precomputed/ first (make precompute)")
-    frame = pd.read_csv(path, dtype={"budget": str})
-    if "dense_latency_ms" not in frame.columns:
-        raise ValueError("sweeps.csv has no dense_latency_ms column: re-time it "
-                         "(python -m budgetformer_core.precompute --retime)")
-    absent = [d for d in args.datasets if RECIPES[d].data_dir and not (ROOT / RECIPES[d].data_dir).is_dir()]
-    if absent:
-        raise FileNotFoundError(f"the test texts of {', '.join(absent)} are not on this machine "
-                                f"({', '.join(RECIPES[d].data_dir for d in absent)})")
-    check = live_check(frame, args.datasets, args.models or list(CHECK_MODELS))
-    check["agrees"] = agrees(check)
-    if args.json:
-        Path(args.json).write_text(dumps({"tolerance": CHECK_TOLERANCE, "rows": check.to_dict("records")}) + "\n")
-    shown_columns = {"dataset": "dataset", "model": "model", "budget": "budget", "latency_ms": "shipped ms",
-                     "latency_ms_live": "live ms", "speedup_b1": "shipped ×dense", "speedup_b1_live": "live ×dense",
-                     "ratio": "live/shipped", "speedup_b32": "shipped ×dense b32",
-                     "speedup_b32_live": "live ×dense b32", "agrees": f"within {CHECK_TOLERANCE:.0%}"}
-    print(check[list(shown_columns)].rename(columns=shown_columns).round(3).to_string(index=False))
-    off = check[~check["agrees"]]
-    print(f"{len(check) - len(off)} of {len(check)} live speed-ups (batch 1, against the dense model timed in "
-          f"the same rounds) within {CHECK_TOLERANCE:.0%} of sweeps.csv")
-    return 1 if len(off) else 0
 
 
 def _budget(value: str) -> float:
