@@ -226,18 +226,6 @@ def default_reference(checkpoint_dir: str | Path) -> Path:
     return reference
 
 
-def _variant_notes(ckpt: Checkpoint, control: Control | None) -> list[str]:
-    variant = ckpt.config.variant
-    if variant == "dense":
-        return ["dense model: every input runs all heads"]
-    if control is not None and control.budget is not None:
-        return [f"s is the requested budget {control.budget:g} for every input"]
-    if variant == "bba":
-        return [f"bba model: s is the requested budget (default {ckpt.config.default_budget:g}), "
-                "the same for every input; the head sets still depend on the input"]
-    return []
-
-
 def adaptivity(
     ckpt: Checkpoint,
     split: Split,
@@ -272,7 +260,7 @@ def adaptivity(
     if needed_heads is None:
         needed_heads = getattr(split, "needed_heads", None)
     return from_arrays(evaluation.selected, evaluation.budgets, evaluation.labels, evaluation.predictions,
-                       loss, needed_heads, _variant_notes(ckpt, control))
+                       loss, needed_heads, ckpt.model.method.notes(ckpt.config, control))
 
 
 def load_reference(checkpoint_dir: str | Path, reference_dir: str | Path | None = None) -> Checkpoint:

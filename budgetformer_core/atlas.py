@@ -53,7 +53,7 @@ def allocate(ckpt: Checkpoint, split: Split, control: Control | None = None) -> 
     from .tokenizer import encode
 
     ids, _ = encode(ckpt.tokenizer, split.texts, ckpt.config.max_len)
-    control = None if ckpt.config.variant == "dense" else control
+    control = control if ckpt.model.method.budgeted else None
     evaluation = evaluate(ckpt.model, ids, split.labels, control)
     return Allocation(evaluation.to_frame([len(x) for x in ids]), evaluation.relevance)
 
@@ -229,7 +229,7 @@ def attention_profile(
     totals = dict.fromkeys(PROFILE_PARTS, 0.0)
     inputs = queries = 0
     model = ckpt.model.eval()
-    control = None if ckpt.config.variant == "dense" else control
+    control = control if ckpt.model.method.budgeted else None
     for start in range(0, len(texts), batch_size):
         prefixes = [reading_prefix(ckpt.tokenizer, t, max_len) for t in texts[start : start + batch_size]]
         batch = encode_batch(ckpt.tokenizer, prefixes, max_len)

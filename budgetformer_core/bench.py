@@ -49,15 +49,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .budget import (
-    BudgetAllocator,
-    Control,
-    ForwardContext,
-    GateAllocator,
-    heads_for_budget_value,
-    run_budget_nets,
-    summarize,
-)
+from .allocators import ForwardContext
+from .budget import Control, heads_for_budget_value
 from .flops import attention_share, dense_flops, forward_flops
 from .model import BudgetFormer
 from .timing import (
@@ -369,7 +362,7 @@ def bench(
             head-set option.
     """
     cfg = model.cfg
-    if cfg.variant == "dense":
+    if not model.method.budgeted:
         raise ValueError("bench needs a budgetformer model: a dense model has no heads to skip")
     seq_len = seq_len or cfg.max_len
     _check_seq_len(cfg.max_len, seq_len)
@@ -464,18 +457,11 @@ def _budgeting(
     def context() -> ForwardContext:  # a fresh one per call: nothing computed is reused
         return ForwardContext(None, Control(), "structural", embeddings, pooling=model.cfg.pooling)
 
-    def networks(alloc, xn: torch.Tensor, ctx: ForwardContext) -> object:
-        if isinstance(alloc, BudgetAllocator):
-            return run_budget_nets(alloc.budget_net, alloc.scorer, summarize(xn, None, model.cfg.pooling))
-        if isinstance(alloc, GateAllocator):
-            return alloc.scores(xn, ctx)
-        return None
-
     layers = list(zip(model.allocators, inputs, strict=True))
 
     def all_networks() -> list[object]:
         ctx = context()
-        return [networks(alloc, xn, ctx) for alloc, xn in layers]
+        return [alloc.networks(xn, ctx) for alloc, xn in layers]
 
     def all_allocations() -> list[object]:
         ctx = context()

@@ -237,7 +237,7 @@ class TrainConfig:
     only as a scale of the head outputs. ``adaptive``: w = 1 on the heads that run with
     straight-through soft gates (``ModelConfig.head_weighting="gated"``), so the task loss sees
     how many heads run, plus a per-input price λ_c·s on heads: an input gets more heads only
-    where they lower its loss. The soft path runs all training (``structural_from`` unused)."""
+    where they lower its loss. The soft path runs all training (see ``structural_from``)."""
     lambda_cost: float = 0.05
     """λ_c, the price of heads in the ``adaptive`` recipe: λ_c · mean s (the expected fraction of
     heads run) is added to the loss. Unused by the ``paper`` recipe."""
@@ -299,8 +299,11 @@ class TrainConfig:
     """Decay of an exponential moving average of the weights (e.g. 0.99), used for validation,
     test and the checkpoint; 0 = off."""
     structural_from: float = 0.7
-    """Fraction of training after which the forward pass runs only the top-k heads, as at
-    inference (hard-gate adaptation; gradients still reach s and p through w). 1.0 = never."""
+    """Fraction of training after which only the top-k heads contribute, as at inference
+    (hard-gate adaptation; gradients still reach s and p through w). 1.0 = never. Gated head
+    weights (the ``adaptive`` recipe) get there on the soft path — the soft gates themselves are
+    the weights before it, the exact top k with straight-through gradients after it —; the other
+    models run the structural path from it on."""
     train_budget: float = 0.0
     """bba: 0 = sample b uniformly in [budget_min, 1] for every batch (one checkpoint for any
     budget); otherwise train at this fixed b (the static fixed-budget baseline)."""
@@ -319,14 +322,6 @@ class TrainConfig:
     freeze_embeddings: bool = False
     """Keep the token, position and token-type embeddings (and their layer norm) as they start:
     a pretrained encoder's vocabulary stays as pretrained, and each step is cheaper."""
-    freeze_attention: bool = False
-    """Keep the embeddings and, in every layer, the layer norm before attention and the
-    attention's projections (each head's Q/K/V rows and output columns) as they start, and train
-    the rest around them (feed-forward blocks, classifier, f_θ, g_φ). The first layer's heads
-    then compute what a warm start's did (later layers' heads read what the trained feed-forward
-    blocks give them), so that g_φ learns to pick them per input instead of the heads learning
-    to serve one order of picks. No shipped recipe uses it: on synthetic_var the warm start's
-    heads, kept, read a slot less precisely alone than heads left to learn."""
 
     def __post_init__(self) -> None:
         check_field_types(self)

@@ -39,19 +39,14 @@ from dataclasses import asdict, dataclass, field, fields
 import torch
 from torch import Tensor
 
-from .budget import Control, LayerTrace
+from .allocators import LayerTrace
+from .budget import Control
 from .checkpoint import Checkpoint
 from .infer import check_texts
 from .tokenizer import UNK, encode_batch, reading_prefix
 
 MAX_PASSES = 128
 """Occluded forward passes per input at most (longer inputs are occluded in spans)."""
-
-QUANTITIES = {
-    "budgetformer": "s: the budget f_θ predicts in the layer",
-    "bba": "gate margin: mean gate score z of the heads that ran at b minus that of the heads that did not",
-}
-"""What :func:`explain` attributes, per method (``Explanation.attributed``)."""
 
 
 @dataclass
@@ -64,7 +59,7 @@ class Explanation:
     variant: str
     """``budgetformer`` or ``bba``."""
     attributed: str
-    """What is attributed (a value of :data:`QUANTITIES`)."""
+    """What is attributed (the method's ``Allocator.attributed``)."""
     budget: list[float]
     """s per layer (bba: the requested budget b)."""
     value: list[float]
@@ -146,14 +141,12 @@ def explain(
     """
     check_texts(texts)
     model = ckpt.model.eval()
-    variant = model.cfg.variant
-    if variant == "dense":
+    method = model.method
+    if not method.budgeted:
         raise ValueError("a dense checkpoint has no budget to explain: every layer runs all of its heads")
     if max_passes < 1:
         raise ValueError(f"max_passes must be >= 1, got {max_passes}")
-    fixed = variant == "budgetformer" and (
-        (control is not None and control.budget is not None) or not model.cfg.use_budget_net
-    )
+    fixed = method.budget_is_set(model.cfg, control)
     max_len = model.cfg.max_len
     out = []
     for text in texts:
@@ -185,8 +178,8 @@ def explain(
             Explanation(
                 text=text,
                 tokens=tokens,
-                variant=variant,
-                attributed=QUANTITIES[variant],
+                variant=model.cfg.variant,
+                attributed=method.attributed,
                 budget=[float(t.budget[0]) for t in whole.layers],
                 value=base[0].tolist(),
                 budget_attribution=attribution.tolist(),

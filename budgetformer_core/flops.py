@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .allocators import method_class
 from .budget import Control
 from .config import ModelConfig
 
@@ -35,17 +36,7 @@ def budgeting_flops(cfg: ModelConfig, control: Control | None = None) -> list[in
     f_θ unless the budget is given (``control.budget``) or the model has none, g_φ when heads are
     chosen by it, a bba gate network when the gates read the input; 0 for a dense layer, static
     gates and heads pruned once."""
-    D, M, H = cfg.d_model, cfg.budget_hidden, cfg.n_heads
-    f, g = 2 * (D * M + M), 2 * (D * M + M * H)  # Linear D→M, then M→1 (f_θ) or M→H (g_φ, gates)
-    if cfg.variant == "dense":
-        per_layer = 0
-    elif cfg.variant == "bba":
-        per_layer = g if cfg.gate_input else 0
-    else:
-        control = control or Control()
-        runs_f = cfg.use_budget_net and control.budget is None
-        runs_g = cfg.head_choice == "learned" and (control.head_choice or "learned") == "learned"
-        per_layer = f * runs_f + g * runs_g
+    per_layer = method_class(cfg).network_flops(cfg, control or Control())
     kept = cfg.kept_heads or [None] * cfg.n_layers
     return [0 if heads is not None else per_layer for heads in kept]
 

@@ -77,7 +77,7 @@ def check_texts(texts: list[str]) -> None:
 
 
 def resolve_mode(model: BudgetFormer, mode: str | None) -> str:
-    return mode or ("dense" if model.cfg.variant == "dense" else "structural")
+    return mode or model.method.default_mode
 
 
 def heads_run(model: BudgetFormer, out: ModelOutput, mode: str) -> torch.Tensor:

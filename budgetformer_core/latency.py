@@ -54,7 +54,7 @@ class Point:
         """A call running the point's inputs — one at a time, or the first :data:`BATCH` as one
         padded batch — and how many inputs it runs."""
         model = self.model
-        mode = "dense" if model.cfg.variant == "dense" else "structural"
+        mode = model.method.default_mode
         control = self.control if self.control is not None else (
             Control(budget=self.budget) if self.budget is not None else None)
         control = None if mode == "dense" else control

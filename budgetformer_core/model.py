@@ -7,7 +7,7 @@ Pre-norm by default (a layer norm before each sublayer and a final one); ``Model
 gives BERT's layout (token-type embeddings, a layer norm of the embeddings and after each
 residual sum), into which
 :mod:`budgetformer_core.backbone` loads pretrained checkpoints.
-Each layer owns an allocator (:mod:`budgetformer_core.budget`) that decides, from the layer's
+Each layer owns an allocator (:mod:`budgetformer_core.allocators`) that decides, from the layer's
 normalised input, which heads run for each input — BudgetFormer's f_θ and g_φ, bba's gates, a
 fixed pruned set, or every head for the dense baseline — and its attention executes that
 decision (:mod:`budgetformer_core.attention`).
@@ -30,8 +30,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from .allocators import Allocator, ForwardContext, LayerTrace, make_allocators, method_class
 from .attention import MODES, AttentionCapture, HeadAttention
-from .budget import Allocator, Control, ForwardContext, LayerTrace, first_token, make_allocators, masked_mean, mlp
+from .budget import Control, first_token, masked_mean, mlp
 from .config import ModelConfig
 
 __all__ = ["MODES", "BudgetFormer", "EncoderLayer", "LayerTrace", "ModelOutput", "masked_mean"]
@@ -162,6 +163,12 @@ class BudgetFormer(nn.Module):
         return renamed
 
     @property
+    def method(self) -> type[Allocator]:
+        """The allocator class of this model's method: what differs between the methods
+        (:func:`~budgetformer_core.allocators.method_class`)."""
+        return method_class(self.cfg)
+
+    @property
     def allocators(self) -> list[Allocator]:
         return [layer.alloc for layer in self.layers]
 
@@ -173,7 +180,7 @@ class BudgetFormer(nn.Module):
             raise ValueError(f"need one head set per layer ({self.cfg.n_layers}), got {len(keep)}")
         if self.cfg.kept_heads is not None:
             raise ValueError("this model's heads are pruned already")
-        from .budget import FixedHeads
+        from .allocators import FixedHeads
 
         self.cfg = dataclasses.replace(self.cfg, kept_heads=[sorted(set(heads)) for heads in keep])
         for layer, heads in zip(self.layers, self.cfg.kept_heads, strict=True):
@@ -219,10 +226,10 @@ class BudgetFormer(nn.Module):
         if ids.shape[1] > self.cfg.max_len:
             raise ValueError(f"sequence of {ids.shape[1]} tokens exceeds max_len={self.cfg.max_len}")
         if mode is None:
-            mode = "dense" if self.cfg.variant == "dense" else ("soft" if self.training else "structural")
+            mode = self.method.training_mode if self.training else self.method.default_mode
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if self.cfg.variant == "dense" and mode != "dense":
+        if not self.method.budgeted and mode != "dense":
             raise ValueError(f"a dense model runs only in mode 'dense', not {mode!r}")
         mask = mask if mask.dtype == torch.bool else mask.bool()
         key_mask = None if bool(mask.all()) else mask  # no padding: unmasked (faster) attention

@@ -128,11 +128,11 @@ def build_report(
     from .infer import analyze, check_texts
 
     check_texts([text])
-    variant = ckpt.config.variant
-    if control is not None and variant == "dense":
+    method = ckpt.model.method
+    if control is not None and not method.budgeted:
         raise ValueError("a dense checkpoint has no budget: a budget needs a budgetformer or bba model")
     [a] = analyze(ckpt, [text], control)
-    symbol = "b" if variant == "bba" else "s"
+    symbol = method.symbol
     name = name or (ckpt.path.name if ckpt.path else "checkpoint")
     if setting is None:
         own = control is None or control.budget is None
@@ -158,16 +158,16 @@ def build_report(
         relevance_figure(a, "Head relevance p (★ ran)", "p").to_html(full_html=False, include_plotlyjs=True),
         "<h2>Why this budget?</h2>",
     ]
-    if variant == "dense":
+    if not method.budgeted:
         parts.append('<p class="note">A dense model runs every head on every input: there is no budget to explain.</p>')
     else:
         [e] = explain(ckpt, [text], control)
-        parts += _why(e, symbol)
+        parts += _why(e, symbol, method.attributed_name)
     parts += [
         "<h2>Settings</h2>",
         _rows([[html.escape(k), html.escape(str(v))] for k, v in (
             ("model", name),
-            ("method", variant),
+            ("method", ckpt.config.variant),
             ("layers × heads", f"{ckpt.config.n_layers} × {ckpt.config.n_heads}"),
             ("setting", setting),
             ("weights sha256", file_sha256(ckpt.path / "model.safetensors") if ckpt.path else "unknown"),
@@ -183,9 +183,9 @@ def build_report(
     )
 
 
-def _why(e: Explanation, symbol: str) -> list[str]:
-    """The why-this-budget section: per layer, the tokens highlighted by what they did."""
-    what = "the gate margin" if e.variant == "bba" else symbol
+def _why(e: Explanation, symbol: str, what: str) -> list[str]:
+    """The why-this-budget section: per layer, the tokens highlighted by what they did to ``what``
+    (the attributed quantity)."""
     if e.fixed:
         return [f'<p class="note">Here {symbol} is set, not predicted: no token changes it, so there is nothing '
                 "to attribute.</p>"]

@@ -2,27 +2,17 @@
 BudgetFormer loss, per-epoch validation, a history of every epoch, and a checkpoint at the end.
 
 The checkpoint holds the final epoch's weights (no picking the best epoch on validation), and
-its reported test figures are measured on the model exactly as stored.
-
-No lost work: a run keeps its state in ``<out>.resume/`` beside the checkpoint folder —
-``run.json`` (what the run is: command, configs, dataset) and ``tokenizer.json`` when it starts,
-``state.pt`` (weights, optimiser, EMA, every random stream, the step that sets the learning rate,
-the history, and where in the epoch it stands) after every epoch and on Ctrl-C — and removes it
-once the checkpoint is written. Ctrl-C is acted on between two steps, so the state is never
-half-updated; ``train(..., resume=True)`` (``budgetformer train --resume <out>.resume``) loads it
-and runs the same steps the uninterrupted run would have, to the same final weights.
+its reported test figures are measured on the model exactly as stored. A run saves its state
+after every epoch and on Ctrl-C, and resumes from it to the same final weights
+(:mod:`budgetformer_core.resume`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 import random
 import shutil
-import signal
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,14 +25,25 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from . import distributed
+from .allocators import method_class
 from .backbone import load_backbone, load_base
-from .budget import Control, heads_for_budget_value, rank_heads
-from .checkpoint import check_out_dir, load_checkpoint, read_json, round_for_storage, save_checkpoint
+from .budget import Control
+from .checkpoint import check_out_dir, load_checkpoint, round_for_storage, save_checkpoint
 from .config import ENCODER_FIELDS, ModelConfig, TrainConfig, to_dict
 from .data import TextDataset
 from .infer import evaluate
 from .losses import total_loss
 from .model import BudgetFormer
+from .resume import (
+    CtrlC,
+    TrainingInterrupted,
+    clear_state_dir,
+    load_state,
+    resume_dir,
+    rng_state,
+    save_state,
+    set_rng_state,
+)
 from .tokenizer import encode, load_tokenizer, pad, train_tokenizer
 
 
@@ -120,9 +121,6 @@ def lsa_embeddings(ids: list[list[int]], vocab_size: int, dim: int, seed: int, s
     return torch.from_numpy(vectors)
 
 
-RECIPE_WEIGHTING = {"paper": "scaled", "adaptive": "gated"}
-"""BudgetFormer's head weighting under each training recipe (see ``TrainConfig.recipe``)."""
-
 SHAPE_FIELDS = (*ENCODER_FIELDS, "max_len", "pooling")
 """What a warm start (``init``) takes from its checkpoint."""
 
@@ -144,123 +142,6 @@ def warm_start(model: BudgetFormer, source: BudgetFormer) -> list[str]:
     return sorted(set(own) - set(shared))
 
 
-STATE_FILES = ("run.json", "tokenizer.json", "state.pt")
-"""What a resume folder holds (see the module docstring)."""
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C during training, after the state was saved; the message says where and how to resume."""
-
-
-def resume_dir(out_dir: str | Path) -> Path:
-    """The folder where the run writing ``out_dir`` keeps its state: ``<out_dir>.resume`` beside it."""
-    out_dir = Path(out_dir)
-    return out_dir.parent / f"{out_dir.name}.resume"
-
-
-def read_run(state_dir: str | Path) -> dict[str, Any]:
-    """The ``run.json`` of a resume folder: the command, configs and dataset of the run it continues."""
-    state_dir = Path(state_dir)
-    if not (state_dir / "run.json").is_file() or not (state_dir / "state.pt").is_file():
-        raise ValueError(f"{state_dir} is not the saved state of a training run (it lacks run.json or state.pt; "
-                         "a run saves it after its first epoch)")
-    run = read_json(state_dir / "run.json")
-    if not isinstance(run, dict):
-        raise ValueError(f"{state_dir / 'run.json'} is not a run record: not a JSON object")
-    return run
-
-
-def _clear_state_dir(state_dir: Path, force: bool) -> None:
-    """Make way for a new run's state; that of an interrupted run is removed only with ``force``."""
-    if not state_dir.exists():
-        return
-    # (a .state-* file is a save cut short by a kill)
-    names = {p.name for p in state_dir.iterdir() if not p.name.startswith(".state-")} if state_dir.is_dir() else None
-    if names is None or not names <= set(STATE_FILES):
-        raise ValueError(f"{state_dir} (where this run keeps its state) holds other files; move them away")
-    if "state.pt" in names and not force:
-        raise ValueError(f"{state_dir} holds the state of an interrupted run: continue it with "
-                         f"`budgetformer train --resume {state_dir}`, or pass --force to start again")
-    if distributed.is_main():  # under torchrun rank 0 alone writes
-        shutil.rmtree(state_dir)
-
-
-def _rng_state(streams: dict[str, Any]) -> dict[str, Any]:
-    """Every random stream training draws from, in a form ``torch.load(weights_only=True)`` reads."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "python": random.getstate(),
-        "numpy": (name, keys.tolist(), pos, has_gauss, cached),
-        **{k: v.get_state() if isinstance(v, torch.Generator) else v.getstate() for k, v in streams.items()},
-    }
-
-
-def _set_rng_state(saved: dict[str, Any], streams: dict[str, Any]) -> None:
-    torch.set_rng_state(saved["torch"])
-    if saved["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(saved["cuda"])
-    random.setstate(saved["python"])
-    name, keys, pos, has_gauss, cached = saved["numpy"]
-    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
-    for k, v in streams.items():
-        v.set_state(saved[k]) if isinstance(v, torch.Generator) else v.setstate(saved[k])
-
-
-def _save_state(state_dir: Path, state: dict[str, Any], run: dict[str, Any], tok) -> None:
-    """Write ``state.pt`` beside the old one and rename it into place (a kill leaves one whole file);
-    the first save writes ``run.json`` and ``tokenizer.json`` too."""
-    if not distributed.is_main():  # under torchrun rank 0 alone writes
-        return
-    if not (state_dir / "run.json").is_file():
-        state_dir.mkdir(parents=True, exist_ok=True)
-        (state_dir / "tokenizer.json").write_text(tok.to_str(pretty=False) + "\n")
-        (state_dir / "run.json").write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
-    tmp = state_dir / f".state-{os.getpid()}.pt"
-    torch.save(state, tmp)
-    os.replace(tmp, state_dir / "state.pt")
-
-
-def _load_state(state_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
-    """The saved state of the run ``run`` describes; a folder of another run is refused."""
-    recorded = read_run(state_dir)
-    try:
-        state = torch.load(state_dir / "state.pt", map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises several kinds for a damaged file
-        raise ValueError(f"{state_dir / 'state.pt'} cannot be read ({type(e).__name__}): start again with --force"
-                         ) from None
-    # a config field added since the run started ran at its default
-    for key, cls in (("model", ModelConfig), ("train", TrainConfig)):
-        if isinstance(recorded.get(key), dict):
-            recorded[key] = {**to_dict(cls()), **recorded[key]}
-    differ = sorted(k for k in run if k != "force" and recorded.get(k) != run[k])
-    if differ:
-        raise ValueError(f"{state_dir} holds the state of another run ({', '.join(differ)} differ); "
-                         "resume it with the command it records")
-    return state
-
-
-class _CtrlC:
-    """Notes Ctrl-C (SIGINT) instead of raising at once, so training stops between two steps.
-    A second Ctrl-C raises at once. Only the main thread can take signals; elsewhere it does nothing."""
-
-    def __enter__(self) -> _CtrlC:
-        self.pressed, self._previous = False, None
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._note)
-        return self
-
-    def _note(self, signum, frame) -> None:
-        if self.pressed:
-            raise KeyboardInterrupt
-        self.pressed = True
-
-    def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-
 @dataclass
 class TrainResult:
     """Where the checkpoint went and what it scored."""
@@ -269,27 +150,6 @@ class TrainResult:
     history: list[dict[str, Any]]
     test: dict[str, Any]
     seconds: float
-
-
-def batch_control(heads: Control, t: float, n: int, model_cfg: ModelConfig, train_cfg: TrainConfig,
-                  rng: random.Random) -> Control:
-    """The overrides one training batch of ``n`` inputs runs under, at training progress ``t``.
-
-    ``heads`` carries the stream random heads are drawn from. BudgetFormer with gated weights:
-    the soft gates themselves as weights before ``structural_from``, and before ``random_k`` a
-    random k per input, uniform on 1 … ⌊s_max·H⌋ (drawn from ``rng``). bba: one requested
-    budget for the batch, its ``train_budget`` or uniform on [budget_min, 1].
-    """
-    if model_cfg.variant == "bba":
-        return Control(budget=train_cfg.train_budget or rng.uniform(train_cfg.budget_min, 1.0))
-    if model_cfg.variant != "budgetformer" or model_cfg.head_weighting != "gated":
-        return heads
-    control = dataclasses.replace(heads, soft_gates=t < train_cfg.structural_from, margin=train_cfg.k_margin,
-                                  standardize_scores=train_cfg.standardize_scores)
-    if t < train_cfg.random_k:  # g_φ learns to rank the heads before f_θ learns how many to run
-        top = heads_for_budget_value(train_cfg.s_max, model_cfg.n_heads)
-        control = dataclasses.replace(control, k=[rng.randint(1, top) for _ in range(n)])
-    return control
 
 
 def keep_ranking(model: BudgetFormer) -> None:
@@ -302,6 +162,239 @@ def keep_ranking(model: BudgetFormer) -> None:
     for name, param in model.named_parameters():
         if (".budget_net." not in name) if has_f else (".scorer." in name):
             param.grad = None
+
+
+def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainConfig, train_texts: list[str],
+                init: str | Path | None, backbone: str | None, saved_tokenizer: Path | None,
+                device: torch.device) -> tuple[BudgetFormer, Any, Any]:
+    """The model to train, its tokenizer and its pretrained base (None when it has none).
+
+    With ``init`` the model takes the checkpoint's tokenizer, shape and every weight the two share
+    (:func:`warm_start`); with ``backbone`` the base's tokenizer and encoder weights. Otherwise the
+    tokenizer is the resumed run's (``saved_tokenizer``) or one trained on ``train_texts``. The
+    method's recipe settings are applied to the config (``Allocator.trained_config``).
+    """
+    start = load_checkpoint(init) if init is not None else None
+    base = load_backbone(backbone) if backbone is not None else None
+    if start is not None and start.meta.get("backbone"):
+        base = load_base(start.meta["backbone"])  # what it was built on, and what it left unchanged
+    if start is not None:
+        tok = start.tokenizer
+        shape = {k: getattr(start.config, k) for k in SHAPE_FIELDS}
+        model_cfg = dataclasses.replace(model_cfg, **shape)
+    elif base is not None:
+        tok = base.tokenizer
+    elif saved_tokenizer is not None:  # the run's own vocabulary (a retrained one could differ on a small corpus)
+        tok = load_tokenizer(saved_tokenizer)
+    else:
+        tok = distributed.same_tokenizer(train_tokenizer(train_texts, model_cfg.vocab_size))
+    model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size(), n_classes=dataset.n_classes)
+    model_cfg = method_class(model_cfg).trained_config(model_cfg, train_cfg)
+    model = (base.build(model_cfg) if backbone is not None else BudgetFormer(model_cfg)).to(device)
+    if start is not None:
+        warm_start(model, start.model)
+    return model, tok, base
+
+
+def init_embeddings(model: BudgetFormer, train_ids: list[list[int]], cfg: TrainConfig) -> None:
+    """Token embeddings from an LSA of the training split (``embed_init``) and sinusoidal
+    positions (``pos_init``), for a model that does not start pretrained."""
+    with torch.no_grad():
+        if cfg.embed_init == "lsa":
+            lsa = lsa_embeddings(train_ids, model.cfg.vocab_size, model.cfg.d_model, cfg.seed)
+            model.tok_emb.weight.copy_(lsa)
+        if cfg.pos_init == "sinusoidal":
+            model.pos_emb.weight.copy_(sinusoids(model.cfg.max_len, model.cfg.d_model))
+
+
+def freeze(model: BudgetFormer, cfg: TrainConfig) -> None:
+    """What stays as it starts: the embeddings (``freeze_embeddings``), bba's gates (``freeze_gates``)."""
+    if cfg.freeze_embeddings:
+        for module in (model.tok_emb, model.pos_emb, model.type_emb, model.ln_emb):
+            if module is not None:
+                module.requires_grad_(False)
+    if cfg.freeze_gates:
+        for alloc in model.allocators:
+            alloc.gate.requires_grad_(False)
+
+
+def step_mode(model_cfg: ModelConfig, train_cfg: TrainConfig, t: float) -> str:
+    """The execution mode of the training step at progress ``t``: the method's training mode, and
+    from ``structural_from`` on its inference mode, the top-k heads alone. Gated weights keep the
+    soft path (their straight-through weights are the top k from ``structural_from`` on,
+    ``Allocator.batch_control``)."""
+    method = method_class(model_cfg)
+    structural_from = 1.0 if method.gated_training(model_cfg) else train_cfg.structural_from
+    return method.default_mode if t >= structural_from else method.training_mode
+
+
+@dataclass
+class Training:
+    """What a run changes step by step: the weights, their average, the optimiser, the random
+    streams, the history and the step count — what its saved state holds."""
+
+    model: BudgetFormer
+    opt: torch.optim.Optimizer
+    averaged: AveragedModel | None
+    streams: dict[str, Any]
+    """``order`` (the epochs' row order), ``augment`` (crops, token dropout, training budgets) and
+    ``heads`` (random heads)."""
+    heads: Control
+    """Carries the ``heads`` stream: random heads (``head_choice="random"``) fresh every step."""
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    step: int = 0
+
+    @classmethod
+    def start(cls, model: BudgetFormer, cfg: TrainConfig) -> Training:
+        averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema)) if cfg.ema else None
+        opt = torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr)
+        heads = Control(generator=torch.Generator().manual_seed(cfg.seed + 1))
+        streams = {"order": torch.Generator().manual_seed(cfg.seed), "augment": random.Random(cfg.seed),
+                   "heads": heads.generator}
+        return cls(model, opt, averaged, streams, heads)
+
+    def final(self) -> BudgetFormer:
+        """The model to validate and keep: the weight average when ``ema`` is on."""
+        return self.averaged.module if self.averaged is not None else self.model
+
+    def state(self, epoch: int, batch: int, **in_epoch: Any) -> dict[str, Any]:
+        """What :func:`save_state` keeps: the run as it stands before ``batch`` of ``epoch``."""
+        ema = self.averaged.state_dict() if self.averaged is not None else None
+        return {"epoch": epoch, "batch": batch, "step": self.step, "history": self.history,
+                "model": self.model.state_dict(), "ema": ema, "optimizer": self.opt.state_dict(),
+                "rng": rng_state(self.streams), **in_epoch}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue where the saved run stood."""
+        self.model.load_state_dict(saved["model"])
+        if self.averaged is not None:
+            self.averaged.load_state_dict(saved["ema"])
+        self.opt.load_state_dict(saved["optimizer"])
+        set_rng_state(saved["rng"], self.streams)
+        self.history, self.step = saved["history"], saved["step"]
+
+
+class Diverged(RuntimeError):
+    """The loss is no longer finite: training stops before the weights are overwritten."""
+
+
+SUMS = ("loss", "task", "budget", "entropy", "cost", "entropy_term", "difficulty", "balance")
+"""The loss terms an epoch sums over its inputs (``correct`` counts beside them)."""
+
+
+def train_step(run: Training, net: nn.Module, views: list[list[int]], rows: list[int], labels: torch.Tensor,
+               train_cfg: TrainConfig, total_steps: int, device: torch.device, where: str):
+    """One optimiser step on the global batch ``rows`` (``views``: their augmented token ids);
+    returns the loss terms, the output and the labels of this process's rows."""
+    model, model_cfg = run.model, run.model.cfg
+    method = model.method
+    mine, share = distributed.shard(len(rows))  # this process's rows of the global batch
+    batch = pad([views[j] for j in mine])
+    y = labels[[rows[j] for j in mine]].to(device)
+    for g in run.opt.param_groups:
+        # (a run's state saved before new_lr existed has no lr_scale: 1)
+        g["lr"] = lr_at(run.step, total_steps, train_cfg) * g.get("lr_scale", 1.0)
+    t = run.step / max(1, total_steps - 1)  # training progress in [0, 1]
+    control = method.batch_control(run.heads, t, len(rows), model_cfg, train_cfg, run.streams["augment"])
+    if isinstance(control.k, list):  # random k per row (random_k): this process's rows'
+        control = dataclasses.replace(control, k=[control.k[j] for j in mine])
+    out = net(batch.ids.to(device), batch.mask.to(device), mode=step_mode(model_cfg, train_cfg, t), control=control)
+    terms = total_loss(out, y, train_cfg, t, not method.predicts_budget)
+    if not torch.isfinite(terms.total):  # diverged: stop before the weights are overwritten
+        raise Diverged(f"training stopped at {where}: the loss is {terms.total.item()} (try a lower lr); "
+                                 "no checkpoint was written")
+    run.opt.zero_grad(set_to_none=True)
+    (terms.total * share).backward()  # DDP's mean over ranks: the global batch's mean
+    if method.gated_training(model_cfg) and 0 < train_cfg.random_k <= t:
+        keep_ranking(model)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
+    run.opt.step()
+    if run.averaged is not None:
+        run.averaged.update_parameters(model)
+    run.step += 1
+    return terms, out, y
+
+
+def epoch_summary(epoch: int, sums: dict[str, float], s_sum: torch.Tensor, n_train: int, terms, lr: float,
+                  val) -> dict[str, Any]:
+    """The history row of an epoch: its mean training losses, accuracy and budget, and validation."""
+    mean = {key: sums[key] / n_train for key in SUMS}
+    return {
+        "epoch": epoch + 1,
+        "loss": mean["loss"],
+        "task_loss": mean["task"],
+        "budget_loss": mean["budget"],
+        "entropy": mean["entropy"],
+        "cost": mean["cost"],
+        "entropy_term": mean["entropy_term"],
+        "difficulty_loss": mean["difficulty"],
+        "balance_loss": mean["balance"],
+        "beta": terms.beta,
+        "lr": lr,
+        "train_accuracy": sums["correct"] / n_train,
+        "train_mean_budget_per_layer": (s_sum / n_train).tolist(),
+        "val_accuracy": val.accuracy,
+        "val_mean_budget": val.mean_budget,
+        "val_mean_budget_per_layer": val.mean_budget_per_layer,
+        "val_mean_heads_fraction": val.mean_heads_fraction,
+        "val_head_entropy": val.head_entropy,
+    }
+
+
+def run_epochs(run: Training, train_ids: list[list[int]], labels: torch.Tensor, val_ids: list[list[int]],
+               val_labels: list[int], train_cfg: TrainConfig, device: torch.device, progress: bool,
+               state_dir: Path, record: dict[str, Any], tok, saved: dict[str, Any] | None) -> None:
+    """Every epoch from where ``saved`` stood (or the start), saving the state after each one and
+    on Ctrl-C (then raising :class:`TrainingInterrupted`)."""
+    model, model_cfg = run.model, run.model.cfg
+    steps_per_epoch = math.ceil(len(train_ids) / train_cfg.batch_size)
+    total_steps = steps_per_epoch * train_cfg.epochs
+    first_epoch, first_batch = (saved["epoch"], saved["batch"]) if saved is not None else (0, 0)
+    net = distributed.wrap(model, train_cfg.seed)  # DDP under torchrun, else the model itself
+    with CtrlC() as ctrl_c:
+        for epoch in range(first_epoch, train_cfg.epochs):
+            model.train()
+            if saved is not None and first_batch:  # resumed inside this epoch
+                perm, sums, s_sum = saved["perm"], saved["sums"], saved["s_sum"]
+            else:
+                sums = {**dict.fromkeys(SUMS, 0.0), "correct": 0}
+                s_sum = torch.zeros(model_cfg.n_layers)
+                perm = torch.randperm(len(train_ids), generator=run.streams["order"]).tolist()
+            bar = tqdm(range(first_batch, steps_per_epoch), desc=f"epoch {epoch + 1}/{train_cfg.epochs}",
+                       disable=not progress, leave=False)
+            first_batch = 0
+            for b in bar:
+                if ctrl_c.pressed:
+                    save_state(state_dir, run.state(epoch, b, perm=perm, sums=sums, s_sum=s_sum), record, tok)
+                    raise TrainingInterrupted(
+                        f"stopped in epoch {epoch + 1} of {train_cfg.epochs} (step {run.step} of {total_steps}); "
+                        f"its state is saved: continue with `budgetformer train --resume {state_dir}`")
+                rows = perm[b * train_cfg.batch_size : (b + 1) * train_cfg.batch_size]
+                views = [augment(train_ids[i], model_cfg.max_len, train_cfg, run.streams["augment"])
+                         for i in rows]  # on every rank
+                terms, out, y = train_step(run, net, views, rows, labels, train_cfg, total_steps, device,
+                                           f"epoch {epoch + 1}, step {run.step + 1}")
+                n = len(y)
+                for key in SUMS:  # (a state saved without some of them: from 0)
+                    value = terms.total.item() if key == "loss" else getattr(terms, key)
+                    sums[key] = sums.get(key, 0.0) + value * n
+                sums["correct"] += int((out.logits.argmax(-1) == y).sum())
+                s_sum += torch.stack([t.budget.detach().sum() for t in out.layers]).cpu()
+                bar.set_postfix(loss=f"{terms.total.item():.3f}")
+            sums, s_sum = distributed.sum_over_ranks(sums), distributed.sum_over_ranks(s_sum)
+            val = evaluate(run.final(), val_ids, val_labels)
+            row = epoch_summary(epoch, sums, s_sum, len(train_ids), terms, run.opt.param_groups[0]["lr"], val)
+            run.history.append(row)
+            if progress:
+                tqdm.write(
+                    f"epoch {epoch + 1}: loss {row['loss']:.4f} train acc {row['train_accuracy']:.4f} "
+                    f"val acc {val.accuracy:.4f} s {val.mean_budget:.3f} heads {val.mean_heads_fraction:.3f} "
+                    f"β {terms.beta:+.2f}"
+                )
+            save_state(state_dir, run.state(epoch + 1, 0), record, tok)
+            if ctrl_c.pressed:
+                raise TrainingInterrupted(f"stopped after epoch {epoch + 1} of {train_cfg.epochs}; its state is "
+                                          f"saved: continue with `budgetformer train --resume {state_dir}`")
 
 
 def train(
@@ -341,219 +434,60 @@ def train(
     state_dir = resume_dir(out_dir)
     if backbone is not None and init is not None:
         raise ValueError("give a backbone or an init checkpoint, not both (a checkpoint carries its backbone)")
-    run = {"command": (meta or {}).get("command"), "dataset": dataset.name, "split_seed": dataset.split_seed,
-           "model": to_dict(model_cfg), "train": to_dict(train_cfg), "init": None if init is None else str(init),
-           "out": str(out_dir), "force": force, **({"backbone": str(backbone)} if backbone is not None else {})}
-    saved = _load_state(state_dir, run) if resume else None
+    record = {"command": (meta or {}).get("command"), "dataset": dataset.name, "split_seed": dataset.split_seed,
+              "model": to_dict(model_cfg), "train": to_dict(train_cfg), "init": None if init is None else str(init),
+              "out": str(out_dir), "force": force, **({"backbone": str(backbone)} if backbone is not None else {})}
+    saved = load_state(state_dir, record) if resume else None
     if not resume:
-        _clear_state_dir(state_dir, force)
+        clear_state_dir(state_dir, force)
     set_seed(train_cfg.seed)
     device = device or default_device()
     train_split = dataset.split("train")
     if train_cfg.max_train:
         train_split = train_split.head(train_cfg.max_train)
-    start = load_checkpoint(init) if init is not None else None
-    base = load_backbone(backbone) if backbone is not None else None
-    if start is not None and start.meta.get("backbone"):
-        base = load_base(start.meta["backbone"])  # what it was built on, and what it left unchanged
-    if start is not None:
-        tok = start.tokenizer
-        shape = {k: getattr(start.config, k) for k in SHAPE_FIELDS}
-        model_cfg = dataclasses.replace(model_cfg, **shape)
-    elif base is not None:
-        tok = base.tokenizer
-    elif saved is not None:  # the run's own vocabulary (a retrained one could differ on a small corpus)
-        tok = load_tokenizer(state_dir / "tokenizer.json")
-    else:
-        tok = distributed.same_tokenizer(train_tokenizer(train_split.texts, model_cfg.vocab_size))
-    model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size(), n_classes=dataset.n_classes)
-    if model_cfg.variant == "bba" and train_cfg.train_budget:  # a fixed-budget model runs at its budget
-        model_cfg = dataclasses.replace(model_cfg, default_budget=train_cfg.train_budget)
-    if model_cfg.variant == "budgetformer":  # the recipe decides how the head weights work
-        model_cfg = dataclasses.replace(model_cfg, head_weighting=RECIPE_WEIGHTING[train_cfg.recipe])
-    model = (base.build(model_cfg) if backbone is not None else BudgetFormer(model_cfg)).to(device)
-    if start is not None:
-        warm_start(model, start.model)
-    pretrained = start is not None or base is not None
-    frozen = []
-    if train_cfg.freeze_embeddings or train_cfg.freeze_attention:
-        frozen += [model.tok_emb, model.pos_emb, model.type_emb, model.ln_emb]
-    if train_cfg.freeze_attention:  # what the heads read, and how they compute
-        frozen += [m for layer in model.layers for m in (layer.ln1, layer.attn)]
-    for module in frozen:
-        if module is not None:
-            module.requires_grad_(False)
-    dense = model_cfg.variant == "dense"
-
+    saved_tokenizer = state_dir / "tokenizer.json" if saved is not None else None
+    model, tok, base = build_model(dataset, model_cfg, train_cfg, train_split.texts, init, backbone, saved_tokenizer,
+                                   device)
+    model_cfg = model.cfg
     crop_len = 10**9 if train_cfg.random_crop else model_cfg.max_len
     train_ids, _ = encode(tok, train_split.texts, crop_len)
     val_split = dataset.split("validation")
     val_ids, _ = encode(tok, val_split.texts, model_cfg.max_len)
-    labels = torch.tensor(train_split.labels)
-    if train_cfg.embed_init == "lsa" and not pretrained:
-        with torch.no_grad():
-            lsa = lsa_embeddings(train_ids, model_cfg.vocab_size, model_cfg.d_model, train_cfg.seed)
-            model.tok_emb.weight.copy_(lsa)
-    if train_cfg.pos_init == "sinusoidal" and not pretrained:
-        with torch.no_grad():
-            model.pos_emb.weight.copy_(sinusoids(model_cfg.max_len, model_cfg.d_model))
-
-    if train_cfg.freeze_gates:
-        for alloc in model.allocators:
-            alloc.gate.requires_grad_(False)
-    opt = torch.optim.AdamW(param_groups(model, train_cfg), lr=train_cfg.lr)
-    steps_per_epoch = math.ceil(len(train_ids) / train_cfg.batch_size)
-    total_steps = steps_per_epoch * train_cfg.epochs
+    if init is None and base is None:
+        init_embeddings(model, train_ids, train_cfg)
+    freeze(model, train_cfg)
     distributed.check_batches(len(train_ids), train_cfg.batch_size)
-    gen = torch.Generator().manual_seed(train_cfg.seed)
-    rng = random.Random(train_cfg.seed)
-    # random heads (head_choice="random") are drawn from the trainer's own stream: fresh every step
-    heads = Control(generator=torch.Generator().manual_seed(train_cfg.seed + 1))
-    # the gated weights learn from every head's gradient: the soft path (all heads) throughout
-    # gated weights learn from every head's output: the soft path throughout, with the soft gates
-    # themselves as weights before ``structural_from`` and the exact top k (straight-through) after
-    gated = model_cfg.head_weighting == "gated" and model_cfg.variant == "budgetformer"
-    structural_from = 1.0 if gated else train_cfg.structural_from
-    history: list[dict[str, Any]] = []
-    step = 0
-    averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(train_cfg.ema)) if train_cfg.ema else None
+    run = Training.start(model, train_cfg)
+    if saved is not None:
+        run.restore(saved)
+    try:
+        run_epochs(run, train_ids, torch.tensor(train_split.labels), val_ids, val_split.labels, train_cfg, device,
+                   progress, state_dir, record, tok, saved)
+    except Diverged:
+        shutil.rmtree(state_dir, ignore_errors=True)  # resuming would diverge again
+        raise
+    test = finish(run.final().cpu(), dataset, tok, base, train_cfg, init, meta, out_dir, run.history)
+    if distributed.is_main():  # the checkpoint is whole: nothing left to resume
+        shutil.rmtree(state_dir, ignore_errors=True)
+    return TrainResult(out_dir, run.history, test, time.perf_counter() - t0)
 
-    def final() -> BudgetFormer:
-        """The model to validate and keep: the weight average when ``ema`` is on."""
-        return averaged.module if averaged is not None else model
 
-    streams = {"order": gen, "augment": rng, "heads": heads.generator}
-    first_epoch, first_batch = 0, 0
-    if saved is not None:  # continue where the saved run stood
-        model.load_state_dict(saved["model"])
-        if averaged is not None:
-            averaged.load_state_dict(saved["ema"])
-        opt.load_state_dict(saved["optimizer"])
-        _set_rng_state(saved["rng"], streams)
-        history, step = saved["history"], saved["step"]
-        first_epoch, first_batch = saved["epoch"], saved["batch"]
-
-    def state(epoch: int, batch: int, **in_epoch: Any) -> dict[str, Any]:
-        """What :func:`_save_state` keeps: the run as it stands before ``batch`` of ``epoch``."""
-        return {"epoch": epoch, "batch": batch, "step": step, "history": history, "model": model.state_dict(),
-                "ema": averaged.state_dict() if averaged is not None else None, "optimizer": opt.state_dict(),
-                "rng": _rng_state(streams), **in_epoch}
-
-    net = distributed.wrap(model, train_cfg.seed)  # DDP under torchrun, else the model itself
-    with _CtrlC() as ctrl_c:
-        for epoch in range(first_epoch, train_cfg.epochs):
-            model.train()
-            if saved is not None and first_batch:  # resumed inside this epoch
-                perm, sums, s_sum = saved["perm"], saved["sums"], saved["s_sum"]
-            else:
-                sums = {"loss": 0.0, "task": 0.0, "budget": 0.0, "entropy": 0.0, "cost": 0.0, "entropy_term": 0.0,
-                        "difficulty": 0.0, "balance": 0.0, "correct": 0}
-                s_sum = torch.zeros(model_cfg.n_layers)
-                perm = torch.randperm(len(train_ids), generator=gen).tolist()
-            desc = f"epoch {epoch + 1}/{train_cfg.epochs}"
-            bar = tqdm(range(first_batch, steps_per_epoch), desc=desc, disable=not progress, leave=False)
-            first_batch = 0
-            for b in bar:
-                if ctrl_c.pressed:
-                    _save_state(state_dir, state(epoch, b, perm=perm, sums=sums, s_sum=s_sum), run, tok)
-                    raise TrainingInterrupted(
-                        f"stopped in epoch {epoch + 1} of {train_cfg.epochs} (step {step} of {total_steps}); "
-                        f"its state is saved: continue with `budgetformer train --resume {state_dir}`")
-                rows = perm[b * train_cfg.batch_size : (b + 1) * train_cfg.batch_size]
-                views = [augment(train_ids[i], model_cfg.max_len, train_cfg, rng) for i in rows]  # on every rank
-                mine, share = distributed.shard(len(rows))  # this process's rows of the global batch
-                batch = pad([views[j] for j in mine])
-                y = labels[[rows[j] for j in mine]].to(device)
-                for g in opt.param_groups:
-                    # (a run's state saved before new_lr existed has no lr_scale: 1)
-                    g["lr"] = lr_at(step, total_steps, train_cfg) * g.get("lr_scale", 1.0)
-                t = step / max(1, total_steps - 1)  # training progress in [0, 1]
-                mode = "dense" if dense else ("structural" if t >= structural_from else "soft")
-                control = batch_control(heads, t, len(rows), model_cfg, train_cfg, rng)  # the global batch's
-                if isinstance(control.k, list):  # random k per row (random_k): this process's rows'
-                    control = dataclasses.replace(control, k=[control.k[j] for j in mine])
-                out = net(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
-                terms = total_loss(out, y, train_cfg, t, model_cfg.variant != "budgetformer")
-                if not torch.isfinite(terms.total):  # diverged: stop before the weights are overwritten
-                    shutil.rmtree(state_dir, ignore_errors=True)  # resuming would diverge again
-                    raise RuntimeError(f"training stopped at epoch {epoch + 1}, step {step + 1}: the loss is "
-                                       f"{terms.total.item()} (try a lower lr); no checkpoint was written")
-                opt.zero_grad(set_to_none=True)
-                (terms.total * share).backward()  # DDP's mean over ranks: the global batch's mean
-                if gated and 0 < train_cfg.random_k <= t:
-                    keep_ranking(model)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
-                opt.step()
-                if averaged is not None:
-                    averaged.update_parameters(model)
-                step += 1
-                n = len(mine)
-                sums["loss"] += terms.total.item() * n
-                sums["task"] += terms.task * n
-                sums["budget"] += terms.budget * n
-                sums["entropy"] += terms.entropy * n
-                sums["cost"] += terms.cost * n
-                for key in ("entropy_term", "difficulty", "balance"):  # (a state saved without them: from 0)
-                    sums[key] = sums.get(key, 0.0) + getattr(terms, key) * n
-                sums["correct"] += int((out.logits.argmax(-1) == y).sum())
-                s_sum += torch.stack([t.budget.detach().sum() for t in out.layers]).cpu()
-                bar.set_postfix(loss=f"{terms.total.item():.3f}")
-            sums, s_sum = distributed.sum_over_ranks(sums), distributed.sum_over_ranks(s_sum)
-            n_train = len(train_ids)
-            val = evaluate(final(), val_ids, val_split.labels)
-            row = {
-                "epoch": epoch + 1,
-                "loss": sums["loss"] / n_train,
-                "task_loss": sums["task"] / n_train,
-                "budget_loss": sums["budget"] / n_train,
-                "entropy": sums["entropy"] / n_train,
-                "cost": sums["cost"] / n_train,
-                "entropy_term": sums["entropy_term"] / n_train,
-                "difficulty_loss": sums["difficulty"] / n_train,
-                "balance_loss": sums["balance"] / n_train,
-                "beta": terms.beta,
-                "lr": opt.param_groups[0]["lr"],
-                "train_accuracy": sums["correct"] / n_train,
-                "train_mean_budget_per_layer": (s_sum / n_train).tolist(),
-                "val_accuracy": val.accuracy,
-                "val_mean_budget": val.mean_budget,
-                "val_mean_budget_per_layer": val.mean_budget_per_layer,
-                "val_mean_heads_fraction": val.mean_heads_fraction,
-                "val_head_entropy": val.head_entropy,
-            }
-            history.append(row)
-            if progress:
-                tqdm.write(
-                    f"epoch {epoch + 1}: loss {row['loss']:.4f} train acc {row['train_accuracy']:.4f} "
-                    f"val acc {val.accuracy:.4f} s {val.mean_budget:.3f} heads {val.mean_heads_fraction:.3f} "
-                    f"β {terms.beta:+.2f}"
-                )
-            _save_state(state_dir, state(epoch + 1, 0), run, tok)
-            if ctrl_c.pressed:
-                raise TrainingInterrupted(f"stopped after epoch {epoch + 1} of {train_cfg.epochs}; its state is "
-                                          f"saved: continue with `budgetformer train --resume {state_dir}`")
-
-    model = final().cpu()
-    if model_cfg.variant == "bba" and not model_cfg.gate_input and train_cfg.train_budget:
-        # a fixed budget with static gates is a fixed head set: slice it once, for good
-        k = heads_for_budget_value(model_cfg.default_budget, model_cfg.n_heads)
-        model.prune_heads([rank_heads(alloc.gate.scores.detach()[None])[0, :k].tolist() for alloc in model.allocators])
+def finish(model: BudgetFormer, dataset: TextDataset, tok, base, train_cfg: TrainConfig, init: str | Path | None,
+           meta: dict[str, Any] | None, out_dir: Path, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Round the trained ``model`` as it is stored, measure it on the test split and write the
+    checkpoint (rank 0 alone under torchrun); returns the test figures."""
+    model.method.after_training(model, train_cfg)
     meta = {"dataset": dataset.name, "split_seed": dataset.split_seed, "train": to_dict(train_cfg),
             "init": None if init is None else str(init), **(meta or {})}
     if base is not None:  # the base; the tensors taken from it unchanged (not stored), and changed (deltas)
         meta["backbone"] = {**base.describe(), "tensors": base.unchanged(model), "delta": base.changed(model)}
     if distributed.world_size() > 1:  # absent: one process (its files stay as they were)
         meta["world_size"] = distributed.world_size()
-    round_for_storage(model, meta, base=None if base is None else base.encoder_weights(model_cfg.max_len))
+    round_for_storage(model, meta, base=None if base is None else base.encoder_weights(model.cfg.max_len))
     # (the test split sees the weights exactly as they will be stored)
     test_split = dataset.split("test")
-    test_ids, _ = encode(tok, test_split.texts, model_cfg.max_len)
+    test_ids, _ = encode(tok, test_split.texts, model.cfg.max_len)
     test = evaluate(model, test_ids, test_split.labels).summary()
-    seconds = time.perf_counter() - t0
-    meta = {**meta, "test": test}
-    path = Path(out_dir)
     if distributed.is_main():  # under torchrun rank 0 alone writes
-        save_checkpoint(path, model, tok, dataset.label_names, meta, history)
-        shutil.rmtree(state_dir, ignore_errors=True)  # the checkpoint is whole: nothing left to resume
-    return TrainResult(path, history, test, seconds)
-
+        save_checkpoint(out_dir, model, tok, dataset.label_names, {**meta, "test": test}, history)
+    return test

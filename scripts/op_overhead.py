@@ -16,7 +16,8 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from budgetformer_core.budget import Control, ForwardContext, rank_heads, select_top_k
+from budgetformer_core.allocators import ForwardContext
+from budgetformer_core.budget import Control, rank_heads, select_top_k
 from budgetformer_core.checkpoint import load_checkpoint
 from budgetformer_core.timing import machine_info, time_interleaved
 

@@ -195,7 +195,7 @@ def test_shipped_bba_head_sets_are_nested_on_every_test_input(name):
     so the allocators are called on that context once per budget without running the layers;
     that this is what the model's structural forward pass selects is checked on the whole split
     at one budget."""
-    from budgetformer_core.budget import ForwardContext
+    from budgetformer_core.allocators import ForwardContext
     from budgetformer_core.infer import evaluate
     from budgetformer_core.precompute import RECIPES
     from budgetformer_core.tokenizer import encode, pad

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from budgetformer_core import cli, distributed
-from budgetformer_core.budget import Control
+from budgetformer_core.budget import Control, TrainingControl
 from budgetformer_core.config import ModelConfig, TrainConfig
 from budgetformer_core.losses import total_loss
 from budgetformer_core.model import BudgetFormer
@@ -74,7 +74,7 @@ def training_inputs():
 
 
 GRADIENT_CASES = {
-    "adaptive, soft gates": (dict(head_weighting="gated"), "soft", Control(soft_gates=True)),
+    "adaptive, soft gates": (dict(head_weighting="gated"), "soft", TrainingControl(soft_gates=True)),
     "adaptive, exact top-k": (dict(head_weighting="gated"), "soft", Control()),
     "paper, structural top-k": (dict(head_weighting="scaled"), "structural", Control()),
     "bba, structural": (dict(variant="bba"), "structural", Control(budget=0.4)),

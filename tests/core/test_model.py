@@ -7,6 +7,7 @@ import torch
 
 from budgetformer_core.budget import (
     Control,
+    TrainingControl,
     heads_for_budget,
     heads_for_budget_value,
     run_budget_nets,
@@ -283,7 +284,7 @@ def test_head_width_and_pooling_are_checked():
 
 
 def test_a_k_margin_runs_fewer_heads_in_training_only():
-    """``Control(margin=m)``: in training each input runs max(1, ⌊s·H − m⌋) heads and s's
+    """``TrainingControl(margin=m)``: in training each input runs max(1, ⌊s·H − m⌋) heads and s's
     gradient comes from the gates of that k (so s settles m heads above the edge where its last
     needed head switches on); in eval the same control runs ⌊s·H⌋."""
     torch.manual_seed(0)
@@ -292,7 +293,7 @@ def test_a_k_margin_runs_fewer_heads_in_training_only():
         for alloc in model.allocators:
             alloc.budget_net.net[-1].weight.normal_(0, 3.0)
     ids, mask = batch()
-    control = Control(margin=0.5)
+    control = TrainingControl(margin=0.5)
     model.train()
     out = model(ids, mask, mode="soft", control=control)
     for t in out.layers:
@@ -314,7 +315,7 @@ def test_a_k_margin_runs_fewer_heads_in_training_only():
 
 
 def test_standardized_scores_run_the_same_heads_with_a_scale_free_gradient():
-    """``Control(standardize_scores=True)``: the same heads run, and what the gates pass back to g_φ's
+    """``TrainingControl(standardize_scores=True)``: the same heads run, and what the gates pass back to g_φ's
     scores z is the gradient of (z − mean) / std — orthogonal to shifting and to scaling each input's
     z — so the gates cannot widen z's spread (with raw z they can)."""
     torch.manual_seed(0)
@@ -327,7 +328,7 @@ def test_standardized_scores_run_the_same_heads_with_a_scale_free_gradient():
         scores.append(z)
 
     model.allocators[0].scorer.register_forward_hook(keep)
-    runs = [model(ids, mask, mode="soft", control=Control(standardize_scores=flag)) for flag in (False, True)]
+    runs = [model(ids, mask, mode="soft", control=TrainingControl(standardize_scores=flag)) for flag in (False, True)]
     assert all(torch.equal(a.selected, b.selected) for a, b in zip(runs[0].layers, runs[1].layers))
     along = []
     for out, z in zip(runs, scores, strict=True):

@@ -213,17 +213,17 @@ def test_precompute_rebuilds_with_force_and_records_the_plain_command(monkeypatc
     assert ran["argv"][-1] == "--force" and ran["argv"][3:-1] == job.command()[1:]
 
 
-def test_a_run_recorded_before_a_config_field_existed_resumes_with_its_default(tmp_path):
+def test_a_run_recorded_before_a_config_field_existed_or_after_one_went_resumes(tmp_path):
     from budgetformer_core.config import to_dict
-    from budgetformer_core.train import _load_state
+    from budgetformer_core.resume import load_state
 
     run = {"dataset": "x", "model": to_dict(ModelConfig()), "train": to_dict(TrainConfig()), "force": False}
     old = {**run, "model": {k: v for k, v in run["model"].items() if k != "norm"},
-           "train": {k: v for k, v in run["train"].items() if k != "freeze_embeddings"}}
+           "train": {**{k: v for k, v in run["train"].items() if k != "freeze_embeddings"}, "gone": False}}
     (tmp_path / "run.json").write_text(json.dumps(old))
     torch.save({"step": 3}, tmp_path / "state.pt")
-    assert _load_state(tmp_path, run) == {"step": 3}
+    assert load_state(tmp_path, run) == {"step": 3}
     changed = {**old, "train": {**old["train"], "lr": 0.5}}
     (tmp_path / "run.json").write_text(json.dumps(changed))
     with pytest.raises(ValueError, match=r"another run \(train differ\)"):
-        _load_state(tmp_path, run)
+        load_state(tmp_path, run)

@@ -1,0 +1,504 @@
+"""Allocation: how each attention layer decides which heads run for each input.
+
+Every layer owns an :class:`Allocator` that turns the layer's normalised input into a
+:class:`LayerTrace` — the budget s, the head relevance p, the head weights w and the heads that
+run. The attention layer then executes that trace (:mod:`budgetformer_core.attention`). One
+allocator class per method, chosen once when the model is built (:func:`method_class`):
+
+* :class:`AllHeads` — dense: every head, weight 1;
+* :class:`BudgetAllocator` — BudgetFormer. From a global summary h of the layer input (its mean
+  over real tokens), f_θ(h) → s ∈ (0, 1) is the fraction of the H heads this input gets and
+  g_φ(h) → z ∈ R^H, p = softmax(z / τ) how relevant each head is; the k = max(1, ⌊s·H⌋) heads
+  with the largest p run. Two weightings (``ModelConfig.head_weighting``): ``scaled``, the
+  paper's w = s·H·p; ``gated``, w = 1 on the heads that run, trained through soft gates
+  (:func:`~budgetformer_core.budget.gated_weights`) so that s decides which heads contribute
+  rather than how loud they are;
+* :class:`GateAllocator` — budgeted attention allocation (bba): the caller requests a budget b,
+  which buys k = max(1, ⌊b·H⌋) heads, the k with the highest gate scores z. z is computed from a
+  summary that does not depend on b (the pooled embedding output), so for b₁ < b₂ the heads at
+  b₁ are a subset of those at b₂ in every layer; static gates are one learned score per head.
+
+A layer whose heads were pruned once (:meth:`HeadAttention.prune_heads`) gets a
+:class:`FixedHeads`, whatever the method: the heads kept, weight 1, nothing decided per input.
+
+What differs between the methods outside the layer — the default execution mode, the FLOPs of
+the networks, what an explanation attributes, how training sets up a batch — is said once, by
+the method's class (its class attributes and class methods), and read from there by the rest of
+the engine and the app.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .budget import (
+    NO_TRAINING,
+    BudgetNet,
+    Control,
+    HeadScorer,
+    StaticGate,
+    TrainingControl,
+    batch_ranking,
+    gated_weights,
+    heads_for_budget,
+    heads_for_budget_value,
+    mlp_flops,
+    rank_heads,
+    run_budget_nets,
+    select_top_k,
+    soft_gates,
+    summarize,
+)
+from .config import ModelConfig, TrainConfig
+
+
+@dataclass
+class LayerTrace:
+    """What one attention layer decided for each input of the batch."""
+
+    budget: Tensor
+    """(B,) the budget s (BudgetFormer) or the requested budget b (bba)."""
+    relevance: Tensor
+    """(B, H) head relevance p (sums to 1)."""
+    head_weights: Tensor
+    """(B, H) w: s·H·p (``scaled``), or 1 on the heads that run (``gated``, bba, dense, pruned)."""
+    k: Tensor
+    """(B,) number of heads run."""
+    selected: Tensor
+    """(B, H) bool, True for the heads that ran."""
+    order: Tensor
+    """(B, H) head indices by decreasing relevance: the heads that ran are ``order[b, :k[b]]``."""
+    gate_scores: Tensor | None = None
+    """(B, H) bba gate scores z (None for the other variants)."""
+    gate_temperature: float = 1.0
+    every_head: bool = False
+    """True when the layer runs all the heads its attention has at weight 1 (dense, heads pruned
+    once, or a budget that buys every head at unit weights): executed as plain attention,
+    nothing gathered."""
+    unit_weights: bool = False
+    """True when ``head_weights`` are exactly ``selected`` (1 on the heads that run, no
+    gradient): the structural path then skips scaling the heads' outputs."""
+    attention: Tensor | None = None
+    """(B, H, T, T) the attention probabilities each head computed in this layer (query × key,
+    by head index), NaN for the heads that were not computed; only when the forward pass was
+    asked for them (``BudgetFormer.forward(..., capture_attention=True)``), else None."""
+
+    @property
+    def est_cost(self) -> Tensor:
+        """(B,) estimated attention cost, the fraction of head work the soft path pays for: the
+        mean soft gate (bba), the budget s (budgetformer) or 1 (dense). Computed on demand, so
+        inference does not pay for it."""
+        if self.gate_scores is None:
+            return self.budget
+        return soft_gates(self.gate_scores, self.order, self.k, self.gate_temperature).mean(-1)
+
+
+@dataclass
+class ForwardContext:
+    """What every layer of one forward pass shares."""
+
+    mask: Tensor | None
+    """(B, T) True for real tokens, or None when every token is real."""
+    control: Control
+    mode: str
+    """``dense``, ``soft``, ``masked`` or ``structural`` (see :mod:`budgetformer_core.model`)."""
+    embeddings: Tensor
+    """(B, T, D) the embedding output (the input of the first layer)."""
+    capture_attention: bool = False
+    """Keep every layer's attention probabilities in its trace (``LayerTrace.attention``)."""
+    pooling: str = "mean"
+    """The model's pooling: how :func:`summarize` sums up an input for the budgeting networks."""
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    def embedded(self) -> Tensor:
+        """(B, D) :func:`summarize` of the embedding output: a summary of the input that no
+        layer's head choice changes (bba's gates read it). Computed once per forward pass."""
+        if "embedded" not in self._memo:
+            self._memo["embedded"] = summarize(self.embeddings, self.mask, self.pooling)
+        return self._memo["embedded"]
+
+    def every_head(self, n_heads: int, heads: Sequence[int] | None = None) -> LayerTrace:
+        """:func:`every_head_trace` for this batch, made once per forward pass and head set."""
+        key = ("every", None if heads is None else tuple(heads))
+        if key not in self._memo:
+            self._memo[key] = every_head_trace(self.embeddings, n_heads, heads)
+        return self._memo[key]
+
+
+def every_head_trace(x: Tensor, n_heads: int, heads: Sequence[int] | None = None) -> LayerTrace:
+    """All of a layer's heads at weight 1: the dense trace, or (``heads``: the original indices
+    of the heads kept) the trace of a layer pruned to those heads. x: (B, ...) for B and device."""
+    B = x.shape[0]
+    keep = list(range(n_heads)) if heads is None else list(heads)
+    selected = torch.zeros(B, n_heads, dtype=torch.bool, device=x.device)
+    selected[:, keep] = True
+    rest = [h for h in range(n_heads) if h not in keep]
+    order = torch.tensor(keep + rest, device=x.device).expand(B, n_heads)
+    relevance = selected.to(x.dtype) / len(keep)
+    k = torch.full((B,), len(keep), device=x.device)
+    return LayerTrace(x.new_ones(B), relevance, selected.to(x.dtype), k, selected, order, every_head=True)
+
+
+def full_budget_trace(budget: Tensor, relevance: Tensor, order: Tensor, gate_scores: Tensor | None = None,
+                      gate_temperature: float = 1.0) -> LayerTrace:
+    """The trace of a layer whose budget buys all H heads at weight 1 (k = H): every head selected,
+    run as plain attention (``every_head``); s or b, p and the ranking are kept for what is shown.
+    budget: (B,), relevance and order: (B, H)."""
+    B, H = order.shape
+    selected = torch.ones(B, H, dtype=torch.bool, device=order.device)
+    k = torch.full((B,), H, device=order.device)
+    return LayerTrace(budget, relevance, selected.to(relevance.dtype), k, selected, order, gate_scores,
+                      gate_temperature, every_head=True, unit_weights=True)
+
+
+class Allocator(nn.Module):
+    """Decides, per input, which of a layer's heads run; ``forward`` returns the layer's trace.
+
+    The class of a method (:func:`method_class`) also says, in its class attributes and class
+    methods, what the rest of the engine does differently for a model of that method.
+    """
+
+    budgeted: ClassVar[bool] = True
+    """The model has a budget: a caller may request one, and an explanation has something to attribute."""
+    predicts_budget: ClassVar[bool] = False
+    """s is predicted per input by f_θ (BudgetFormer): the budget losses train it, a requested
+    budget forces it, and the ablations of :data:`~budgetformer_core.budget.ABLATIONS` apply.
+    False where the budget is the caller's request b (bba) or there is none (dense)."""
+    symbol: ClassVar[str] = "s"
+    """The budget's symbol in tables and pages: s (predicted), b (requested)."""
+    default_mode: ClassVar[str] = "structural"
+    """The execution mode at inference (:data:`budgetformer_core.model.MODES`)."""
+    training_mode: ClassVar[str] = "soft"
+    """The execution mode of a forward pass in training."""
+    attributed: ClassVar[str] = ""
+    """What :func:`budgetformer_core.explain.explain` attributes to the tokens ("" where nothing)."""
+    attributed_name: ClassVar[str] = ""
+    """Its short name, as a heading says it."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+
+    @classmethod
+    def network_flops(cls, cfg: ModelConfig, control: Control) -> int:
+        """FLOPs of the networks one layer runs for one input under ``control``."""
+        return 0
+
+    @classmethod
+    def budget_is_set(cls, cfg: ModelConfig, control: Control | None) -> bool:
+        """True when no token of the input can change the attributed quantity (it is set, not
+        predicted): an explanation's attributions are then 0."""
+        return False
+
+    @classmethod
+    def notes(cls, cfg: ModelConfig, control: Control | None) -> list[str]:
+        """What to say beside adaptivity figures about how this model's budget is set."""
+        if control is not None and control.budget is not None:
+            return [f"s is the requested budget {control.budget:g} for every input"]
+        return []
+
+    @classmethod
+    def trained_config(cls, cfg: ModelConfig, train: TrainConfig) -> ModelConfig:
+        """``cfg`` as the training recipe ``train`` sets it before the model is built."""
+        return cfg
+
+    @classmethod
+    def gated_training(cls, cfg: ModelConfig) -> bool:
+        """True when training runs the soft path with gated weights throughout (straight-through
+        from ``structural_from`` on) rather than switching to the structural path."""
+        return False
+
+    @classmethod
+    def batch_control(cls, heads: Control, t: float, n: int, cfg: ModelConfig, train: TrainConfig,
+                      rng: random.Random) -> Control:
+        """The overrides one training batch of ``n`` inputs runs under at training progress ``t``;
+        ``heads`` carries the stream random heads are drawn from."""
+        return heads
+
+    @classmethod
+    def after_training(cls, model: nn.Module, train: TrainConfig) -> None:
+        """What becomes of the trained ``model`` before it is stored (nothing here)."""
+
+    def networks(self, xn: Tensor, ctx: ForwardContext) -> object:
+        """Run only this layer's networks on its input xn (B, T, D) (none here): what the budgeting
+        costs before heads are selected."""
+        return None
+
+    def forward(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        """The trace for normalised layer input xn (B, T, D); every head in ``dense`` mode."""
+        if ctx.mode == "dense":
+            return ctx.every_head(self.cfg.n_heads)
+        return self.allocate(xn, ctx)
+
+    def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        raise NotImplementedError
+
+
+class AllHeads(Allocator):
+    """Dense: every head, weight 1."""
+
+    budgeted = False
+    default_mode = training_mode = "dense"
+
+    @classmethod
+    def notes(cls, cfg: ModelConfig, control: Control | None) -> list[str]:
+        return ["dense model: every input runs all heads"]
+
+    def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        return ctx.every_head(self.cfg.n_heads)
+
+
+class FixedHeads(Allocator):
+    """A layer whose attention was pruned to ``heads`` (original indices): they all run, weight 1."""
+
+    def __init__(self, cfg: ModelConfig, heads: Sequence[int]):
+        super().__init__(cfg)
+        self.heads = list(heads)
+
+    def forward(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        control, H = ctx.control, self.cfg.n_heads
+        if control.k is not None:
+            asked = control._ks()
+        else:
+            asked = [] if control.budget is None else [heads_for_budget_value(control.budget, H)]
+        if any(k != len(self.heads) for k in asked):
+            raise ValueError(f"this layer's heads are pruned to {len(self.heads)} of {H}; it cannot run {asked}")
+        return ctx.every_head(H, self.heads)
+
+
+class BudgetAllocator(Allocator):
+    """BudgetFormer: s = f_θ(h), p = softmax(g_φ(h) / τ), the k = max(1, ⌊s·H⌋) heads of largest p.
+
+    ``budget_net`` is None for the "no f_θ" model (s = ``fixed_budget``), ``scorer`` None for the
+    "no g_φ" model (p = 1/H: the first k heads, or random ones).
+    """
+
+    predicts_budget = True
+    attributed = "s: the budget f_θ predicts in the layer"
+    attributed_name = "s"
+
+    def __init__(self, cfg: ModelConfig, budget_net: BudgetNet | None, scorer: HeadScorer | None):
+        super().__init__(cfg)
+        self.budget_net, self.scorer = budget_net, scorer
+
+    @classmethod
+    def network_flops(cls, cfg: ModelConfig, control: Control) -> int:
+        """f_θ unless the budget is given or the model has none; g_φ when it chooses the heads."""
+        runs_f = cfg.use_budget_net and control.budget is None
+        runs_g = cfg.head_choice == "learned" and (control.head_choice or "learned") == "learned"
+        return (mlp_flops(cfg.d_model, cfg.budget_hidden, 1) * runs_f
+                + mlp_flops(cfg.d_model, cfg.budget_hidden, cfg.n_heads) * runs_g)
+
+    @classmethod
+    def budget_is_set(cls, cfg: ModelConfig, control: Control | None) -> bool:
+        return (control is not None and control.budget is not None) or not cfg.use_budget_net
+
+    @classmethod
+    def trained_config(cls, cfg: ModelConfig, train: TrainConfig) -> ModelConfig:
+        """The recipe decides how the head weights work (:data:`RECIPE_WEIGHTING`)."""
+        return dataclasses.replace(cfg, head_weighting=RECIPE_WEIGHTING[train.recipe])
+
+    @classmethod
+    def gated_training(cls, cfg: ModelConfig) -> bool:
+        return cfg.head_weighting == "gated"
+
+    @classmethod
+    def batch_control(cls, heads: Control, t: float, n: int, cfg: ModelConfig, train: TrainConfig,
+                      rng: random.Random) -> Control:
+        """With gated weights: the soft gates themselves as weights before ``structural_from``, and
+        before ``random_k`` a random k per input, uniform on 1 … ⌊s_max·H⌋ (drawn from ``rng``)."""
+        if not cls.gated_training(cfg):
+            return heads
+        control = TrainingControl(**{f.name: getattr(heads, f.name) for f in dataclasses.fields(Control)},
+                                  soft_gates=t < train.structural_from, margin=train.k_margin,
+                                  standardize_scores=train.standardize_scores)
+        if t < train.random_k:  # g_φ learns to rank the heads before f_θ learns how many to run
+            top = heads_for_budget_value(train.s_max, cfg.n_heads)
+            control = dataclasses.replace(control, k=[rng.randint(1, top) for _ in range(n)])
+        return control
+
+    def networks(self, xn: Tensor, ctx: ForwardContext) -> object:
+        return run_budget_nets(self.budget_net, self.scorer, summarize(xn, ctx.mask, ctx.pooling))
+
+    def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        cfg, control = self.cfg, ctx.control
+        training = control if isinstance(control, TrainingControl) else NO_TRAINING
+        B, H = xn.shape[0], cfg.n_heads
+        h = summarize(xn, ctx.mask, ctx.pooling)  # (B, D) global summary of the layer input
+        choice = control.head_choice or cfg.head_choice
+        if choice == "learned" and self.scorer is None:
+            raise ValueError("this model has no head-scoring network g_φ; choose uniform or random")
+        budget_net = self.budget_net if control.budget is None else None
+        s, z = run_budget_nets(budget_net, self.scorer if choice == "learned" else None, h)
+        constant = None  # a budget shared by every input (requested, or the no-f_θ model's)
+        if s is None:
+            constant = cfg.fixed_budget if control.budget is None else control.budget
+            s = h.new_full((B,), constant)
+        if z is not None:
+            p = torch.softmax(z if cfg.tau == 1.0 else z / cfg.tau, dim=-1)  # (B, H)
+            rank = p
+        else:
+            p = h.new_full((B, H), 1.0 / H)
+            rank = p if choice == "uniform" else control.random_scores(B, H).to(h.device)
+        if control.head_sets == "batch":
+            rank = batch_ranking(rank)  # (B, H) the batch's ranking; w still reads each input's p
+        # k per input, and as an int where the whole batch shares it (a one-scatter selection)
+        if control.k is not None:
+            k = control.k_tensor(B, H, h.device)
+            shared_k = min(control.k, H) if isinstance(control.k, int) else None
+        elif constant is not None:
+            shared_k = heads_for_budget_value(constant, H)
+            k = torch.full((B,), shared_k, device=h.device)
+        elif training.margin and self.training:
+            k = heads_for_budget(s - training.margin / H, H)
+            shared_k = None
+        else:
+            k = heads_for_budget(s, H)
+            shared_k = int(k) if B == 1 else None
+        order = rank_heads(rank)
+        unit = cfg.head_weighting != "scaled" and not (self.training and ctx.mode == "soft")
+        if unit and shared_k == H:  # every head at weight 1: the layer's dense kernel
+            return full_budget_trace(s, p, order)
+        selected = select_top_k(rank, k if shared_k is None else shared_k, order)
+        if cfg.head_weighting == "scaled":
+            weights = p * (s * H)[:, None]
+        elif self.training and ctx.mode == "soft":
+            learnt_s = s - training.margin / H if constant is None and control.k is None else None
+            if z is not None and training.standardize_scores:  # (B, H), the same order
+                z = (z - z.mean(-1, keepdim=True)) / z.std(-1, keepdim=True).clamp_min(1e-6)
+            weights = gated_weights(selected, z, learnt_s, order, k, cfg.gate_temperature, h.dtype,
+                                    soft=training.soft_gates)
+        else:  # unit
+            return LayerTrace(s, p, selected.to(h.dtype), k, selected, order, unit_weights=True)
+        return LayerTrace(s, p, weights, k, selected, order)
+
+
+class GateAllocator(Allocator):
+    """Budgeted attention allocation: the requested budget b buys k = max(1, ⌊b·H⌋) heads, the k
+    with the highest gate scores z.
+
+    With ``gate_source="embedding"`` z is computed from the pooled embedding output, which does
+    not depend on b, so the head sets are nested in every layer: for b₁ < b₂ the heads at b₁ are
+    among those at b₂. (``"layer"`` gates read the layer's own input,
+    which depends on the heads earlier layers ran at this b: nested in the first layer only.)
+
+    Head weights are soft gates in the ``soft`` mode (training); otherwise exactly 1 on the
+    selected heads — with the soft gates' gradient passed straight through in training
+    (hard-gate adaptation).
+    """
+
+    symbol = "b"
+    attributed = "gate margin: mean gate score z of the heads that ran at b minus that of the heads that did not"
+    attributed_name = "the gate margin"
+
+    def __init__(self, cfg: ModelConfig, gate: nn.Module):
+        super().__init__(cfg)
+        self.gate = gate
+
+    @classmethod
+    def network_flops(cls, cfg: ModelConfig, control: Control) -> int:
+        """The gate network when the gates read the input; nothing for static gates."""
+        return mlp_flops(cfg.d_model, cfg.budget_hidden, cfg.n_heads) if cfg.gate_input else 0
+
+    @classmethod
+    def notes(cls, cfg: ModelConfig, control: Control | None) -> list[str]:
+        return super().notes(cfg, control) or [
+            f"bba model: s is the requested budget (default {cfg.default_budget:g}), "
+            "the same for every input; the head sets still depend on the input"]
+
+    @classmethod
+    def trained_config(cls, cfg: ModelConfig, train: TrainConfig) -> ModelConfig:
+        """A fixed-budget model (``train_budget``) runs at its budget."""
+        return dataclasses.replace(cfg, default_budget=train.train_budget) if train.train_budget else cfg
+
+    @classmethod
+    def batch_control(cls, heads: Control, t: float, n: int, cfg: ModelConfig, train: TrainConfig,
+                      rng: random.Random) -> Control:
+        """One requested budget for the batch: its ``train_budget``, or uniform on [budget_min, 1]."""
+        return Control(budget=train.train_budget or rng.uniform(train.budget_min, 1.0))
+
+    @classmethod
+    def after_training(cls, model: nn.Module, train: TrainConfig) -> None:
+        """A fixed budget with static gates is a fixed head set: sliced once, for good."""
+        cfg = model.cfg
+        if cfg.gate_input or not train.train_budget:
+            return
+        k = heads_for_budget_value(cfg.default_budget, cfg.n_heads)
+        model.prune_heads([rank_heads(alloc.gate.scores.detach()[None])[0, :k].tolist() for alloc in model.allocators])
+
+    def networks(self, xn: Tensor, ctx: ForwardContext) -> object:
+        return self.scores(xn, ctx)
+
+    def scores(self, xn: Tensor, ctx: ForwardContext) -> Tensor:
+        """(B, H) gate scores z of the layer input xn (B, T, D)."""
+        if self.cfg.gate_source == "embedding":
+            summary = ctx.embedded()  # (B, D), the same at every budget
+            return self.gate(F.layer_norm(summary, summary.shape[-1:]))
+        return self.gate(summarize(xn, ctx.mask, ctx.pooling))
+
+    def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        cfg, control = self.cfg, ctx.control
+        B, H = xn.shape[0], cfg.n_heads
+        b = cfg.default_budget if control.budget is None else control.budget
+        z = self.scores(xn, ctx)  # (B, H)
+        if control.head_sets == "batch":
+            z = batch_ranking(z)  # the gates of the batch: its mean scores in every row
+        order = rank_heads(z)
+        unit = ctx.mode != "soft" and not self.training
+        shared_k = heads_for_budget_value(b, H) if control.k is None else None
+        if unit and shared_k == H:  # every head at weight 1: the layer's dense kernel
+            return full_budget_trace(xn.new_full((B,), b), torch.softmax(z, -1), order, z, cfg.gate_temperature)
+        if control.k is not None:
+            k = control.k_tensor(B, H, xn.device)
+        else:
+            k = torch.full((B,), shared_k, device=xn.device)
+        selected = select_top_k(z, k if shared_k is None else shared_k, order)
+        if unit:
+            weights = selected.to(xn.dtype)
+        else:
+            gates = soft_gates(z, order, k, cfg.gate_temperature)
+            weights = gates if ctx.mode == "soft" else selected + gates - gates.detach()
+        return LayerTrace(xn.new_full((B,), b), torch.softmax(z, -1), weights, k, selected, order, z,
+                          cfg.gate_temperature, unit_weights=unit)
+
+
+RECIPE_WEIGHTING = {"paper": "scaled", "adaptive": "gated"}
+"""BudgetFormer's head weighting under each training recipe (``TrainConfig.recipe``)."""
+
+METHODS: dict[str, type[Allocator]] = {"dense": AllHeads, "budgetformer": BudgetAllocator, "bba": GateAllocator}
+"""The allocator class of each method (``ModelConfig.variant``)."""
+
+
+def method_class(cfg: ModelConfig) -> type[Allocator]:
+    """The allocator class of ``cfg``'s method: what the engine asks about a model's method."""
+    return METHODS[cfg.variant]
+
+
+def make_allocators(cfg: ModelConfig) -> list[Allocator]:
+    """One allocator per layer for ``cfg``; with ``shared_budget`` every layer shares one f_θ, g_φ."""
+    kept = cfg.kept_heads or [None] * cfg.n_layers
+    method = method_class(cfg)
+    if method is AllHeads:
+        return [AllHeads(cfg) if heads is None else FixedHeads(cfg, heads) for heads in kept]
+
+    if method is GateAllocator:
+        def make(_: int) -> Allocator:
+            if cfg.gate_input:
+                return GateAllocator(cfg, HeadScorer(cfg.d_model, cfg.budget_hidden, cfg.n_heads))
+            return GateAllocator(cfg, StaticGate(cfg.n_heads))
+    else:
+        def make(_: int) -> Allocator:
+            f = BudgetNet(cfg.d_model, cfg.budget_hidden) if cfg.use_budget_net else None
+            g = HeadScorer(cfg.d_model, cfg.budget_hidden, cfg.n_heads) if cfg.head_choice == "learned" else None
+            return BudgetAllocator(cfg, f, g)
+
+    shared = make(0) if cfg.shared_budget and method is BudgetAllocator else None
+    return [FixedHeads(cfg, heads) if heads is not None else (shared or make(i)) for i, heads in enumerate(kept)]

@@ -1,0 +1,370 @@
+"""What each ``budgetformer`` subcommand does (:mod:`budgetformer_core.cli` parses its options):
+a thin wrapper of a core function per command, printing a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import shlex
+import sys
+import unicodedata
+from pathlib import Path
+
+import torch
+
+from . import distributed
+from .bench import bench, bench_lengths
+from .budget import Control, ablation
+from .checkpoint import Checkpoint, check_out_dir, json_safe, load_checkpoint
+from .config import ModelConfig, TrainConfig, apply_overrides
+from .data import Split, load_dataset, source_path
+from .infer import MAX_CHARS, check_texts, evaluate_split, predict_rows
+from .inputs import input_rows
+from .model import BudgetFormer
+from .shipped import PRECOMPUTED, model_table, resolve_checkpoints
+
+
+def shown(text: str) -> str:
+    """``text`` (a class name) on one line of a terminal: control characters (line breaks, tabs,
+    escape sequences) written as escapes (``\\n``, ``\\x1b``), so a name cannot forge lines or colours."""
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
+
+
+def dumps(obj, **kw) -> str:
+    """One line of valid JSON: NaN and infinity are written as null."""
+    return json.dumps(json_safe(obj), allow_nan=False, **kw)
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    rows = model_table()
+    if not rows:
+        raise ValueError(f"no shipped models: {PRECOMPUTED / 'manifest.json'} is missing")
+    if args.json:
+        print(dumps(rows))
+        return 0
+    pct = lambda x: "n/a" if x is None else f"{x:.1%}"  # noqa: E731
+    table = [("name", "dataset", "method", "accuracy", "heads run")]
+    table += [(r["name"], r["dataset"] or "n/a", r["method"] or "n/a", pct(r["accuracy"]), pct(r["heads_run"]))
+              for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        print("  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .cli import build_parser  # the parser of the run's recorded command
+    from .resume import read_run, resume_dir
+    from .train import train  # keeps `predict` start-up light
+
+    if args.resume:  # the run's own arguments, as its resume folder records them
+        given = [a for a in args.argv[1:] if a not in ("--resume", args.resume, f"--resume={args.resume}", "--quiet")]
+        if given:
+            raise ValueError(f"--resume continues a run with the arguments it was started with; "
+                             f"give only --resume DIR [--quiet], not {shlex.join(given)}")
+        run = read_run(args.resume)
+        argv = shlex.split(run.get("command") or "")[1:]  # "budgetformer train ..." → ["train", ...]
+        if argv[:1] != ["train"]:
+            raise ValueError(f"{args.resume}/run.json does not record the budgetformer train command of its run")
+        quiet, state_dir = args.quiet, args.resume
+        args = resolve_checkpoints(build_parser().parse_args(argv))
+        args.argv, args.quiet, args.force, args.resume = argv, args.quiet or quiet, run.get("force", False), True
+        if args.out is None or resume_dir(args.out).resolve() != Path(state_dir).resolve():
+            raise ValueError(f"{state_dir} holds the state of the run writing --out {args.out} (a path relative to "
+                             "the folder it was started in): resume it from there")
+    missing = [f"--{name}" for name in ("dataset", "out") if getattr(args, name) is None]
+    if missing:
+        raise ValueError(f"train needs {' and '.join(missing)} (or --resume DIR)")
+    if args.backbone is not None:  # the pretrained encoder's shape; --set changes the rest
+        from .backbone import backbone_config
+
+        shape = dataclasses.replace(backbone_config(args.backbone), variant=args.variant)
+    else:
+        shape = ModelConfig(variant=args.variant)
+    model_cfg, train_cfg = apply_overrides(shape, TrainConfig(), args.set)
+    check_out_dir(args.out, force=args.force)  # before the data is read and the run starts
+    dataset = load_dataset(args.dataset, args.data_dir, seed=args.split_seed)
+    # --force only lets an existing checkpoint be replaced: the recorded command is the one without it
+    command = {"command": shlex.join(["budgetformer", *(a for a in args.argv if a != "--force")])}
+    with distributed.process_group():  # one process, or one of torchrun's
+        result = train(dataset, model_cfg, train_cfg, args.out, progress=not args.quiet, init=args.init, meta=command,
+                       force=args.force, resume=bool(args.resume), backbone=args.backbone)
+        if distributed.is_main():  # under torchrun rank 0 alone prints
+            print(dumps({"checkpoint": str(result.checkpoint), "seconds": round(result.seconds, 1),
+                         "world_size": distributed.world_size(), **result.test}))
+    return 0
+
+
+def open_model(args: argparse.Namespace) -> Checkpoint:
+    """The model ``--checkpoint`` names, a classifier's heads ranked on ``--rank-file`` if given."""
+    from .classifier import open_checkpoint
+
+    return open_checkpoint(args.checkpoint, args.rank_file)
+
+
+def no_budget(ckpt: Checkpoint) -> str:
+    """How a dense model might get a budget: a classifier's heads can be ranked; else none."""
+    from .classifier import RANK_HINT
+
+    return f" ({RANK_HINT})" if "classifier" in ckpt.meta else ""
+
+
+def ablation_control(ckpt, args: argparse.Namespace, split) -> Control:
+    """The Control for --budget / --ablation (one meaning per name: ``budget.ABLATIONS``).
+
+    ``no-budget-net`` replaces f_θ by a constant s: ``--budget`` if given, else the model's mean
+    s on its validation split (the s the trained ablation is given). ``no-head-scorer`` runs the
+    first k heads; ``random-heads`` k random heads per input (``--seed``).
+    """
+    method = ckpt.model.method
+    if not method.budgeted and (args.budget is not None or args.ablation):
+        raise ValueError("a dense checkpoint has no budget: --budget and --ablation need a budgetformer model"
+                         + no_budget(ckpt))
+    if not method.predicts_budget and args.ablation:
+        raise ValueError("--ablation applies to budgetformer models; a bba model takes --budget")
+    if not args.ablation:
+        return Control(budget=args.budget)
+    control = ablation(args.ablation, ckpt.validation_budget, args.seed)
+    return dataclasses.replace(control, budget=args.budget if args.budget is not None else control.budget)
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from .prune import head_importance, posthoc_checkpoint
+    from .tokenizer import encode
+
+    dense = load_checkpoint(args.checkpoint)
+    if dense.model.method.budgeted:
+        raise ValueError("prune ranks the heads of a dense checkpoint")
+    check_out_dir(args.out, force=args.force)
+    dataset_name, split, rows = checkpoint_split(dense, args, default="validation")
+    ids, _ = encode(dense.tokenizer, split.texts, dense.config.max_len)
+    importance = head_importance(dense.model, ids, split.labels)
+    meta = {"dataset": dataset_name, "init": str(args.checkpoint), "importance": importance.tolist(),
+            "command": shlex.join(["budgetformer", *(a for a in args.argv if a != "--force")])}
+    posthoc_checkpoint(dense, importance, args.out, meta, force=args.force)
+    print(dumps({"checkpoint": args.out, "rows": rows, "importance": importance.tolist()}))
+    return 0
+
+
+def checkpoint_split(ckpt, args: argparse.Namespace, default: str = "test") -> tuple[str, Split, str]:
+    """The dataset name, the split that --dataset / --data-dir / --split / --split-seed /
+    --limit select, and which rows those are in words.
+
+    Defaults: the checkpoint's own dataset and split seed, its ``default`` split; a single file
+    given with --dataset is used whole (``--split all``) unless --split says otherwise. The
+    data's labels are mapped to the checkpoint's ``label_names`` (an unknown label, or a dataset
+    of another task, is an error).
+    """
+    dataset_name = args.dataset or ckpt.meta.get("dataset")
+    if not dataset_name:
+        raise ValueError("the checkpoint does not name its dataset: pass --dataset")
+    split_seed = ckpt.meta.get("split_seed", 0) if args.split_seed is None else args.split_seed
+    source = source_path(dataset_name, args.data_dir)
+    single_file = args.dataset is not None and source is not None and source.is_file()
+    args.split = getattr(args, "split", None) or ("all" if single_file else default)
+    whole = args.split == "all"
+    data = load_dataset(dataset_name, args.data_dir, seed=split_seed, classes=ckpt.label_names, whole=whole)
+    split = data.split(args.split)
+    n = len(split)
+    if getattr(args, "limit", None):
+        split = split.head(args.limit)
+    where = str(source) if source is not None else dataset_name
+    rows = (f"all {n} labelled rows of {where}" if whole else
+            f"the {args.split} split ({n} rows, split seed {split_seed}) of {where}")
+    if len(split) < n:
+        rows = f"the first {len(split)} of {rows}"
+    too_long = next((i for i, t in enumerate(split.texts) if len(t) > MAX_CHARS), None)
+    if too_long is not None:  # the rule of every surface (predict, the app): budgetformer_core.infer.MAX_CHARS
+        raise ValueError(f"text {too_long + 1} of {rows} has {len(split.texts[too_long]):,} characters; the limit "
+                         f"is {MAX_CHARS:,} (the model reads only its first {ckpt.config.max_len} tokens: cut it)")
+    return dataset_name, split, rows
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    ckpt = open_model(args)
+    dataset_name, split, rows = checkpoint_split(ckpt, args)
+    control = ablation_control(ckpt, args, split)
+    result = evaluate_split(ckpt, split, control, args.mode)
+    summary = {"checkpoint": str(args.checkpoint), "dataset": dataset_name, "split": args.split, "rows": rows,
+               "budget": args.budget, "ablation": args.ablation, **result.summary()}
+    if args.json:
+        print(dumps(summary))
+    else:
+        for k, v in summary.items():
+            print(f"{k:>22}: {v}")
+    return 0
+
+
+def cmd_adaptivity(args: argparse.Namespace) -> int:
+    from .adaptivity import adaptivity, load_reference  # pandas / scipy: keeps `predict` start-up light
+
+    ckpt = open_model(args)
+    reference = load_reference(args.checkpoint, args.reference)
+    dataset_name, split, rows = checkpoint_split(ckpt, args)
+    result = adaptivity(ckpt, split, reference, ablation_control(ckpt, args, split))
+    summary = {"checkpoint": str(args.checkpoint), "reference": str(reference.path), "dataset": dataset_name,
+               "split": args.split, "rows": rows, "budget": args.budget, "ablation": args.ablation,
+               **result.to_dict()}
+    if args.json:
+        print(dumps(summary))
+        return 0
+    for key in ("checkpoint", "reference", "n", "accuracy", "mean_heads_fraction", "rho_s_reference_loss",
+                "heads_ratio_hard_easy", "rho_k_needed", "frac_k_at_least_needed"):
+        value = summary[key]
+        print(f"{key:>24}: {'n/a' if value is None else round(value, 4) if isinstance(value, float) else value}")
+    for i, layer in enumerate(result.layers):
+        hist = " ".join(f"{k}:{c}" for k, c in layer.k_hist.items())
+        print(f"{'layer ' + str(i):>24}: k {hist} | {layer.distinct_head_sets} head sets, "
+              f"{layer.head_set_entropy_bits:.2f} bits, {layer.k_values_over_5pct} k values over 5 %")
+    for note in result.notes:
+        print(f"{'note':>24}: {note}")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    ckpt = open_model(args)
+    control = Control(budget=args.budget) if args.budget is not None else None
+    if control and not ckpt.model.method.budgeted:
+        raise ValueError("a dense checkpoint has no budget: --budget needs a budgetformer model" + no_budget(ckpt))
+    if args.text:
+        check_texts(list(args.text))
+    elif not args.input_file:
+        raise ValueError("no input: give TEXT arguments or --input-file")
+    inputs = ((None, t) for t in args.text)
+    if args.input_file:
+        inputs = itertools.chain(inputs, input_rows(args.input_file))
+    errors = total = 0
+    for p in predict_rows(ckpt, inputs, control):  # the batch page's rows too
+        total += 1
+        if p.error is not None:
+            errors += 1
+            print(dumps({"line": p.line, "error": p.error}) if args.json else f"{p.line}: error: {p.error}", flush=True)
+        elif args.json:
+            print(dumps({"line": p.line, **p.row} if p.line is not None else p.row, ensure_ascii=False), flush=True)
+        else:
+            confidence = max(p.row["probs"].values())
+            print(f"{'' if p.line is None else f'{p.line}: '}{shown(p.row['label'])}\t{confidence:.3f}\t"
+                  f"k={p.row['k']}\t{p.text[:60]!r}", flush=True)
+    if not total:
+        raise ValueError(f"{args.input_file} has no lines")
+    if errors:
+        print(f"budgetformer predict: {errors} of {total} inputs were not classified (see their rows)", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .explain import explain, top_tokens
+
+    ckpt = open_model(args)
+    method = ckpt.model.method
+    if not method.budgeted:
+        raise ValueError("a dense checkpoint has no budget to explain: every layer runs all of its heads"
+                         + no_budget(ckpt))
+    if args.budget is not None and method.predicts_budget:
+        raise ValueError("--budget forces s on a budgetformer model, leaving nothing to explain; "
+                         "it is the requested budget b of a bba model")
+    if not args.text:
+        raise ValueError("no input: give one or more TEXT arguments")
+    check_texts(list(args.text))
+    control = Control(budget=args.budget) if args.budget is not None else None
+    for e in explain(ckpt, list(args.text), control):
+        if args.json:
+            print(dumps({"tokens": e.tokens, "budget_attribution": e.budget_attribution, "attributed": e.attributed,
+                         "value": e.value, "budget": e.budget, "k": e.k, "selected_heads": e.selected_heads,
+                         "span": e.span}, ensure_ascii=False))
+            continue
+        print(f"{e.text[:60]!r} ({len(e.tokens)} tokens; attributed: {e.attributed})")
+        for layer, value in enumerate(e.value):
+            raised, lowered = top_tokens(e, layer)
+            fmt = lambda pairs: ", ".join(f"{t!r} {a:+.4f}" for t, a in pairs) or "none"  # noqa: E731
+            print(f"  layer {layer}: {value:.4f}, k={e.k[layer]} | raised by {fmt(raised)} | lowered by {fmt(lowered)}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import build_report
+
+    ckpt = load_checkpoint(args.checkpoint)
+    control = Control(budget=args.budget) if args.budget is not None else None
+    page = build_report(ckpt, args.text, control)
+    out = Path(args.out)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder: give the HTML file to write")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB; opens offline in a browser)")
+    return 0
+
+
+def bench_model(args: argparse.Namespace) -> tuple[BudgetFormer, str]:
+    """The model to benchmark and where it came from: a checkpoint, or a fresh random model
+    of the default shape changed by ``--set`` (its weights do not matter for speed)."""
+    if args.checkpoint:
+        if args.set:
+            raise ValueError("--set changes the shape of a fresh model; a checkpoint has its own shape")
+        ckpt = open_model(args)
+        if not ckpt.model.method.budgeted:
+            raise ValueError("bench needs a budgetformer model: a dense model has no heads to skip" + no_budget(ckpt))
+        return ckpt.model, str(args.checkpoint)
+    if args.rank_file:
+        raise ValueError("--rank-file ranks the heads of a --checkpoint; a random model has nothing to rank")
+    model_cfg, train_cfg = apply_overrides(ModelConfig(), TrainConfig(), args.set)
+    if train_cfg != TrainConfig():
+        raise ValueError("bench takes only model keys in --set (d_model, n_heads, max_len, ...)")
+    torch.manual_seed(args.seed)
+    settings = ", ".join(args.set) or "default shape"
+    return BudgetFormer(model_cfg).eval(), f"random initialisation ({settings})"
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    if args.seq_len and args.seq_lens:
+        raise ValueError("give --seq-len or --seq-lens, not both")
+    model, source = bench_model(args)
+    options = dict(batch_size=args.batch_size, threads=args.threads, budgets=args.budgets,
+                   repeats=args.repeats, warmup=args.warmup, seed=args.seed, source=source,
+                   clock=args.clock, head_sets=args.head_sets)
+    if args.seq_lens:
+        result = bench_lengths(model, args.seq_lens, **options)
+    else:
+        result = bench(model, seq_len=args.seq_len, **options)
+    print(dumps(result.to_dict()) if args.json else result.table())
+    return 0
+
+
+def cmd_latency_check(args: argparse.Namespace) -> int:
+    """Re-time shipped models as the rebuild timed them and compare with sweeps.csv; exit 1 if a
+    live speed-up is not within 25 % of the shipped one."""
+    import pandas as pd
+
+    from .precompute import CHECK_MODELS, CHECK_TOLERANCE, OUT, RECIPES, ROOT, agrees, live_check
+
+    unknown = sorted(set(args.datasets) - set(RECIPES))
+    if unknown:
+        raise ValueError(f"unknown dataset {', '.join(unknown)}; choose from {', '.join(RECIPES)}")
+    path = ROOT / OUT / "results" / "sweeps.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is not there: build precomputed/ first (make precompute)")
+    frame = pd.read_csv(path, dtype={"budget": str})
+    if "dense_latency_ms" not in frame.columns:
+        raise ValueError("sweeps.csv has no dense_latency_ms column: re-time it "
+                         "(python -m budgetformer_core.precompute --retime)")
+    absent = [d for d in args.datasets if RECIPES[d].data_dir and not (ROOT / RECIPES[d].data_dir).is_dir()]
+    if absent:
+        raise FileNotFoundError(f"the test texts of {', '.join(absent)} are not on this machine "
+                                f"({', '.join(RECIPES[d].data_dir for d in absent)})")
+    check = live_check(frame, args.datasets, args.models or list(CHECK_MODELS))
+    check["agrees"] = agrees(check)
+    if args.json:
+        Path(args.json).write_text(dumps({"tolerance": CHECK_TOLERANCE, "rows": check.to_dict("records")}) + "\n")
+    shown_columns = {"dataset": "dataset", "model": "model", "budget": "budget", "latency_ms": "shipped ms",
+                     "latency_ms_live": "live ms", "speedup_b1": "shipped ×dense", "speedup_b1_live": "live ×dense",
+                     "ratio": "live/shipped", "speedup_b32": "shipped ×dense b32",
+                     "speedup_b32_live": "live ×dense b32", "agrees": f"within {CHECK_TOLERANCE:.0%}"}
+    print(check[list(shown_columns)].rename(columns=shown_columns).round(3).to_string(index=False))
+    off = check[~check["agrees"]]
+    print(f"{len(check) - len(off)} of {len(check)} live speed-ups (batch 1, against the dense model timed in "
+          f"the same rounds) within {CHECK_TOLERANCE:.0%} of sweeps.csv")
+    return 1 if len(off) else 0

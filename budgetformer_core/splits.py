@@ -1,0 +1,109 @@
+"""A classification dataset as the engine sees it: label names and train / validation / test
+splits of plain strings and integer labels (:class:`TextDataset`, :class:`Split`), whatever the
+source (:mod:`budgetformer_core.data` for files, the hub and BBC News,
+:mod:`budgetformer_core.synthetic` for the generated tasks)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+SEP = "[SEP]"
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass
+class Split:
+    """One split: parallel lists of texts and integer labels."""
+
+    texts: list[str]
+    labels: list[int]
+    needed_heads: list[int] | None = None
+    """Heads each example is built to need (a synthetic task with known needs), else ``None``."""
+
+    def __post_init__(self) -> None:
+        if len(self.texts) != len(self.labels):
+            raise ValueError(f"{len(self.texts)} texts but {len(self.labels)} labels")
+        if self.needed_heads is not None and len(self.needed_heads) != len(self.texts):
+            raise ValueError(f"{len(self.texts)} texts but {len(self.needed_heads)} needed_heads")
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def take(self, ids) -> Split:
+        """The rows ``ids``, in that order, every per-example field kept."""
+        ids = list(ids)
+        needs = None if self.needed_heads is None else [self.needed_heads[i] for i in ids]
+        return Split([self.texts[i] for i in ids], [self.labels[i] for i in ids], needs)
+
+    def head(self, n: int) -> Split:
+        """The first ``n`` rows (for quick runs and tests)."""
+        return self.take(range(min(n, len(self))))
+
+
+@dataclass
+class TextDataset:
+    """A classification dataset: label names and its splits.
+
+    A task whose per-input needs are known (``synthetic_var``) gives every split a
+    ``needed_heads`` list; :attr:`has_needed_heads` tells whether this dataset does.
+    """
+
+    name: str
+    label_names: list[str]
+    splits: Mapping[str, Split] = field(default_factory=dict)
+    split_seed: int = 0
+    """Seed of the train/validation/test split (recorded with checkpoints)."""
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.label_names)
+
+    @property
+    def has_needed_heads(self) -> bool:
+        return bool(self.splits) and all(s.needed_heads is not None for s in self.splits.values())
+
+    def split(self, name: str) -> Split:
+        if name not in self.splits:
+            raise ValueError(
+                f"dataset {self.name!r} has no split {name!r}; it has {sorted(self.splits)}"
+            )
+        return self.splits[name]
+
+
+class LazySplits(Mapping[str, Split]):
+    """Splits made on first use, each by its own maker: a generated task's test split without
+    its 32,000 training sequences (each split has its own seed, so none needs another made)."""
+
+    def __init__(self, makers: dict[str, Callable[[], Split]]):
+        self._makers, self._made = makers, {}
+
+    def __getitem__(self, name: str) -> Split:
+        if name not in self._made:
+            self._made[name] = self._makers[name]()  # KeyError for a split it does not have
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+
+def stratified_splits(
+    texts: list[str], labels: list[int], seed: int, val_frac: float = 0.1, test_frac: float = 0.2
+) -> dict[str, Split]:
+    """Deterministic stratified train/validation/test split."""
+    from sklearn.model_selection import train_test_split  # slow import, only when splitting
+
+    idx = list(range(len(texts)))
+    rest, test = train_test_split(
+        idx, test_size=test_frac, stratify=labels, random_state=seed
+    )
+    rest_labels = [labels[i] for i in rest]
+    train, val = train_test_split(
+        rest, test_size=val_frac / (1 - test_frac), stratify=rest_labels, random_state=seed
+    )
+    whole = Split(texts, labels)
+    return {"train": whole.take(sorted(train)), "validation": whole.take(sorted(val)),
+            "test": whole.take(sorted(test))}
