@@ -765,11 +765,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="retrain every model, even unchanged ones")
     p.add_argument("--models", nargs="+", help="only these models (names or patterns, e.g. budgetformer* bba; "
                    f"{TEXT_BASELINE}: TF-IDF + logistic regression); the other rows of sweeps.csv are kept")
+    p.add_argument("--skip-timing", action="store_true",
+                   help="leave the latency columns of the rows evaluated now empty (time them later with --retime)")
     p.add_argument("--retime", action="store_true",
                    help="only time the rows of sweeps.csv of these datasets again (no training, no accuracy) "
                    "and rewrite their latency columns and the manifest")
     args = p.parse_args(argv)
-    if args.retime and (args.models or args.force or args.skip_train):
+    if args.retime and (args.models or args.force or args.skip_train or args.skip_timing):
         p.error("--retime times whole datasets: it takes only --datasets")
     datasets = [d for d in args.datasets if RECIPES[d].data_dir is None or (ROOT / RECIPES[d].data_dir).is_dir()]
     for d in set(args.datasets) - set(datasets):
@@ -812,8 +814,8 @@ def main(argv: list[str] | None = None) -> int:
                 (old["model"] == TEXT_BASELINE) & baseline)
         sweeps = pd.concat([old[~rebuilt], sweeps], ignore_index=True)
     # timing, a phase of its own: every model of each dataset rebuilt now and its dense reference
-    print(f"evaluation done in {time.perf_counter() - t0:.0f} s; timing", flush=True)
-    sweeps, timing = retime(sweeps, sorted({j.dataset for j in jobs}))
+    print(f"evaluation done in {time.perf_counter() - t0:.0f} s; {'no ' if args.skip_timing else ''}timing", flush=True)
+    sweeps, timing = (sweeps, {}) if args.skip_timing else retime(sweeps, sorted({j.dataset for j in jobs}))
     sweeps.round(6).to_csv(path, index=False)
     write_manifest(plan(list(RECIPES)), timing)
     print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)

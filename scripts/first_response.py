@@ -35,7 +35,7 @@ TEXT = ("Shares in the bank rose sharply after it reported record annual profits
         "company's sales and the wider economy would keep growing.")
 
 
-def settled(page, timeout_ms: int = 180_000) -> None:
+def settled(page, timeout_ms: int = 600_000) -> None:
     """No script run in progress and every chart drawn."""
     page.wait_for_timeout(100)
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(
@@ -54,13 +54,14 @@ def measure(model: str, shots: Path | None) -> dict:
     from playwright import sync_api
 
     tag = model.split("-", 1)[1].replace("-", "_")
+    (ROOT / "test-artifacts").mkdir(exist_ok=True)
     with Server(ROOT / "test-artifacts" / "first-response-server.log") as srv, sync_api.sync_playwright() as p:
         srv.wait_healthy()
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         page = browser.new_page(viewport=VIEWPORT)
         t0 = time.perf_counter()
         page.goto(f"{srv.url}/?model={model}")
-        page.locator('[data-testid="stMetric"]').filter(has_text="Prediction").wait_for(timeout=180_000)
+        page.locator('[data-testid="stMetric"]').filter(has_text="Prediction").wait_for(timeout=600_000)
         settled(page)
         load_s, load_server = time.perf_counter() - t0, server_ms(page)
 
@@ -69,14 +70,14 @@ def measure(model: str, shots: Path | None) -> dict:
         t0 = time.perf_counter()
         area.press("Control+Enter")
         prediction = page.locator('[data-testid="stMetric"]').filter(has_text="Prediction")
-        sync_api.expect(prediction.locator('[data-testid="stMetricValue"]')).to_have_text("business", timeout=60_000)
+        sync_api.expect(prediction.locator('[data-testid="stMetricValue"]')).to_have_text("business", timeout=300_000)
         settled(page)
         typed_s, typed_server = time.perf_counter() - t0, server_ms(page)
         if shots is not None:
             page.wait_for_timeout(500)
             page.screenshot(path=str(shots / f"explore_{tag}.png"))
             page.locator('[data-testid="stSidebarNav"] a', has_text="Easy vs hard").click()
-            page.locator("h1", has_text="Easy vs hard").wait_for(timeout=180_000)
+            page.locator("h1", has_text="Easy vs hard").wait_for(timeout=600_000)
             settled(page)
             page.wait_for_timeout(500)
             page.screenshot(path=str(shots / f"easy_hard_{tag}.png"))
