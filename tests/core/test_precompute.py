@@ -203,3 +203,10 @@ def test_text_baseline_is_a_row_of_its_own_on_the_test_split():
     assert row["n"] == len(test.texts)
     assert 0 <= row["macro_f1"] <= 1 and 0 <= row["accuracy"] <= 1
     assert dense_reference("synthetic", TEXT_BASELINE) == "dense"
+
+
+def test_retime_takes_no_evaluation_options():
+    for extra in (["--skip-timing"], ["--models", "bba"], ["--skip-train"]):
+        with pytest.raises(SystemExit) as stop:
+            precompute.main(["--retime", *extra])
+        assert stop.value.code == 2, extra
