@@ -60,7 +60,7 @@ def measure(model: str, shots: Path | None) -> dict:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         page = browser.new_page(viewport=VIEWPORT)
         t0 = time.perf_counter()
-        page.goto(f"{srv.url}/?model={model}")
+        page.goto(f"{srv.url}/?model={model}", timeout=600_000)
         page.locator('[data-testid="stMetric"]').filter(has_text="Prediction").wait_for(timeout=600_000)
         settled(page)
         load_s, load_server = time.perf_counter() - t0, server_ms(page)

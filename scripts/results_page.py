@@ -264,6 +264,10 @@ def pretrained_results(sweeps: pd.DataFrame) -> str:
         counts = [layer.k_values_over_5pct for layer in figures.layers]
         bar("every layer: ≥ 2 values of k each taken by ≥ 5 % of inputs",
             " · ".join(map(str, counts)) + " per layer", min(counts) >= 2)
+    manifest = tables.RESULTS.parent / "manifest.json"
+    if manifest.is_file():
+        size = json.loads(manifest.read_text()).get("total_bytes", 0)
+        bar("`precomputed/` ≤ 100 MB", f"{size / 2**20:.1f} MB", size <= 100 * 2**20)
     parts.append("\n".join(bars) + "\n")
     if bf is not None and scratch is not None:
         parts.append(f"`bbc-minilm-budgetformer` ({bf:.2%}) is {'more' if bf > scratch else 'less'} accurate than "
