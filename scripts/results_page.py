@@ -193,7 +193,9 @@ def _bench(name: str) -> dict | None:
         return None
     found = json.loads(path.read_text())
     found = found["results"][0] if "results" in found else found
-    return next((r for r in found["rows"] if float(r["budget"]) == 0.5), None)
+    row = next((r for r in found["rows"] if r["budget"] == "0.5"), None)
+    load = (found["machine"].get("load_average") or ["?"])[0]
+    return None if row is None else {**row, "how": f"{found['repeats']} rounds, load average {load}"}
 
 
 def pretrained_results(sweeps: pd.DataFrame) -> str:
@@ -242,7 +244,7 @@ def pretrained_results(sweeps: pd.DataFrame) -> str:
         b = _bench(name)
         how = "one head set per input" if mode == "input" else "one head set per batch (`--head-sets batch`)"
         bar(f"speed-up ≥ 1.15× at b = 0.5, batch 32 × 128 tokens, {how}",
-            "—" if b is None else f"{b['measured_speedup']:.2f}× (ideal {b['ideal_speedup']:.2f}×)",
+            "—" if b is None else f"{b['measured_speedup']:.2f}× (ideal {b['ideal_speedup']:.2f}×; {b['how']})",
             None if b is None else b["measured_speedup"] >= 1.15)
     bf, dense = accuracy("bbc", "minilm-budgetformer"), accuracy("bbc", "minilm-dense")
     scratch = accuracy("bbc", "budgetformer")
