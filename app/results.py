@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from app.cards import Card
-from app.speed import HOW, NOT_TIMED, baseline_of, latency_versus, speedup_label, with_references
+from app.speed import HOW, NOT_TIMED, baseline_of, latency_versus, reference_of, speedup_label, with_references
+from budgetformer_core.shipped import PRETRAINED
 
 if TYPE_CHECKING:
     from budgetformer_core.checkpoint import Checkpoint
@@ -89,6 +90,23 @@ def read_sweeps(path: Path | str) -> pd.DataFrame:
     ratio = frame["flops_ratio"].where(frame["flops_ratio"] > 0)
     frame["ideal_speedup"] = 1.0 / ratio
     return with_references(frame)
+
+
+def backbone_of(model: str) -> str:
+    """The name prefix of the models built on the same encoder as ``model`` (``"minilm-"`` for
+    ``minilm-bba``; ``""`` for a model trained from scratch)."""
+    return next((f"{p}-" for p in PRETRAINED if model.startswith(f"{p}-")), "")
+
+
+def same_backbone(rows: pd.DataFrame, model: str) -> pd.DataFrame:
+    """The rows of the models built on ``model``'s encoder, named without the encoder's prefix,
+    so that a fine-tuned model meets the dense model, post-hoc sweep and per-budget specialists
+    of its own encoder (``minilm-dense`` as ``dense``), never those trained from scratch."""
+    prefix = backbone_of(model)
+    names = rows["model"].astype(str)
+    if prefix:
+        return rows[names.str.startswith(prefix)].assign(model=names.str.removeprefix(prefix))
+    return rows[~names.str.startswith(tuple(f"{p}-" for p in PRETRAINED))]
 
 
 def sweep_curve(rows: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -470,12 +488,19 @@ class Standing:
     """A few characters for the model picker's option ("" when there is nothing to say)."""
 
 
+def dense_name(name: str, dataset: str) -> str:
+    """The dense model checkpoint ``name`` of ``dataset`` is judged against: the dense fine-tune of
+    the same pretrained encoder (``bbc-minilm-budgetformer`` → ``bbc-minilm-dense``), else the
+    dataset's dense model trained from scratch (``<dataset>-dense``)."""
+    return reference_of(name, dataset)
+
+
 def standing(name: str, cfg: dict, dense_accuracy: float | None) -> Standing:
-    """Where checkpoint ``name`` (its config.json ``cfg``) stands against the dense model of its
-    dataset, whose test accuracy is ``dense_accuracy`` (None when no dense model is shipped).
+    """Where checkpoint ``name`` (its config.json ``cfg``) stands against its dense model
+    (:func:`dense_name`), whose test accuracy is ``dense_accuracy`` (None when it is not shipped).
 
     Ablations (no f_θ: ``use_budget_net`` false; no g_φ: ``head_choice`` not ``learned``) and a
-    dense model other than ``<dataset>-dense`` are built to lose; every other model is a full
+    dense model other than :func:`dense_name`'s are built to lose; every other model is a full
     method, flagged when it is more than :data:`FLAG_POINTS` points below dense.
     """
     model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
@@ -486,10 +511,11 @@ def standing(name: str, cfg: dict, dense_accuracy: float | None) -> Standing:
         if isinstance(accuracy, (int, float)) and dense_accuracy is not None
         else ""
     )
+    reference = dense_name(name, dataset)
     if model.get("variant") == "dense":
-        if name == f"{dataset}-dense":
+        if name == reference:
             return Standing("reference", "")
-        return Standing("expected", f"A smaller dense model: it is expected to lose to {dataset}-dense{versus}.",
+        return Standing("expected", f"A smaller dense model: it is expected to lose to {reference}{versus}.",
                         "smaller dense")
     if model.get("use_budget_net") is False or model.get("head_choice", "learned") != "learned":
         missing = "f_θ" if model.get("use_budget_net") is False else "g_φ"

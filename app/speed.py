@@ -38,7 +38,7 @@ NOT_TIMED = "not timed"
 def reference_of(name: str, dataset: str) -> str:
     """The full name of the dense reference model ``name`` of ``dataset`` is timed against
     (``bbc-budgetformer`` → ``bbc-dense``, ``ag_news-minilm-bba`` → ``ag_news-minilm-dense``)."""
-    from budgetformer_core.precompute import dense_reference
+    from budgetformer_core.shipped import dense_reference
 
     return f"{dataset}-{dense_reference(dataset, name.removeprefix(f'{dataset}-'))}"
 

@@ -242,8 +242,8 @@ def dataset_of(name: str) -> str:
 
 
 def model_standing(name: str) -> results.Standing:
-    """How ``name``'s test accuracy stands against its dataset's dense model (:func:`app.results.standing`)."""
-    dense = f"{dataset_of(name)}-dense"
+    """How ``name``'s test accuracy stands against its dense model (:func:`app.results.standing`)."""
+    dense = results.dense_name(name, dataset_of(name))
     accuracy = (checkpoint_config(dense).get("test") or {}).get("accuracy") if dense in available_models() else None
     return results.standing(name, checkpoint_config(name), accuracy if isinstance(accuracy, (int, float)) else None)
 
@@ -600,9 +600,10 @@ NEEDS_DATASETS = ("synthetic", "synthetic_var")
 
 
 def reference_model(name: str) -> str | None:
-    """The dense model of the same dataset, ``<dataset>-dense``, whose per-example loss is the
-    difficulty the adaptivity figures judge ``name`` by; None when it is not shipped."""
-    reference = f"{dataset_of(name)}-dense"
+    """The dense model of the same dataset and encoder (:func:`app.results.dense_name`), whose
+    per-example loss is the difficulty the adaptivity figures judge ``name`` by; None when it is
+    not shipped."""
+    reference = results.dense_name(name, dataset_of(name))
     return reference if reference in available_models() else None
 
 

@@ -212,14 +212,18 @@ def from_frames(
 
 
 def default_reference(checkpoint_dir: str | Path) -> Path:
-    """The dense model beside a checkpoint: ``<dataset>-<model>`` → ``<dataset>-dense``.
+    """The dense model beside a checkpoint: ``<dataset>-<model>`` → ``<dataset>-dense``, and for a
+    model fine-tuned from a pretrained encoder the dense fine-tune of that encoder
+    (``bbc-minilm-budgetformer`` → ``bbc-minilm-dense``).
 
     Raises:
         FileNotFoundError: when there is no such directory (pass a reference explicitly).
     """
+    from .precompute import dense_reference
+
     path = Path(checkpoint_dir)
-    dataset = path.name.split("-", 1)[0]
-    reference = path.parent / f"{dataset}-dense"
+    dataset, _, model = path.name.partition("-")
+    reference = path.parent / f"{dataset}-{dense_reference(dataset, model)}"
     if not reference.is_dir():
         raise FileNotFoundError(f"no reference model: {reference} does not exist; pass --reference DIR "
                                 f"(a dense model trained on the same dataset)")

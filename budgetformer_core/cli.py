@@ -153,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
     add_rank_file(p)
     p.add_argument("--reference", help="model whose per-example loss is the difficulty, a folder or a shipped "
-                   "model's name (default: <dataset>-dense beside the checkpoint)")
+                   "model's name (default: <dataset>-dense beside the checkpoint; "
+                   "<dataset>-minilm-dense for a model fine-tuned from MiniLM)")
     add_split_arguments(p)
     p.add_argument("--budget", type=_budget, help="force s (budgetformer) or request b (bba) for every input")
     p.add_argument("--ablation", choices=list(ABLATIONS), help="; ".join(f"{k}: {v}" for k, v in ABLATIONS.items()))

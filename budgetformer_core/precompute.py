@@ -13,8 +13,9 @@
    are shipped.
 2. **Evaluate.** Every model on the test split (:func:`evaluate_model`), in parallel workers: its
    own operating point, and for the models that take a budget the sweep 0.05 … 1.0. Accuracy,
-   macro-F1, heads run, estimated attention cost and FLOPs. Shipped models also get a
-   per-example table.
+   macro-F1, heads run, estimated attention cost and FLOPs (the models on a pretrained encoder:
+   the sweep of :data:`PRETRAINED_SWEEP`). Shipped models also get a per-example table. TF-IDF +
+   logistic regression on the same training rows (:func:`text_baseline`) is a row beside them.
 3. **Time.** A phase of its own, once every other stage is done: one process, one thread, one
    dataset after the other (:func:`time_dataset`). Every operating point of a dataset's models
    and its dense reference (:func:`dense_reference`) are timed in the same interleaved rounds on
@@ -47,6 +48,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .shipped import PRETRAINED, dense_reference  # noqa: F401  (the names this module's users read)
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = Path("precomputed")
 """Relative to the project root (the commands recorded in checkpoints use relative paths)."""
@@ -63,8 +66,6 @@ SLICE = 200
 LATENCY_COLUMNS = ("latency_ms", "latency_iqr_ms", "dense_latency_ms", "speedup_b1",
                    "latency_b32_ms", "dense_latency_b32_ms", "speedup_b32", "dense_model")
 """The columns of ``sweeps.csv`` the timing phase writes (``--retime`` rewrites them)."""
-PRETRAINED = ("minilm",)
-"""Model-name prefixes of the models built on a pretrained encoder (``<dataset>-minilm-bba``, …)."""
 
 SYNTHETIC = (
     "n_layers=1", "max_len=64", "dropout=0.0", "token_dropout=0", "random_crop=false",
@@ -460,6 +461,32 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
     return out
 
 
+TEXT_BASELINE = "tfidf-lr"
+"""The row of sweeps.csv for TF-IDF + logistic regression (no checkpoint, not timed)."""
+
+
+def text_baseline(dataset: str, data_dir: str | None) -> dict:
+    """The row of sweeps.csv for TF-IDF + logistic regression trained on the dataset's training
+    split (the rows the dense models train on) and scored on its test split: word 1- and
+    2-grams seen in at least two texts, sublinear term frequency, L2-regularised logistic
+    regression (C = 10, lbfgs), one model for all classes. No heads: its cost columns are empty."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import f1_score
+
+    from .data import load_dataset
+
+    data = load_dataset(dataset, data_dir, seed=0)
+    train, test = data.split("train"), data.split("test")
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+    classifier = LogisticRegression(C=10.0, max_iter=2000).fit(vectorizer.fit_transform(train.texts), train.labels)
+    predicted = classifier.predict(vectorizer.transform(test.texts))
+    labels = np.asarray(test.labels)
+    return {"dataset": dataset, "model": TEXT_BASELINE, "variant": "tfidf", "budget": "own",
+            "accuracy": float((predicted == labels).mean()),
+            "macro_f1": float(f1_score(labels, predicted, average="macro")), "n": len(labels)}
+
+
 def accuracy_by_need(ev, needed_heads: list[int] | None) -> dict[str, float]:
     """``acc_need{n}``: accuracy on the inputs built to need n heads (synthetic tasks only)."""
     if needed_heads is None:
@@ -486,14 +513,6 @@ def evaluate_all(jobs: list[Job], workers: int) -> pd.DataFrame:
 # --------------------------------------------------------------------------- timing
 
 
-def dense_reference(dataset: str, name: str) -> str:
-    """The dense model a model of ``dataset`` is timed and compared with (its name in sweeps.csv):
-    the dense fine-tune of the same pretrained encoder for a model built on one
-    (``minilm-bba`` → ``minilm-dense``), else the dataset's dense model trained from scratch."""
-    family = name.split("-")[0]
-    return f"{family}-dense" if family in PRETRAINED else "dense"
-
-
 def time_dataset(dataset: str, rows: pd.DataFrame, jobs: list[Job]) -> pd.DataFrame:
     """``rows`` (one dataset's rows of sweeps.csv) with the columns of :data:`LATENCY_COLUMNS`.
 
@@ -511,10 +530,11 @@ def time_dataset(dataset: str, rows: pd.DataFrame, jobs: list[Job]) -> pd.DataFr
     by_name = {j.name: j for j in jobs if j.dataset == dataset}
     rows = rows.reset_index(drop=True).copy()
     rows["dense_model"] = [dense_reference(dataset, m) for m in rows["model"]]
-    names = sorted(set(rows["model"]) | set(rows["dense_model"]))
+    names = sorted(set(rows["model"]) - {TEXT_BASELINE} | set(rows["dense_model"]))
     missing = {n for n in names if n not in by_name or not (ROOT / by_name[n].out / "config.json").is_file()}
     for n in sorted(missing):
         print(f"no latency for {dataset}-{n}: its checkpoint is not on this machine", file=sys.stderr)
+    missing.add(TEXT_BASELINE)  # no heads to time
     ckpts = {n: load_checkpoint(ROOT / by_name[n].out) for n in names if n not in missing}
     any_ckpt = next(iter(ckpts.values()), None)
     if any_ckpt is None:
@@ -735,13 +755,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2, help="parallel one-thread jobs")
     p.add_argument("--skip-train", action="store_true", help="only evaluate and write the manifest")
     p.add_argument("--force", action="store_true", help="retrain every model, even unchanged ones")
-    p.add_argument("--models", nargs="+", help="only these models (names or patterns, e.g. budgetformer* bba); "
-                   "the other rows of sweeps.csv are kept")
+    p.add_argument("--models", nargs="+", help="only these models (names or patterns, e.g. budgetformer* bba; "
+                   f"{TEXT_BASELINE}: TF-IDF + logistic regression); the other rows of sweeps.csv are kept")
+    p.add_argument("--skip-timing", action="store_true",
+                   help="leave the latency columns of the rows evaluated now empty (time them later with --retime)")
     p.add_argument("--retime", action="store_true",
                    help="only time the rows of sweeps.csv of these datasets again (no training, no accuracy) "
                    "and rewrite their latency columns and the manifest")
     args = p.parse_args(argv)
-    if args.retime and (args.models or args.force or args.skip_train):
+    if args.retime and (args.models or args.force or args.skip_train or args.skip_timing):
         p.error("--retime times whole datasets: it takes only --datasets")
     datasets = [d for d in args.datasets if RECIPES[d].data_dir is None or (ROOT / RECIPES[d].data_dir).is_dir()]
     for d in set(args.datasets) - set(datasets):
@@ -757,7 +779,10 @@ def main(argv: list[str] | None = None) -> int:
         write_manifest(plan(list(RECIPES)), timing)
         print(f"re-timed {', '.join(timing) or 'nothing'} in {time.perf_counter() - t0:.0f} s (wall)", flush=True)
         return 0
-    jobs = select(plan(datasets), args.models)
+    # TF-IDF + LR is a row of its own (no checkpoint): made when no --models is given or one matches it
+    baseline = not args.models or any(fnmatch.fnmatchcase(TEXT_BASELINE, m) for m in args.models)
+    models = [m for m in args.models or () if m != TEXT_BASELINE]
+    jobs = select(plan(datasets), models or None) if models or not args.models else []
     if not args.skip_train:
         jobs = run_all(jobs, args.workers, args.force)
     print(f"training done in {time.perf_counter() - t0:.0f} s; evaluating", flush=True)
@@ -766,7 +791,9 @@ def main(argv: list[str] | None = None) -> int:
     for job in jobs:  # shipped checkpoints hold their own history.json
         if not job.shipped:
             (history / f"{job.key}.json").write_bytes((ROOT / job.out / "history.json").read_bytes())
-    sweeps = evaluate_all(jobs, args.workers)
+    sweeps = pd.concat([evaluate_all(jobs, args.workers),
+                        pd.DataFrame([text_baseline(d, RECIPES[d].data_dir) for d in datasets if baseline])],
+                       ignore_index=True)
     if path.is_file():  # keep the rows of the models not rebuilt now
         old = pd.read_csv(path, dtype={"budget": str})
         changes = accuracy_changes(old, sweeps)
@@ -775,11 +802,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"largest change: {changes['largest_change'].max():.2f} points", flush=True)
         rebuilt = old["dataset"].isin(datasets)
         if args.models:
-            rebuilt &= (old["dataset"] + "-" + old["model"]).isin({j.key for j in jobs})
+            rebuilt &= (old["dataset"] + "-" + old["model"]).isin({j.key for j in jobs}) | (
+                (old["model"] == TEXT_BASELINE) & baseline)
         sweeps = pd.concat([old[~rebuilt], sweeps], ignore_index=True)
     # timing, a phase of its own: every model of each dataset rebuilt now and its dense reference
-    print(f"evaluation done in {time.perf_counter() - t0:.0f} s; timing", flush=True)
-    sweeps, timing = retime(sweeps, sorted({j.dataset for j in jobs}))
+    print(f"evaluation done in {time.perf_counter() - t0:.0f} s; {'no ' if args.skip_timing else ''}timing", flush=True)
+    sweeps, timing = (sweeps, {}) if args.skip_timing else retime(sweeps, sorted({j.dataset for j in jobs}))
     sweeps.round(6).to_csv(path, index=False)
     write_manifest(plan(list(RECIPES)), timing)
     print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)

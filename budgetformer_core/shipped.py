@@ -12,8 +12,19 @@ from .budget import ABLATIONS
 PRECOMPUTED = Path(__file__).resolve().parents[1] / "precomputed"
 """The shipped models (manifest.json, checkpoints/) and their results (results/sweeps.csv)."""
 
+PRETRAINED = ("minilm",)
+"""Model-name prefixes of the models built on a pretrained encoder (``<dataset>-minilm-bba``, …)."""
+
 CHECKPOINT_OPTIONS = ("checkpoint", "init", "reference")
 """The options that name a checkpoint: a folder, or a shipped model by name."""
+
+
+def dense_reference(dataset: str, name: str) -> str:
+    """The dense model a model of ``dataset`` is timed and compared with (its name in sweeps.csv):
+    the dense fine-tune of the same pretrained encoder for a model built on one
+    (``minilm-bba`` → ``minilm-dense``), else the dataset's dense model trained from scratch."""
+    family = name.split("-")[0]
+    return f"{family}-dense" if family in PRETRAINED else "dense"
 
 
 def shipped_runs() -> dict[str, dict]:

@@ -30,7 +30,12 @@ def cell(r: pd.Series | None) -> str:
     """accuracy % (exact attention cost, measured batch-32 speed-up vs the dataset's dense model, same rounds)."""
     if r is None:
         return "—"
-    return f"{r.accuracy * 100:.1f} ({r.heads_fraction:.2f}, {r.speedup_b32:.2f}×)"
+    return f"{r.accuracy * 100:.1f} ({r.heads_fraction:.2f}, {times(r.speedup_b32)})"
+
+
+def times(speedup: float) -> str:
+    """A speed-up as ``1.23×``; "not timed" when the timing phase has not measured it."""
+    return "not timed" if pd.isna(speedup) else f"{speedup:.2f}×"
 
 
 def bba_table(sweeps: pd.DataFrame) -> str:

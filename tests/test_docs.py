@@ -70,6 +70,8 @@ def test_the_results_page_is_what_the_script_writes():
     results_page = load_script("results_page")
     assert (DOCS / "results.md").read_text(encoding="utf-8") == results_page.render(), (
         "docs/results.md is out of date: run python scripts/results_page.py")
+    assert (DOCS / "pretrained.md").read_text(encoding="utf-8") == results_page.render_pretrained(), (
+        "docs/pretrained.md's results are out of date: run python scripts/results_page.py")
 
 
 @pytest.mark.artifacts

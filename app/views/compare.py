@@ -11,7 +11,7 @@ import random
 
 import streamlit as st
 
-from app import charts
+from app import charts, results
 from app.analysis import Settings, prepare_text, side_cards, side_differences
 from app.components import TEXT_KEY, md_escape, show_chart
 from app.live import explore
@@ -67,7 +67,8 @@ if mode == "models":
     st.session_state.setdefault("sbs_text", st.session_state.get(TEXT_KEY) or DEFAULT_TEXT)
     text = st.text_area("Text for both sides", key="sbs_text", height=100)
     columns = st.columns(2, gap="large")
-    other = f"{dataset}-dense" if name != f"{dataset}-dense" else f"{dataset}-budgetformer"
+    dense = results.dense_name(name, dataset)  # the dense model of the same encoder
+    other = dense if name != dense else dense.removesuffix("dense") + "budgetformer"
     defaults = (name, other if other in models else name)
     sides = []
     for col, side, default in zip(columns, SIDES, defaults, strict=True):

@@ -33,6 +33,7 @@ from app.examples import (
     preview,
 )
 from app.live import explore
+from app.results import dense_name
 from app.state import (
     dataset_of,
     is_dense,
@@ -96,12 +97,12 @@ figures_reference = (  # the dense model's table when it lists the same inputs, 
     else None
 )
 figures = adaptivity_figures(
-    table, n_heads_of(name), reference_table, needed, reference or f"{dataset}-dense"
+    table, n_heads_of(name), reference_table, needed, reference or dense_name(name, dataset)
 )
 
 st.subheader("Do harder inputs get more heads?")
 st.caption(
-    f"Difficulty judged by another model: the loss of **{md_escape(reference or dataset + '-dense')}** on "
+    f"Difficulty judged by another model: the loss of **{md_escape(reference or dense_name(name, dataset))}** on "
     f"each of the {figures.n} test inputs (hardest third = its highest losses)"
     + (", and the number of heads each input is built to need." if needed is not None else ".")
 )

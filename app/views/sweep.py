@@ -97,6 +97,15 @@ if is_dense(name):
     csv_download(table, f"models-{dataset}.csv", "sweep_own_csv")
     st.stop()
 
+# a model fine-tuned from a pretrained encoder meets the dense model, post-hoc sweep and
+# specialists of that encoder: its rows, named without the encoder's prefix (minilm-dense → dense)
+backbone = "" if is_classifier(name) else results.backbone_of(model)
+if backbone:
+    rows, model = results.same_backbone(rows, model), model.removeprefix(backbone)
+    st.caption(f"Beside it: the models of {md_escape(dataset)} built on the same pretrained encoder "
+               f"(names without their `{backbone}` prefix).")
+intervals = model in results.INTERVAL_MODELS and not backbone  # per-example tables of from-scratch models
+
 
 def live_section(curve: pd.DataFrame) -> None:
     """Re-evaluate the model now on the first N test texts at a few budgets."""
@@ -210,7 +219,7 @@ st.caption(
 st.subheader("Every method against its cost")
 cost = st.radio("Cost axis", list(results.COST_AXES), format_func=results.COST_AXES.get, horizontal=True,
                 key="sweep_cost_axis")
-bars = error_bars(dataset, results.sweep_pairs(model)) if model in results.INTERVAL_MODELS else None
+bars = error_bars(dataset, results.sweep_pairs(model)) if intervals else None
 for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), (
     ("accuracy", "Accuracy vs cost, every method", "test accuracy", True),
     ("latency_ms", "Latency vs cost, every method (batch 1)", "ms per input (1 thread)", False),
@@ -231,7 +240,7 @@ st.caption(
     "specialists are a model per budget; BudgetFormer sits at the cost it chose itself. Error bars: "
     "95% bootstrap intervals over the test inputs, where a per-example table is shipped."
 )
-if model in results.INTERVAL_MODELS:
+if intervals:
     with st.expander(f"Accuracy differences of {model} at its own point, with error bars", expanded=True):
         error_bars_section(dataset, results.sweep_pairs(model), "sweep")
 
@@ -273,7 +282,7 @@ if sweep is not None:
 
 # ----------------------------------------------------------------------------- table
 st.subheader("Per-budget comparison")
-table = results.comparison_table(rows, model)
+table = results.comparison_table(rows, model).assign(model=lambda t: backbone + t["model"])
 st.dataframe(table, hide_index=True, column_config=config, key="sweep_table")
 csv_download(table, f"budget-comparison-{dataset}.csv", "sweep_csv")
 

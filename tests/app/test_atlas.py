@@ -1,4 +1,5 @@
-"""The Head atlas page through AppTest, on a BudgetFormer, a bba and a 6 layers × 12 heads model.
+"""The Head atlas page through AppTest, on a BudgetFormer, a bba, a random 6 layers × 12 heads model
+and the shipped BudgetFormer fine-tuned from MiniLM (6 × 12).
 
 Assertions are on rendered values: the usage maps against counts made here from the per-example
 table (the shipped parquet, or the engine's own evaluation for the 6 × 12 model), the slice
@@ -28,7 +29,8 @@ from ..conftest import DEEP
 from .apptest import MAIN, TIMEOUT, chart, run
 
 SHIPPED = ["bbc-budgetformer", "bbc-bba"]
-MODELS = [*SHIPPED, DEEP]
+MINILM = "bbc-minilm-budgetformer"
+MODELS = [*SHIPPED, DEEP, MINILM]
 
 pytestmark = pytest.mark.skipif(
     not set(SHIPPED) <= set(available_models()), reason="the shipped bbc models are missing"
@@ -40,6 +42,8 @@ def model(request, monkeypatch) -> str:
     """The model's name; for the 6 × 12 model, the app's checkpoint folder is the one holding it."""
     if request.param == DEEP:
         monkeypatch.setattr(app.state, "CHECKPOINTS", request.getfixturevalue("deep_checkpoint").parent)
+    elif request.param not in available_models():
+        pytest.skip(f"{request.param} is not shipped here")
     return request.param
 
 
@@ -99,7 +103,7 @@ def test_usage_slices_and_a_selection_on_the_input_map(model):
     usage = chart(at, "Share of inputs that ran each head")
     whole = np.array(usage["data"][0]["z"])
     n_layers, n_heads = whole.shape
-    assert (n_layers, n_heads) == ((6, 12) if model == DEEP else (2, 8))
+    assert (n_layers, n_heads) == ((6, 12) if model in (DEEP, MINILM) else (2, 8))
     np.testing.assert_allclose(whole, counts(frame, n_layers, n_heads) / n, atol=1e-12)
 
     # two slices: class 1 against the inputs the model got right

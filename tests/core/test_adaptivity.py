@@ -15,7 +15,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from budgetformer_core.adaptivity import adaptivity, from_arrays, from_frames, hard_easy_ratio, layer_adaptivity
+from budgetformer_core.adaptivity import (
+    adaptivity,
+    default_reference,
+    from_arrays,
+    from_frames,
+    hard_easy_ratio,
+    layer_adaptivity,
+)
 from budgetformer_core.checkpoint import load_checkpoint
 from budgetformer_core.cli import main
 from budgetformer_core.data import Split, load_dataset
@@ -233,3 +240,12 @@ def test_synthetic_var_budget_is_read_from_the_anchor():
     one, four = mean_k("q1000"), mean_k("q1111")
     print(f"\nmean k with the anchor naming 1 slot: {one:.2f}, all 4: {four:.2f}")
     assert four - one > 1.5
+
+
+def test_the_default_reference_is_the_dense_model_of_the_same_encoder(tmp_path):
+    for name in ("bbc-dense", "bbc-minilm-dense", "bbc-budgetformer", "bbc-minilm-budgetformer"):
+        (tmp_path / name).mkdir()
+    assert default_reference(tmp_path / "bbc-budgetformer") == tmp_path / "bbc-dense"
+    assert default_reference(tmp_path / "bbc-minilm-budgetformer") == tmp_path / "bbc-minilm-dense"
+    with pytest.raises(FileNotFoundError, match="ag_news-minilm-dense"):
+        default_reference(tmp_path / "ag_news-minilm-bba")

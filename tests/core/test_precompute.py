@@ -12,8 +12,18 @@ import pandas as pd
 import pytest
 
 from budgetformer_core import precompute
+from budgetformer_core.data import load_dataset
 from budgetformer_core.infer import evaluate
-from budgetformer_core.precompute import RECIPES, SHIPPED, Job, plan, run_all
+from budgetformer_core.precompute import (
+    RECIPES,
+    SHIPPED,
+    TEXT_BASELINE,
+    Job,
+    dense_reference,
+    plan,
+    run_all,
+    text_baseline,
+)
 
 
 def test_plan_orders_warm_starts_after_their_source():
@@ -185,3 +195,19 @@ def test_live_check_times_the_shipped_points_again_beside_their_figures():
     assert judged.tolist() == [False, True, True, True, False]
     with pytest.raises(ValueError, match="no rows"):
         live_check(frame, ["bbc"])
+
+
+def test_text_baseline_is_a_row_of_its_own_on_the_test_split():
+    row = text_baseline("synthetic", None)
+    test = load_dataset("synthetic").split("test")
+    assert (row["dataset"], row["model"], row["budget"]) == ("synthetic", TEXT_BASELINE, "own")
+    assert row["n"] == len(test.texts)
+    assert 0 <= row["macro_f1"] <= 1 and 0 <= row["accuracy"] <= 1
+    assert dense_reference("synthetic", TEXT_BASELINE) == "dense"
+
+
+def test_retime_takes_no_evaluation_options():
+    for extra in (["--skip-timing"], ["--models", "bba"], ["--skip-train"]):
+        with pytest.raises(SystemExit) as stop:
+            precompute.main(["--retime", *extra])
+        assert stop.value.code == 2, extra
