@@ -17,8 +17,38 @@ from app import speed, state
 from app.speed import LiveSpeed
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from budgetformer_core.checkpoint import Checkpoint
     from budgetformer_core.infer import Analysis
+
+
+def dense_reference(name: str) -> tuple[str, Checkpoint] | None:
+    """(name, checkpoint) of the dense reference model ``name`` is timed against
+    (:func:`app.speed.reference_of`); None for a listed classifier, or when the reference is not
+    on this machine or cannot be loaded."""
+    ref = speed.reference_of(name, state.dataset_of(name))
+    if state.is_classifier(name) or ref not in state.shipped_models():
+        return None
+    try:
+        return ref, state.get_checkpoint(ref)
+    except ValueError:  # CheckpointError: a broken reference leaves the speed-up out, not the page
+        return None
+
+
+def precomputed_speed(name: str, settings: an.Settings, symbol: str = "s") -> tuple[pd.Series, str] | None:
+    """sweeps.csv's row of ``name`` nearest to what ``settings`` runs, and where it is
+    (:func:`app.speed.precomputed_point`); None when there is none or sweeps.csv is unreadable."""
+    dataset = state.dataset_of(name)
+    try:
+        rows = state.sweeps()
+        ckpt = state.get_checkpoint(name)
+    except ValueError:
+        return None
+    if rows is None:
+        return None
+    return speed.precomputed_point(rows[rows["dataset"] == dataset], name.removeprefix(f"{dataset}-"), settings,
+                                   ckpt.validation_budget, ckpt.config.n_heads, symbol)
 
 
 @dataclass
@@ -41,7 +71,7 @@ def _control(ckpt: Checkpoint, settings: an.Settings):
 def _full(name: str, version: tuple, text: str, measure: bool) -> Result:
     ckpt = state.get_checkpoint(name)
     full = an.run_analysis(ckpt, text)
-    timing = speed.time_input(ckpt, text, None, state.dense_reference(name)) if measure else None
+    timing = speed.time_input(ckpt, text, None, dense_reference(name)) if measure else None
     return Result(full, full, timing, None)
 
 
@@ -53,7 +83,7 @@ def _result(name: str, version: tuple, text: str, settings: an.Settings, measure
     if control is None:
         return base
     current = an.run_analysis(ckpt, text, control)
-    timing = speed.time_input(ckpt, text, control, state.dense_reference(name)) if measure else None
+    timing = speed.time_input(ckpt, text, control, dense_reference(name)) if measure else None
     return Result(base.full, current, timing, {k: v for k, v in vars(control).items() if k != "generator"})
 
 

@@ -22,8 +22,8 @@ import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
-from app import examples, results, speed
-from app.analysis import Method, Settings, method_of
+from app import examples, results
+from app.analysis import Method, method_of
 from app.local_copy import local_copy
 from budgetformer_core.config import ModelConfig, model_config_from_dict
 
@@ -435,34 +435,6 @@ def relevance(name: str, budget: float | None = None, split: str = "test"):
     if split_samples(dataset, split) is None:
         return None
     return _allocation(name, stamp(name), dataset, split, _source(dataset), budget).relevance
-
-
-def dense_reference(name: str) -> tuple[str, Checkpoint] | None:
-    """(name, checkpoint) of the dense reference model ``name`` is timed against
-    (:func:`app.speed.reference_of`); None for a listed classifier, or when the reference is not
-    on this machine or cannot be loaded."""
-    ref = speed.reference_of(name, dataset_of(name))
-    if is_classifier(name) or ref not in shipped_models():
-        return None
-    try:
-        return ref, get_checkpoint(ref)
-    except ValueError:  # CheckpointError: a broken reference leaves the speed-up out, not the page
-        return None
-
-
-def precomputed_speed(name: str, settings: Settings, symbol: str = "s") -> tuple[pd.Series, str] | None:
-    """sweeps.csv's row of ``name`` nearest to what ``settings`` runs, and where it is
-    (:func:`app.speed.precomputed_point`); None when there is none or sweeps.csv is unreadable."""
-    dataset = dataset_of(name)
-    try:
-        rows = sweeps()
-        ckpt = get_checkpoint(name)
-    except ValueError:
-        return None
-    if rows is None:
-        return None
-    return speed.precomputed_point(rows[rows["dataset"] == dataset], name.removeprefix(f"{dataset}-"), settings,
-                                   ckpt.validation_budget, ckpt.config.n_heads, symbol)
 
 
 def selected_model() -> str:

@@ -35,7 +35,7 @@ from app.analysis import (
 )
 from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker, show_chart
 from app.live import explanation as token_attribution
-from app.live import explore, head_attention
+from app.live import explore, head_attention, precomputed_speed
 from app.local_copy import copy_name
 from app.speed import slower_note
 from app.state import (
@@ -46,7 +46,6 @@ from app.state import (
     model_config,
     model_method,
     model_sha256,
-    precomputed_speed,
     selected_model,
     test_samples,
 )

@@ -16,11 +16,11 @@ import streamlit as st
 from app import charts, results, speed
 from app.components import csv_download, error_bars_section, md_escape, result_column_config, show_chart, sweeps_or_stop
 from app.error_bars import error_bars
+from app.live import dense_reference
 from app.state import (
     available_models,
     classifier_sweep,
     dataset_of,
-    dense_reference,
     get_checkpoint,
     is_classifier,
     is_dense,
