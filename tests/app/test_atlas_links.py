@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import state
+from app import local_copy, state
 
 from .test_atlas import MAIN, TIMEOUT, listed, run, send_selection
 
@@ -33,7 +33,7 @@ def copy(tmp_path, monkeypatch) -> pd.DataFrame:
                                   for i in range(12)],
                          "label": ["Sports", "Business", "Sci/Tech", "World"] * 3})
     rows.to_csv(root / "mine" / "test.csv", index=False)
-    monkeypatch.setenv(state.DATA_ROOTS_ENV, str(root))
+    monkeypatch.setenv(local_copy.DATA_ROOTS_ENV, str(root))
     return rows
 
 

@@ -108,21 +108,15 @@ def test_easy_vs_hard_adaptivity_figures(at):
 
 @pytest.mark.skipif(not shipped("bbc-bba", "bbc-dense"), reason="no shipped bba model")
 @pytest.mark.artifacts
-def test_easy_vs_hard_bba_shows_na_with_the_reason(at):
-    from app.examples import in_terms_of, null_reason
-
+def test_easy_vs_hard_bba_says_in_one_sentence_that_its_budget_is_fixed(at):
     expected = expected_adaptivity("bbc-bba")
-    assert expected.rho_s_reference_loss is None
-    reason = in_terms_of(null_reason(expected.notes, "rho_s_reference_loss", "?"), "b")  # bba's words
-    assert reason.startswith("b is the same for every input")
+    assert expected.rho_s_reference_loss is None  # b is the same for every input: nothing to correlate
     at.sidebar.selectbox(key="model_for_bbc").set_value("bbc-bba")
     run(at)
     open_page(at, "easy_hard")
-    [rho] = [m for m in at.metric if m.label == "ρ(b, dense loss)"]
-    assert rho.value == "n/a" and reason in rho.help
-    assert any("n/a" in c.value and "same for every input" in c.value for c in at.caption)
-    assert any("cannot follow difficulty" in m for m in all_markdown(at))
-    assert not [m.value for m in at.metric if "nan" in m.value.lower()]
+    [sentence] = [i.value for i in at.info if "does not vary per input" in i.value]
+    assert "b = 0.50" in sentence and "the requested b sets it, not the text" in sentence
+    assert not at.metric and not [m.value for m in at.metric if "nan" in m.value.lower()]
 
 
 @pytest.mark.skipif(not shipped("synthetic-budgetformer", "synthetic-dense"), reason="no shipped synthetic model")

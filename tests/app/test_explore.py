@@ -155,7 +155,7 @@ def test_ablation_no_head_scorer_changes_the_heads(at):
         assert row[:k] == pytest.approx([row[0]] * k) and row[k:] == [None] * (len(row) - k)
         assert [c.startswith("★") for c in text] == [h < k for h in range(len(text))]  # heads 0..k-1
         assert [c == "" for c in unrun] == [h < k for h in range(len(text))]  # the others: grey
-    diff = chart(at, "Heads that ran: full model vs")
+    diff = chart(at, "Heads that ran")
     assert len(diff["data"][0]["z"]) == len(ks)
     assert at.number_input(key="head_seed").disabled and at.button(key="head_redraw").disabled
 
