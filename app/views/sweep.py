@@ -182,8 +182,10 @@ budget = st.slider(f"Budget {sym}", 0.05, 1.0, 0.5, 0.05, key="sweep_budget", fo
 row = results.at_budget(curve, budget)
 if abs(row["b"] - budget) > 1e-6:
     st.caption(f"No point at {sym} = {budget:.2f}; showing the nearest one, {sym} = {row['b']:.2f}.")
-for col, card in zip(st.columns(6), results.sweep_cards(row, results.own_point(rows, "dense"), sym), strict=True):
-    col.metric(card.label, card.value, card.note, help=card.help, delta_color="off", delta_arrow="off")
+cards = results.sweep_cards(row, results.own_point(rows, "dense"), sym)
+for i in range(0, len(cards), 3):  # three to a row: a card's note names the dense reference in full at 1280 px
+    for col, card in zip(st.columns(3), cards[i : i + 3]):
+        col.metric(card.label, card.value, card.note, help=card.help, delta_color="off", delta_arrow="off")
 
 # ----------------------------------------------------------------------------- curves
 for pair in (CHARTS[:2], CHARTS[2:]):
