@@ -287,7 +287,8 @@ def test_metric_cards(bbc_budgetformer, dense):
     ]
     assert cards[0].value == "sports" and cards[1].note == "predicted by f_θ"
     assert cards[2].value == " / ".join(str(k) for k in full.k)
-    assert cards[4].value.endswith(" ms") and cards[4].note.startswith("vs bbc-dense (same rounds, 1 thread")
+    assert cards[4].value.endswith(" ms") and cards[4].note.startswith("vs bbc-dense: ")
+    assert "× live" in cards[4].note and "same rounds" in cards[4].help
     d = an.run_analysis(dense, SPORT)
     dense_cards = an.metric_cards(d, None, an.Settings(), 8)
     assert dense_cards[1].note == "dense: every head" and dense_cards[3].value == "100%"
