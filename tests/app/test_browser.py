@@ -612,9 +612,11 @@ def test_the_offline_report_opens_without_the_network(server, browser, tmp_path)
     page.goto(server, wait_until="domcontentloaded")
     text_box(page).wait_for(timeout=180_000)
     wait_idle(page, 180_000)
+    read = page.get_by_text("What the model read (").first
+    before = read.inner_text()  # "What the model read (N tokens)" of the text the page opened on
     commit_text(page, MARKUP)
+    sync_api.expect(read).not_to_have_text(before, timeout=120_000)  # the run on MARKUP is drawn
     wait_idle(page, 120_000)
-    page.get_by_text("What the model read").first.wait_for(timeout=120_000)
     with page.expect_download(timeout=120_000) as download:
         page.get_by_role("button", name="Offline report (HTML)").click()
     report = tmp_path / "report.html"
