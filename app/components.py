@@ -103,7 +103,7 @@ def model_picker() -> str | None:
     datasets = sorted(by_dataset)
     current = st.session_state.get(MODEL_KEY, default)
     if MODEL_KEY not in st.session_state:  # a session's first run: a link may name the model and the copy
-        from app.analysis import link_model
+        from app.links import link_model
 
         current, note = link_model(st.query_params, models)
         current = current or default
@@ -245,7 +245,7 @@ def sample_picker(samples: Samples | None, dataset: str) -> None:
             key="pick_index_go",
         )
     else:
-        from app.analysis import search_texts
+        from app.examples import search_texts
 
         query = st.text_input(
             "Texts containing",

@@ -12,9 +12,11 @@ import random
 import streamlit as st
 
 from app import charts, results
-from app.analysis import Settings, prepare_text, side_cards, side_differences
+from app.compare_page import side_cards, side_differences
 from app.components import TEXT_KEY, md_escape, show_chart
+from app.explore_page import prepare_text
 from app.live import explore
+from app.settings import Settings
 from app.state import available_models, dataset_of, model_config, model_method, selected_model, test_samples
 
 log = logging.getLogger(__name__)

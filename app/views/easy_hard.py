@@ -14,7 +14,6 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.analysis import Settings
 from app.components import md_escape, open_in_explore, per_example_or_stop, show_chart, show_table
 from app.examples import (
     adaptivity_figures,
@@ -34,6 +33,7 @@ from app.examples import (
 )
 from app.live import explore
 from app.results import dense_name
+from app.settings import Settings
 from app.state import (
     dataset_of,
     is_dense,

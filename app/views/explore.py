@@ -1,6 +1,6 @@
 """Explore an input: prediction, per-layer budget, the heads that ran, cost, and ablations.
 
-Thin on purpose: widgets are read into an :class:`app.analysis.Settings`, the (cached) work is
+Thin on purpose: widgets are read into an :class:`app.settings.Settings`, the (cached) work is
 done by :func:`app.live.explore`, and the figures come from :mod:`app.charts`.
 """
 
@@ -13,30 +13,25 @@ import pandas as pd
 import streamlit as st
 
 from app import charts
-from app.analysis import (
-    LINK_TEXT_LIMIT,
+from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker, show_chart
+from app.explore_page import (
     UNKNOWN_WARN,
-    Settings,
-    attribution_html,
-    attribution_legend_html,
-    attribution_scale,
     comparison_rows,
     explanation,
     export_record,
-    link_params,
     metric_cards,
     offline_report,
     prepare_text,
     probability_rows,
-    read_link,
     same_run,
     tokens_read,
     unknown_share,
 )
-from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker, show_chart
+from app.links import LINK_TEXT_LIMIT, link_params, read_link
 from app.live import explanation as token_attribution
 from app.live import explore, head_attention, precomputed_speed
 from app.local_copy import copy_name
+from app.settings import Settings
 from app.speed import slower_note
 from app.state import (
     ROOT,
@@ -50,6 +45,7 @@ from app.state import (
     test_samples,
 )
 from budgetformer_core.inputs import table_csv
+from budgetformer_core.report import attribution_html, attribution_legend_html, attribution_scale
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,26 @@ import numpy as np
 import pytest
 import torch
 
-from app import analysis as an
 from app import charts, components, examples, history, results, speed
+from app.examples import search_texts
+from app.explore_page import (
+    comparison_rows,
+    explanation,
+    export_record,
+    flops_fraction,
+    metric_cards,
+    per_layer_value,
+    prepare_text,
+    probability_rows,
+    run_analysis,
+    same_run,
+    tokens_read,
+    unknown_share,
+)
+from app.history import bba_dynamics_story
+from app.links import explore_link
+from app.method import Method, method_of
+from app.settings import Settings, control_for
 from app.state import CHECKPOINTS as PRECOMPUTED
 from budgetformer_core.checkpoint import file_sha256, load_checkpoint
 from budgetformer_core.config import ModelConfig, model_config_from_dict
@@ -30,10 +48,10 @@ def dense():
 
 
 def test_prepare_text_cuts_huge_inputs():
-    assert an.prepare_text(None).text == ""
-    small = an.prepare_text("abc")
+    assert prepare_text(None).text == ""
+    small = prepare_text("abc")
     assert small.text == "abc" and not small.cut
-    huge = an.prepare_text("x" * (MAX_CHARS + 5))  # the engine's limit, which the CLI refuses
+    huge = prepare_text("x" * (MAX_CHARS + 5))  # the engine's limit, which the CLI refuses
     assert len(huge.text) == MAX_CHARS == huge.limit and huge.cut and huge.n_chars == MAX_CHARS + 5
 
 
@@ -45,60 +63,60 @@ def test_reading_prefix_reads_the_same_tokens(bbc_budgetformer):
     [full_ids], _ = encode(tok, [text], max_len)
     [prefix_ids], _ = encode(tok, [prefix], max_len)
     assert prefix_ids == full_ids
-    a = an.run_analysis(bbc_budgetformer, text)
+    a = run_analysis(bbc_budgetformer, text)
     assert a.truncated and a.text == text and a.n_tokens == max_len
     short = "no need to cut this"
     assert reading_prefix(tok, short, max_len) == short
-    assert an.tokens_read(bbc_budgetformer, text) == [tok.id_to_token(i) for i in full_ids]
+    assert tokens_read(bbc_budgetformer, text) == [tok.id_to_token(i) for i in full_ids]
 
 
 def test_settings_map_to_controls(bbc_budgetformer):
     s_val = bbc_budgetformer.validation_budget
     assert s_val == bbc_budgetformer.history[-1]["val_mean_budget"]
-    assert an.control_for(an.Settings(), s_val) is None
-    assert an.control_for(an.Settings("slider", budget=0.3), s_val).budget == 0.3
-    assert an.control_for(an.Settings("force_k", k=3), s_val).k == 3
-    no_f = an.control_for(an.Settings("slider", budget=0.9, no_budget_net=True), s_val)
+    assert control_for(Settings(), s_val) is None
+    assert control_for(Settings("slider", budget=0.3), s_val).budget == 0.3
+    assert control_for(Settings("force_k", k=3), s_val).k == 3
+    no_f = control_for(Settings("slider", budget=0.9, no_budget_net=True), s_val)
     assert no_f.budget == pytest.approx(s_val) and no_f.k is None  # as eval --ablation no-budget-net
-    no_g = an.control_for(an.Settings(head_ablation="random"), s_val)
+    no_g = control_for(Settings(head_ablation="random"), s_val)
     assert no_g.head_choice == "random" and no_g.budget is None
     with pytest.raises(ValueError):
-        an.Settings("nonsense")
+        Settings("nonsense")
     with pytest.raises(ValueError):
-        an.Settings(head_ablation="learned-ish")
+        Settings(head_ablation="learned-ish")
 
 
 def test_canonical_settings_drop_unused_fields():
-    assert an.Settings("learned", budget=0.8, k=5).canonical() == an.Settings()
-    assert an.Settings("slider", budget=0.8, k=5).canonical() == an.Settings("slider", budget=0.8)
-    assert an.Settings("force_k", budget=0.8, k=5, no_budget_net=True).canonical() == an.Settings(
+    assert Settings("learned", budget=0.8, k=5).canonical() == Settings()
+    assert Settings("slider", budget=0.8, k=5).canonical() == Settings("slider", budget=0.8)
+    assert Settings("force_k", budget=0.8, k=5, no_budget_net=True).canonical() == Settings(
         no_budget_net=True
     )
-    assert an.Settings(head_ablation="random", seed=3).describe() == "random heads (seed 3)"
-    assert an.Settings(head_ablation="uniform").describe() == "no g_φ (first k heads)"
+    assert Settings(head_ablation="random", seed=3).describe() == "random heads (seed 3)"
+    assert Settings(head_ablation="uniform").describe() == "no g_φ (first k heads)"
 
 
 def test_overrides_change_the_analysis(bbc_budgetformer):
-    full = an.run_analysis(bbc_budgetformer, SPORT)
-    all_heads = an.run_analysis(
-        bbc_budgetformer, SPORT, an.control_for(an.Settings("slider", 1.0), full)
+    full = run_analysis(bbc_budgetformer, SPORT)
+    all_heads = run_analysis(
+        bbc_budgetformer, SPORT, control_for(Settings("slider", 1.0), full)
     )
     H = bbc_budgetformer.config.n_heads
     assert all_heads.k == [H] * len(full.k)
-    assert 1.0 < an.flops_fraction(all_heads) < 1.01  # all heads plus the tiny f_θ and g_φ
-    rows = an.comparison_rows(full, all_heads, "s = 1")
+    assert 1.0 < flops_fraction(all_heads) < 1.01  # all heads plus the tiny f_θ and g_φ
+    rows = comparison_rows(full, all_heads, "s = 1")
     changed = {r[""] for r in rows if r["changed"]}
     assert {"heads run per layer (k)", "FLOPs vs dense"} <= changed
 
 
 def test_export_record_is_complete_json(bbc_budgetformer):
-    settings = an.Settings("slider", budget=0.5)
-    full = an.run_analysis(bbc_budgetformer, SPORT)
-    control = an.control_for(settings, full)
-    current = an.run_analysis(bbc_budgetformer, SPORT, control)
+    settings = Settings("slider", budget=0.5)
+    full = run_analysis(bbc_budgetformer, SPORT)
+    control = control_for(settings, full)
+    current = run_analysis(bbc_budgetformer, SPORT, control)
     path = bbc_budgetformer.path / "model.safetensors"
-    record = an.export_record(
-        prepared=an.prepare_text(SPORT),
+    record = export_record(
+        prepared=prepare_text(SPORT),
         checkpoint_name="bbc-budgetformer",
         checkpoint_path="precomputed/checkpoints/bbc-budgetformer",
         checkpoint_sha256=file_sha256(path),
@@ -118,15 +136,15 @@ def test_export_record_is_complete_json(bbc_budgetformer):
     assert back["analysis"]["k"] == current.k and "text" not in back["analysis"]
     assert back["timing"]["latency_ms"] > 0 and back["timing"]["latency_iqr_ms"] >= 0
     assert back["machine"]["torch_version"] == torch.__version__ and back["machine"]["threads"] == 1
-    rows = an.probability_rows(bbc_budgetformer.label_names, current.probs)
+    rows = probability_rows(bbc_budgetformer.label_names, current.probs)
     assert [r["class"] for r in rows] == bbc_budgetformer.label_names
 
 
 def test_search_texts():
     texts = ["Football final", "Election news", "football again"]
-    assert an.search_texts(texts, "FOOTBALL") == [0, 2]
-    assert an.search_texts(texts, "  ") == []
-    assert an.search_texts(texts, "football", limit=1) == [0]
+    assert search_texts(texts, "FOOTBALL") == [0, 2]
+    assert search_texts(texts, "  ") == []
+    assert search_texts(texts, "football", limit=1) == [0]
 
 
 # ----------------------------------------------------------------------------- charts
@@ -219,20 +237,20 @@ def test_class_axes_are_categories():
 
 
 def test_each_method_in_its_own_words():
-    bba = an.method_of(model_config_from_dict({"variant": "bba", "default_budget": 0.5, "use_budget_net": True}))
+    bba = method_of(model_config_from_dict({"variant": "bba", "default_budget": 0.5, "use_budget_net": True}))
     assert bba.symbol == "b" and not bba.has_f and not bba.has_g
     words = " ".join([bba.budget_name, bba.own_budget, *bba.mode_labels.values(), bba.relevance_title(),
-                      bba.weight_title, bba.weight_note, an.explanation(bba, 8)])
+                      bba.weight_title, bba.weight_note, explanation(bba, 8)])
     assert "f_θ" not in words and "g_φ" not in words and "s·H·p" not in words
     assert "requested budget b" in words.lower() and "gate score z" in words
-    paper = an.method_of(model_config_from_dict({"variant": "budgetformer"}))  # older configs: the paper's weights
-    adaptive = an.method_of(model_config_from_dict({"variant": "budgetformer", "head_weighting": "gated"}))
-    assert paper.weight_title == "Head weight w = s·H·p" and "w = s·H·p" in an.explanation(paper, 8)
+    paper = method_of(model_config_from_dict({"variant": "budgetformer"}))  # older configs: the paper's weights
+    adaptive = method_of(model_config_from_dict({"variant": "budgetformer", "head_weighting": "gated"}))
+    assert paper.weight_title == "Head weight w = s·H·p" and "w = s·H·p" in explanation(paper, 8)
     assert adaptive.weight_title == "Head weight w = 1 on the heads that ran"
-    assert "w = 1" in an.explanation(adaptive, 8) and "s·H·p" not in an.explanation(adaptive, 8)
-    no_f = an.method_of(model_config_from_dict({"variant": "budgetformer", "use_budget_net": False}))
+    assert "w = 1" in explanation(adaptive, 8) and "s·H·p" not in explanation(adaptive, 8)
+    no_f = method_of(model_config_from_dict({"variant": "budgetformer", "use_budget_net": False}))
     assert no_f.mode_labels["learned"] == "fixed by its config (no f_θ)"
-    assert an.Settings(budget_mode="slider", budget=0.3).describe("b") == "b = 0.30"
+    assert Settings(budget_mode="slider", budget=0.3).describe("b") == "b = 0.30"
 
 
 def test_bba_dynamics_story():
@@ -240,11 +258,11 @@ def test_bba_dynamics_story():
         {"epoch": 1, "val_accuracy": 0.5, "val_mean_heads_fraction": 0.5},
         {"epoch": 2, "val_accuracy": 0.9, "val_mean_heads_fraction": 0.5},
     ])  # fmt: skip
-    story = an.bba_dynamics_story(frame, {"budget_min": 0.1, "structural_from": 0.7}, ModelConfig(variant="bba"))
+    story = bba_dynamics_story(frame, {"budget_min": 0.1, "structural_from": 0.7}, ModelConfig(variant="bba"))
     assert "drawn uniformly in [0.1, 1]" in story and "first 70%" in story
     assert "soft gate" in story and "hard-gate adaptation" in story and "50.0% to 90.0%" in story
     assert "β" not in story and "band" not in story
-    fixed = an.bba_dynamics_story(frame, {"train_budget": 0.25}, ModelConfig(variant="bba"))
+    fixed = bba_dynamics_story(frame, {"train_budget": 0.25}, ModelConfig(variant="bba"))
     assert "fixed budget b = 0.25" in fixed
 
 
@@ -269,15 +287,15 @@ def test_bar_charts():
 
 
 def test_a_deep_models_per_layer_card_shows_the_range_and_lists_every_layer_in_its_help():
-    assert an.per_layer_value(["0.43", "0.36"]) == ("0.43 / 0.36", None)
-    assert an.per_layer_value(["5", "4", "10", "5", "5", "4"]) == ("4–10", "Per layer: 5 / 4 / 10 / 5 / 5 / 4")
-    assert an.per_layer_value(["5"] * 6) == ("5", "Per layer: 5 / 5 / 5 / 5 / 5 / 5")
+    assert per_layer_value(["0.43", "0.36"]) == ("0.43 / 0.36", None)
+    assert per_layer_value(["5", "4", "10", "5", "5", "4"]) == ("4–10", "Per layer: 5 / 4 / 10 / 5 / 5 / 4")
+    assert per_layer_value(["5"] * 6) == ("5", "Per layer: 5 / 5 / 5 / 5 / 5 / 5")
 
 
 def test_metric_cards(bbc_budgetformer, dense):
-    full = an.run_analysis(bbc_budgetformer, SPORT)
-    cards = an.metric_cards(full, speed.time_input(bbc_budgetformer, SPORT, None, ("bbc-dense", dense)),
-                            an.Settings(), 8)
+    full = run_analysis(bbc_budgetformer, SPORT)
+    cards = metric_cards(full, speed.time_input(bbc_budgetformer, SPORT, None, ("bbc-dense", dense)),
+                            Settings(), 8)
     assert [c.label for c in cards] == [
         "Prediction",
         "Budget s per layer",
@@ -289,29 +307,29 @@ def test_metric_cards(bbc_budgetformer, dense):
     assert cards[2].value == " / ".join(str(k) for k in full.k)
     assert cards[4].value.endswith(" ms") and cards[4].note.startswith("vs bbc-dense: ")
     assert "× live" in cards[4].note and "same rounds" in cards[4].help
-    d = an.run_analysis(dense, SPORT)
-    dense_cards = an.metric_cards(d, None, an.Settings(), 8)
+    d = run_analysis(dense, SPORT)
+    dense_cards = metric_cards(d, None, Settings(), 8)
     assert dense_cards[1].note == "dense: every head" and dense_cards[3].value == "100%"
     assert dense_cards[4].value == "—"
-    bba = an.method_of(model_config_from_dict({"variant": "bba", "default_budget": 0.5}))
-    bba_cards = an.metric_cards(full, None, an.Settings(budget_mode="slider", budget=0.25), 8, bba)
+    bba = method_of(model_config_from_dict({"variant": "bba", "default_budget": 0.5}))
+    bba_cards = metric_cards(full, None, Settings(budget_mode="slider", budget=0.25), 8, bba)
     assert bba_cards[1].label == "Requested budget b per layer" and bba_cards[1].note == "requested: b = 0.25"
 
 
 def test_comparison_rows_tell_prediction_and_confidence_apart(bbc_budgetformer):
-    full = an.run_analysis(bbc_budgetformer, SPORT)
-    same = an.run_analysis(bbc_budgetformer, SPORT, an.control_for(an.Settings(budget_mode="slider", budget=1.0), 0.3))
-    rows = {r[""]: r for r in an.comparison_rows(full, same, "s = 1")}
+    full = run_analysis(bbc_budgetformer, SPORT)
+    same = run_analysis(bbc_budgetformer, SPORT, control_for(Settings(budget_mode="slider", budget=1.0), 0.3))
+    rows = {r[""]: r for r in comparison_rows(full, same, "s = 1")}
     assert rows["prediction"]["changed"] == ("" if same.label == full.label else "yes")
     moved = f"{max(full.probs):.1%}" != f"{max(same.probs):.1%}"
     assert rows["confidence"]["changed"] == ("yes" if moved else "")
-    assert "budget b per layer" in {r[""] for r in an.comparison_rows(full, same, "b", "b")}
-    assert an.same_run(full, full) and not an.same_run(full, same)
+    assert "budget b per layer" in {r[""] for r in comparison_rows(full, same, "b", "b")}
+    assert same_run(full, full) and not same_run(full, same)
 
 
 def test_unknown_share():
-    assert an.unknown_share([]) == 0.0
-    assert an.unknown_share(["[UNK]", "a", "[UNK]", "b"]) == 0.5
+    assert unknown_share([]) == 0.0
+    assert unknown_share(["[UNK]", "a", "[UNK]", "b"]) == 0.5
 
 
 # ----------------------------------------------------------------------------- other pages
@@ -592,7 +610,7 @@ def test_a_map_selection_names_its_rows_and_the_listing_links_them():
     assert examples.selected_rows(points) == [1, 3]
     assert examples.selected_rows([]) == []
     table = fake_table(("<b>a</b>", "b", "c", "d"))
-    links = [an.explore_link("bbc-bba", i, an.Settings(budget_mode="slider", budget=0.25), an.Method("bba"))
+    links = [explore_link("bbc-bba", i, Settings(budget_mode="slider", budget=0.25), Method("bba"))
              for i in (3, 0)]
     shown = examples.input_listing(table, [3, 0], links, {"p": [0.9, 0.1]})
     assert shown["index"].tolist() == [3, 0] and shown["true"].tolist() == ["z", "x"]

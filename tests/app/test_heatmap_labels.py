@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import charts
-from app.analysis import run_analysis
+from app.explore_page import run_analysis
 from app.head_cells import TIE, tied_at_cut
 from app.state import available_models
 from budgetformer_core.checkpoint import load_checkpoint

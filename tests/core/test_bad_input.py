@@ -437,7 +437,7 @@ def test_api(ws, tmp_path, case):
 # --------------------------------------------------------------------------- the app
 
 def test_app_cuts_at_the_one_limit():
-    from app.analysis import prepare_text
+    from app.explore_page import prepare_text
 
     for text, kept, cut in [("x" * (MAX_CHARS + 5), MAX_CHARS, True), ("x" * MAX_CHARS, MAX_CHARS, False),
                             (None, 0, False), ("", 0, False)]:
@@ -518,7 +518,8 @@ HOSTILE_LINKS = {  # query parameters → the link value that falls back to its 
 
 @pytest.mark.parametrize("name", list(HOSTILE_LINKS))
 def test_link_reader_falls_back_on_hostile_numbers(name):
-    from app.analysis import LinkView, Method, read_link
+    from app.links import LinkView, read_link
+    from app.method import Method
 
     params, field, message = HOSTILE_LINKS[name]
     view, notes = read_link(params, Method(), n_heads=8, n_texts=100)
@@ -529,7 +530,8 @@ def test_link_reader_falls_back_on_hostile_numbers(name):
 
 
 def test_link_reader_says_when_it_cuts_a_long_text():
-    from app.analysis import LINK_TEXT_READ, Method, read_link
+    from app.links import LINK_TEXT_READ, read_link
+    from app.method import Method
 
     text = "w" * (LINK_TEXT_READ + 500)
     view, [note] = read_link({"text": text}, Method(), 8, None)
@@ -649,7 +651,7 @@ def test_a_checkpoint_replaced_while_read_says_so(ws, tmp_path):
 def test_the_upload_limit_is_the_batch_pages():
     import tomllib
 
-    from app.analysis import BATCH_MAX_BYTES, BATCH_MAX_MB
+    from app.batch_page import BATCH_MAX_BYTES, BATCH_MAX_MB
 
     config = tomllib.loads((Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml").read_text())
     assert config["server"]["maxUploadSize"] == BATCH_MAX_MB  # MB: Streamlit's unit
