@@ -42,8 +42,9 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
 
 def show_chart(where, figure, key: str, **selection):
     """Draw a plotly figure in ``where`` (``st`` or a column) in its own look
-    (:data:`app.charts.TEMPLATE`), not restyled by Streamlit's theme in the browser; ``selection``
-    (``on_select``, ``selection_mode``) makes it selectable, and the selection event is returned."""
+    (:data:`app.charts.style.TEMPLATE`), not restyled by Streamlit's theme in the browser;
+    ``selection`` (``on_select``, ``selection_mode``) makes it selectable, and the selection event is
+    returned."""
     return where.plotly_chart(figure, key=key, theme=None, **selection)
 
 

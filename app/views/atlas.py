@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import charts
+from app.charts import atlas as charts
 from app.components import md_escape, per_example_or_stop, show_chart
 from app.examples import LISTED, input_listing, selected_rows
 from app.links import BUDGET_STEPS, explore_link

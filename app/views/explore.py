@@ -12,7 +12,9 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from app import charts
+from app.charts.explore import ATTENTION_TOKENS, attention_heatmap, budget_bars, probabilities_bar, selection_diff
+from app.charts.heads import head_heatmap, relevance_zmax
+from app.charts.style import LIGHT
 from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker, show_chart
 from app.explore_page import (
     UNKNOWN_WARN,
@@ -349,7 +351,7 @@ changed = not settings.is_full_model and not same_run(full, a)
 read = tokens_read(ckpt, prepared.text)
 unknown = unknown_share(read)
 cards = metric_cards(a, timing, settings, H, method, precomputed_speed(name, settings.canonical(), sym))
-relevance_zmax = charts.relevance_zmax([a.relevance, full.relevance], H)  # one scale for both runs
+relevance_top = relevance_zmax([a.relevance, full.relevance], H)  # one scale for both runs
 
 # ----------------------------------------------------------------------------- results
 with right:
@@ -385,11 +387,11 @@ with right:
     if budgeted:
         show_chart(
             st,
-            charts.head_heatmap(
+            head_heatmap(
                 a.relevance,
                 a.selected_heads,
                 method.relevance_title(settings.head_ablation),
-                zmax=relevance_zmax,
+                zmax=relevance_top,
                 colorbar_title=method.relevance_symbol,
                 unrun_values=True,
                 cut=method.chosen_by_relevance(settings.head_ablation),
@@ -399,11 +401,11 @@ with right:
     else:
         show_chart(
             st,
-            charts.head_heatmap(
+            head_heatmap(
                 a.head_weights,
                 a.selected_heads,
                 method.weight_title,
-                colorscale=charts.LIGHT,
+                colorscale=LIGHT,
                 zmax=1.0,
                 colorbar_title="w",
             ),
@@ -422,17 +424,17 @@ if a.truncated or prepared.cut:  # said beside the text itself
 st.caption(f"The model read {a.n_tokens} tokens.")
 
 c1, c2 = st.columns(2, gap="large")
-show_chart(c1, charts.probabilities_bar(ckpt.label_names, a.probs), key="chart_probs")
+show_chart(c1, probabilities_bar(ckpt.label_names, a.probs), key="chart_probs")
 if budgeted:
     show_chart(
         c2,
-        charts.budget_bars(a.budget, a.k, H, reference=full.budget if changed else None, symbol=sym),
+        budget_bars(a.budget, a.k, H, reference=full.budget if changed else None, symbol=sym),
         key="chart_budget",
     )
     c3, _ = st.columns([3, 2], gap="large")  # wide enough for a number in each head's cell
     show_chart(
         c3,
-        charts.head_heatmap(
+        head_heatmap(
             a.head_weights,
             a.selected_heads,
             method.weight_title,
@@ -469,7 +471,7 @@ if changed:
     d1.table(pd.DataFrame(comparison_rows(full, a, "this setting", sym)).set_index(""))
     show_chart(
         d2,
-        charts.selection_diff(full.selected_heads, a.selected_heads, H), key="chart_diff"
+        selection_diff(full.selected_heads, a.selected_heads, H), key="chart_diff"
     )
 
 # ----------------------------------------------------------------------------- why this budget
@@ -568,16 +570,16 @@ if budgeted and st.toggle(
         attention_record = {"layer": att_layer, "head": att_head, "tokens": shown,
                             "rows": [[round(float(p), 6) for p in row] for row in probs]}
         start = 0
-        if len(shown) > charts.ATTENTION_TOKENS:
+        if len(shown) > ATTENTION_TOKENS:
             start = int(
                 st.number_input(
-                    f"First token shown (of {len(shown)}; {charts.ATTENTION_TOKENS} at a time)",
-                    0, len(shown) - 1, 0, charts.ATTENTION_TOKENS // 2, key="att_start",
+                    f"First token shown (of {len(shown)}; {ATTENTION_TOKENS} at a time)",
+                    0, len(shown) - 1, 0, ATTENTION_TOKENS // 2, key="att_start",
                 )
             )
         show_chart(
             st,
-            charts.attention_heatmap(
+            attention_heatmap(
                 probs, shown, f"Attention of layer {att_layer}, head {att_head} on this input", start
             ),
             key="chart_attention",

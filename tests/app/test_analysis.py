@@ -1,5 +1,5 @@
-"""The pages' pure logic (app/analysis.py, examples.py, history.py, results.py) and charts (app/charts.py),
-without Streamlit."""
+"""The pages' pure logic (app/explore_page.py, settings.py, links.py, examples.py, history.py, results.py) and
+charts (app/charts/), without Streamlit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from app import charts, components, examples, history, results, speed
+from app import components, examples, history, results, speed
+from app.charts.dynamics import epoch_lines, training_budget
+from app.charts.easy_hard import budget_by_class, budget_histogram, budget_scatter, k_by_need, k_histograms
+from app.charts.errors import confusion_heatmap
+from app.charts.explore import budget_bars, probabilities_bar, selection_diff
+from app.charts.heads import NOT_RUN, head_heatmap, head_heatmaps, relevance_zmax
+from app.charts.style import ACCENT
+from app.charts.sweep import model_bars
 from app.examples import search_texts
 from app.explore_page import (
     comparison_rows,
@@ -152,11 +159,11 @@ def test_search_texts():
 
 def test_head_heatmap_marks_the_heads_that_ran():
     values = [[0.1, 0.6, 0.2, 0.1], [0.25, 0.25, 0.25, 0.25]]
-    fig = charts.head_heatmap(values, [[1, 2], [0]], "p", colorbar_title="p")
+    fig = head_heatmap(values, [[1, 2], [0]], "p", colorbar_title="p")
     heat, grey, ran_key, not_run_key = fig.data
     # the legend beside the map: what ★ and the grey cells are; those two traces draw nothing
     assert (ran_key.name, not_run_key.name) == ("head ran (its p)", "not computed")
-    assert ran_key.marker.symbol == "star" and not_run_key.marker.color == charts.NOT_RUN
+    assert ran_key.marker.symbol == "star" and not_run_key.marker.color == NOT_RUN
     assert list(ran_key.x) == [None] and fig.layout.showlegend
     assert len(heat.z) == 2 and len(heat.z[0]) == 4
     stars = [[cell.startswith("★") for cell in row] for row in heat.text]
@@ -164,17 +171,17 @@ def test_head_heatmap_marks_the_heads_that_ran():
     # the heads that did not run: no colour of the scale, grey, "—"
     assert [list(r) for r in heat.z] == [[None, 0.6, 0.2, None], [0.25, None, None, None]]
     assert [list(r) for r in grey.text] == [["—", "", "", "—"], ["", "—", "—", "—"]]
-    assert not grey.showscale and {c for _, c in grey.colorscale} == {charts.NOT_RUN}
+    assert not grey.showscale and {c for _, c in grey.colorscale} == {NOT_RUN}
     assert heat.zmax == pytest.approx(0.6)  # the largest value of a head that ran
     assert heat.colorbar.title.text == "p"
     assert fig.layout.xaxis.title.text == "head" and fig.layout.yaxis.title.text == "layer"
-    with_values = charts.head_heatmap(values, [[1, 2], [0]], "p", unrun_values=True, zmax=1.0)
+    with_values = head_heatmap(values, [[1, 2], [0]], "p", unrun_values=True, zmax=1.0)
     assert list(with_values.data[1].text[0]) == ["(0.10)", "", "", "(0.10)"]
     assert with_values.data[3].name == "not computed (value in brackets)"
     assert with_values.data[0].zmax == 1.0
     # 12 heads a layer (MiniLM): cells too narrow for numbers, ★ and "—" alone, the values on hover
     wide = [[0.05 + 0.01 * h for h in range(12)]]
-    heat, grey, ran_key, not_run_key = charts.head_heatmap(wide, [[0, 11]], "p", colorbar_title="p",
+    heat, grey, ran_key, not_run_key = head_heatmap(wide, [[0, 11]], "p", colorbar_title="p",
                                                            unrun_values=True).data
     assert list(heat.text[0]) == ["★"] + [""] * 10 + ["★"] and heat.z[0][11] == pytest.approx(0.16)
     assert list(grey.text[0]) == [""] + ["—"] * 10 + [""] and "p = 0.160 (ran)" in heat.customdata[0][11]
@@ -183,7 +190,7 @@ def test_head_heatmap_marks_the_heads_that_ran():
 
 def test_head_heatmaps_put_several_maps_on_one_colour_scale():
     a, b = [[0.1, 0.6, 0.2, 0.1]], [[0.3, 0.3, 0.2, 0.2]]
-    fig = charts.head_heatmaps([(a, [[1, 2]], "A: #1"), (b, [[0]], "B: #2")], "p", colorbar_title="p")
+    fig = head_heatmaps([(a, [[1, 2]], "A: #1"), (b, [[0]], "B: #2")], "p", colorbar_title="p")
     ran_a, grey_a, ran_b, grey_b, *legend = fig.data
     assert [t.name for t in legend] == ["head ran (its p)", "not computed"]
     assert (ran_a.xaxis, ran_b.xaxis, grey_b.yaxis) == ("x", "x2", "y2")
@@ -194,7 +201,7 @@ def test_head_heatmaps_put_several_maps_on_one_colour_scale():
     assert fig.layout.xaxis.domain[1] < fig.layout.xaxis2.domain[0]  # side by side, not overlapping
     assert fig.layout.yaxis2.matches == "y" and fig.layout.yaxis2.title.text == "layer"
     # one map is head_heatmap's figure
-    assert charts.head_heatmap(a, [[1, 2]], "p").data[0].z == charts.head_heatmaps([(a, [[1, 2]], "")], "p").data[0].z
+    assert head_heatmap(a, [[1, 2]], "p").data[0].z == head_heatmaps([(a, [[1, 2]], "")], "p").data[0].z
 
 
 def test_html_table_shows_markup_as_text_and_formats_numbers():
@@ -212,20 +219,20 @@ def test_html_table_shows_markup_as_text_and_formats_numbers():
 
 def test_relevance_colour_scale_is_shared_and_uniform_p_is_not_the_darkest():
     uniform = [[0.125] * 8]
-    assert charts.relevance_zmax([uniform], 8) == pytest.approx(0.25)  # 1/H: half the scale
+    assert relevance_zmax([uniform], 8) == pytest.approx(0.25)  # 1/H: half the scale
     peaked = [[0.9] + [0.1 / 7] * 7]
-    assert charts.relevance_zmax([uniform, peaked], 8) == pytest.approx(0.9)  # one scale for both
+    assert relevance_zmax([uniform, peaked], 8) == pytest.approx(0.9)  # one scale for both
 
 
 def test_class_axes_are_categories():
     labels = ["00", "10", "01", "11"]  # the synthetic task's classes look like numbers
-    bars = charts.probabilities_bar(labels, [0.1, 0.2, 0.3, 0.4])
+    bars = probabilities_bar(labels, [0.1, 0.2, 0.3, 0.4])
     assert bars.layout.yaxis.type == "category" and list(bars.data[0].y) == labels
-    cm = charts.confusion_heatmap([[1] * 4] * 4, labels)
+    cm = confusion_heatmap([[1] * 4] * 4, labels)
     assert cm.layout.xaxis.type == cm.layout.yaxis.type == "category"
     assert list(cm.data[0].x) == list(cm.data[0].y) == labels
     assert cm.layout.xaxis.title.text == "predicted" and cm.data[0].colorbar.title.text == "texts"
-    box = charts.budget_by_class(["00", "11", "00"], [0.1, 0.2, 0.3], labels)
+    box = budget_by_class(["00", "11", "00"], [0.1, 0.2, 0.3], labels)
     assert box.layout.xaxis.type == "category" and list(box.layout.xaxis.categoryarray) == labels
     assert [t.x0 for t in box.data] == labels
     # the statistics, computed here: the browser gets five numbers per class, not its values
@@ -233,7 +240,7 @@ def test_class_axes_are_categories():
     assert stats[0] == [[0.1], [0.15], [pytest.approx(0.2)], [0.25], [0.3]] and stats[3] == [[0.2]] * 5
     assert stats[1] == stats[2] == [[]] * 5 and all(t.y is None for t in box.data)
     with pytest.raises(ValueError, match="2 classes for 3 budgets"):
-        charts.budget_by_class(["00", "11"], [0.1, 0.2, 0.3], labels)
+        budget_by_class(["00", "11"], [0.1, 0.2, 0.3], labels)
 
 
 def test_each_method_in_its_own_words():
@@ -267,20 +274,20 @@ def test_bba_dynamics_story():
 
 
 def test_selection_diff_codes():
-    fig = charts.selection_diff([[0, 1]], [[1, 2]], 4)
+    fig = selection_diff([[0, 1]], [[1, 2]], 4)
     assert [list(r) for r in fig.data[0].z] == [[1, 3, 2, 0]]  # full only, both, new only, neither
 
 
 def test_bar_charts():
-    fig = charts.probabilities_bar(["a", "b", "c"], [0.2, 0.7, 0.1])
-    assert list(fig.data[0].marker.color).count(charts.ACCENT) == 1
-    assert fig.data[0].marker.color[1] == charts.ACCENT
-    assert len(charts.budget_bars([0.4, 0.3], [3, 2], 8).data) == 1
-    with_ref = charts.budget_bars([0.5, 0.5], [4, 4], 8, reference=[0.4, 0.3])
+    fig = probabilities_bar(["a", "b", "c"], [0.2, 0.7, 0.1])
+    assert list(fig.data[0].marker.color).count(ACCENT) == 1
+    assert fig.data[0].marker.color[1] == ACCENT
+    assert len(budget_bars([0.4, 0.3], [3, 2], 8).data) == 1
+    with_ref = budget_bars([0.5, 0.5], [4, 4], 8, reference=[0.4, 0.3])
     assert len(with_ref.data) == 2 and "full model" in with_ref.layout.title.text
-    one = charts.model_bars(["full", "dense"], {"accuracy": [0.984, float("nan")]}, "t", "y")
+    one = model_bars(["full", "dense"], {"accuracy": [0.984, float("nan")]}, "t", "y")
     assert list(one.data[0].text) == ["0.984", ""] and one.data[0].textangle == 0
-    pair = charts.model_bars(["full", "dense"], {"accuracy": [0.98, 0.97], "macro-F1": [0.98, 0.97]}, "t", "y")
+    pair = model_bars(["full", "dense"], {"accuracy": [0.98, 0.97], "macro-F1": [0.98, 0.97]}, "t", "y")
     assert all(bar.textangle == -90 for bar in pair.data)  # side by side labels stand up
     assert pair.layout.uniformtext.minsize == 12 and pair.layout.uniformtext.mode == "hide"  # never tiny
     assert fig.layout.xaxis.range[1] > 1.3  # room for the label of a bar at 100%
@@ -420,19 +427,19 @@ def test_history_frame_and_story():
 
 def test_page_charts():
     curves = [[0.5, 0.4], [0.5, 0.2]]
-    fig = charts.training_budget([1, 2], curves, curves, 0.1, 0.45)
+    fig = training_budget([1, 2], curves, curves, 0.1, 0.45)
     assert len(fig.data) == 1 + 2 + 2 and fig.data[0].fill == "toself"
-    assert len(charts.training_budget([1, 2], [], [[0.5, 0.4]]).data) == 1  # no band, no train
-    lines = charts.epoch_lines([1, 2], {"a": [1.0, -1.0]}, "t", "y", log_y=True, reference={"r": 1})
+    assert len(training_budget([1, 2], [], [[0.5, 0.4]]).data) == 1  # no band, no train
+    lines = epoch_lines([1, 2], {"a": [1.0, -1.0]}, "t", "y", log_y=True, reference={"r": 1})
     assert list(lines.data[0].y) == [1.0, None] and len(lines.data) == 2  # ≤ 0: not on a log axis
     # a legend of three entries takes two rows of two, and the top margin holds both under the title
-    three = charts.epoch_lines([1, 2], {"total": [1, 2], "task": [1, 2], "budget": [1, 2]}, "Loss terms", "y")
+    three = epoch_lines([1, 2], {"total": [1, 2], "task": [1, 2], "budget": [1, 2]}, "Loss terms", "y")
     assert three.layout.legend.entrywidth == 0.5 and three.layout.legend.entrywidthmode == "fraction"
     assert three.layout.margin.t == 50 + 24 * 2 > lines.layout.margin.t == 50 + 24
-    cm = charts.confusion_heatmap([[1, 2], [0, 3]], ["x", "y"])
+    cm = confusion_heatmap([[1, 2], [0, 3]], ["x", "y"])
     assert [list(r) for r in cm.data[0].z] == [[1, 2], [0, 3]] and list(cm.data[0].y) == ["x", "y"]
     panels = [("entropy", [1, 2, 3], False), ("loss", [0.1, 1, 10], True)]
-    sc = charts.budget_scatter(panels, [0.1, 0.2, 0.3], [True, False, True], "abc", "t")
+    sc = budget_scatter(panels, [0.1, 0.2, 0.3], [True, False, True], "abc", "t")
     # one figure, WebGL; per panel the smaller group first (beneath), both translucent
     assert [t.name for t in sc.data] == ["misclassified", "correct"] * 2 and list(sc.data[0].text) == ["b"]
     assert [len(t.x) for t in sc.data] == [1, 2, 1, 2] and {t.type for t in sc.data} == {"scattergl"}
@@ -440,15 +447,15 @@ def test_page_charts():
     assert all(0 < t.marker.opacity < 1 for t in sc.data) and [t.showlegend for t in sc.data] == [1, 1, 0, 0]
     assert (sc.layout.xaxis.title.text, sc.layout.xaxis2.title.text) == ("entropy", "loss")
     assert sc.layout.xaxis2.type == "log" and sc.layout.xaxis.domain[1] < sc.layout.xaxis2.domain[0]
-    mostly_wrong = charts.budget_scatter(panels, [0.1, 0.2, 0.3], [False, True, False], "abc", "t")
+    mostly_wrong = budget_scatter(panels, [0.1, 0.2, 0.3], [False, True, False], "abc", "t")
     assert [t.name for t in mostly_wrong.data][:2] == ["correct", "misclassified"]
     assert sc.layout.yaxis.title.text == "mean budget s"
-    bba = charts.budget_scatter(panels[:1], [0.5, 0.5, 0.5], [True] * 3, "abc", "t", symbol="b")
+    bba = budget_scatter(panels[:1], [0.5, 0.5, 0.5], [True] * 3, "abc", "t", symbol="b")
     assert bba.layout.yaxis.title.text == "mean budget b"
     # more inputs than it draws as points: each group's density as contour lines, log x binned in log10
     n, ok = 50, [i % 5 != 0 for i in range(50)]
     many = [("x", [i + 1 for i in range(n)], False), ("loss", [10.0 ** -(i / 10) for i in range(n)], True)]
-    dense = charts.budget_scatter(many, [i / n for i in range(n)], ok, [str(i) for i in range(n)], "t", max_points=20)
+    dense = budget_scatter(many, [i / n for i in range(n)], ok, [str(i) for i in range(n)], "t", max_points=20)
     assert {t.type for t in dense.data} == {"contour"}
     assert [t.name for t in dense.data] == ["misclassified", "correct"] * 2
     assert [int(np.asarray(t.text, dtype=int).sum()) for t in dense.data] == [10, 40] * 2  # each input once a panel
@@ -458,12 +465,12 @@ def test_page_charts():
     assert len(levels) == 1 and not dense.data[0].autocontour  # both groups of a panel on one scale
     assert dense.layout.xaxis2.type == "linear" and dense.layout.xaxis2.title.text == "loss (log10)"
     assert min(dense.data[2].x) > -4.9 - 0.1 and max(dense.data[2].x) < 0.1  # bins of log10 of 10^-(i/10)
-    box = charts.budget_by_class(["x", "y", "x"], [0.1, 0.2, 0.3], ["x", "y"])
+    box = budget_by_class(["x", "y", "x"], [0.1, 0.2, 0.3], ["x", "y"])
     assert [list(t.median) for t in box.data] == [[pytest.approx(0.2)], [0.2]]
-    hist = charts.budget_histogram([0.3, 0.4, 0.4], 0.1, 0.9, bins=5)  # binned here: bars of counts
+    hist = budget_histogram([0.3, 0.4, 0.4], 0.1, 0.9, bins=5)  # binned here: bars of counts
     assert hist.layout.shapes[0].x0 == 0.1 and list(hist.data[0].y) == [1, 0, 0, 0, 2]
     assert hist.data[0].x[0] == pytest.approx(0.31) and sum(hist.data[0].width) == pytest.approx(0.1)
-    assert list(charts.budget_histogram([0.5, 0.5]).data[0].y)[15] == 2  # one value: a narrow range around it
+    assert list(budget_histogram([0.5, 0.5]).data[0].y)[15] == 2  # one value: a narrow range around it
     lo, hi = hist.layout.xaxis.range  # the data's range, not the band's
     assert 0.25 < lo < 0.3 and 0.4 < hi < 0.45
 
@@ -555,7 +562,7 @@ def test_k_histogram_frame_and_chart():
     assert frame["share"].tolist() == [0.75, 0.0, 0.25, 0.0, 1.0, 0.0]
     assert examples.k_histogram_frame([]).empty
     panels = [(layer, part["k"], part["inputs"]) for layer, part in frame.groupby("layer")]
-    spec = charts.k_histograms(panels).to_plotly_json()  # one figure, a panel per layer
+    spec = k_histograms(panels).to_plotly_json()  # one figure, a panel per layer
     assert spec["layout"]["xaxis"]["type"] == spec["layout"]["xaxis2"]["type"] == "category"
     assert [list(t["x"]) for t in spec["data"]] == [["2", "3", "4"]] * 2
     assert [t["xaxis"] for t in spec["data"]] == ["x", "x2"]
@@ -576,7 +583,7 @@ def test_k_by_need_and_the_adaptivity_notes():
                                        "mean_k": [1.5, 2.0, 3.5, 4.0], "inputs": [2, 2, 2, 2]}  # fmt: skip
     with pytest.raises(ValueError):
         examples.k_by_need(table, [1, 2])
-    spec = charts.k_by_need([1, 2], {"layer 0": [1.5, 3.5], "layer 1": [2.0, 4.0]}).to_plotly_json()
+    spec = k_by_need([1, 2], {"layer 0": [1.5, 3.5], "layer 1": [2.0, 4.0]}).to_plotly_json()
     assert spec["layout"]["xaxis"]["type"] == "category" and [t["name"] for t in spec["data"]][-1] == "k = n"
 
     figures = examples.adaptivity_figures(table, 4, table.assign(loss=[0.1, 0.2, 0.3, 0.4]), [1, 2, 4, 4])

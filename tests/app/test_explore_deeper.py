@@ -175,11 +175,11 @@ def test_link_parameters_round_trip():
 
 
 def test_tokens_written_like_markup_stay_text():
-    from app import charts
+    from app.charts.explore import attention_heatmap
 
     tokens = ["<script>", "alert", "</script>", "<b>x</b>"]
     body = attribution_html(tokens, [0.1, -0.2, 0.0, 0.05], 0.2)
     assert "<script>" not in body and "<b>" not in body and body.count("&lt;script&gt;") == 2  # text and tooltip
-    spec = charts.attention_heatmap([[0.25] * 4] * 4, tokens, "t").to_dict()
+    spec = attention_heatmap([[0.25] * 4] * 4, tokens, "t").to_dict()
     assert spec["layout"]["yaxis"]["ticktext"][0] == "&lt;script&gt; ·0"  # plotly shows the entity as "<"
     assert all("<" not in label for label in spec["layout"]["xaxis"]["ticktext"])

@@ -584,14 +584,16 @@ def test_csv_exports_neutralise_formulas_and_keep_rows():
 
 
 def test_class_names_are_text_in_charts():
-    from app import charts
+    from app.charts.easy_hard import budget_by_class
+    from app.charts.errors import confusion_heatmap
+    from app.charts.explore import probabilities_bar
 
     names = ["<b>bold</b>", "<a href='https://x'>link</a>", "R&D", "plain"]
-    bar = charts.probabilities_bar(names, [0.1, 0.2, 0.3, 0.4]).to_dict()["data"][0]
+    bar = probabilities_bar(names, [0.1, 0.2, 0.3, 0.4]).to_dict()["data"][0]
     assert list(bar["y"]) == ["&lt;b&gt;bold&lt;/b&gt;", "&lt;a href='https://x'&gt;link&lt;/a&gt;", "R&amp;D", "plain"]
-    confusion = charts.confusion_heatmap([[1] * 4] * 4, names).to_dict()["data"][0]
+    confusion = confusion_heatmap([[1] * 4] * 4, names).to_dict()["data"][0]
     assert list(confusion["x"]) == list(confusion["y"]) == list(bar["y"])
-    boxes = charts.budget_by_class(names, [0.5] * 4, names).to_dict()
+    boxes = budget_by_class(names, [0.5] * 4, names).to_dict()
     assert all("<" not in str(b["x0"]) + str(b["name"]) for b in boxes["data"])
 
 
