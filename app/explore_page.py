@@ -20,6 +20,8 @@ from app.method import Method, is_budgeted
 from app.settings import Settings, control_for
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from app.speed import LiveSpeed
@@ -30,6 +32,40 @@ if TYPE_CHECKING:
 
 
 # --------------------------------------------------------------------------- input
+
+
+DEFAULT_TEXT = (
+    "The striker scored twice in the second half as the champions came from behind to win the "
+    "cup final, and the manager praised his players after the match."
+)
+"""The text a session on the BBC models starts from."""
+
+
+def starting_sample(dataset: str, samples, picked: tuple[str, int] | None) -> tuple[str, tuple[str, int] | None] | None:
+    """The text a session (or a switch to ``dataset``) starts from and its test sample: the
+    football sentence on BBC, test text #0 of another dataset whose texts are here; None to keep
+    the text box as it is (``picked``, the session's test sample, is one of ``dataset``'s, or there
+    are no texts)."""
+    if picked and picked[0] == dataset:  # opened from another page with one of its texts
+        return None
+    if dataset == "bbc":
+        return DEFAULT_TEXT, None
+    return None if samples is None or not samples.texts else (samples.texts[0], (dataset, 0))
+
+
+def text_help(method: Method) -> str:
+    """The help of the text box, in the model's own terms."""
+    return (
+        "Type a text or pick one from the test set: the model's prediction, "
+        + (
+            "the heads each layer runs for the budget b you request (its gates choose which) "
+            if method.is_bba
+            else "the share of heads each layer spends on it (the budget s) and which heads ran "
+            if not method.is_dense
+            else "and how a dense model spends its heads (all of them) "
+        )
+        + "and the cost next to the dense model."
+    )
 
 
 @dataclass(frozen=True)
@@ -211,6 +247,65 @@ UNKNOWN_WARN = 0.3
 """Above this share of unknown tokens the page warns that the text is not what the model knows."""
 
 
+def why_s_moves(full: Analysis, current: Analysis, settings: Settings) -> str | None:
+    """Why s moves with g_φ off although f_θ still predicts it (a line naming the layers whose s
+    moved, as written to two digits), or None when that does not apply."""
+    moved = [layer for layer in range(1, len(current.budget))
+             if f"{current.budget[layer]:.2f}" != f"{full.budget[layer]:.2f}"]
+    if not (settings.head_ablation and settings.budget_mode == "learned" and not settings.no_budget_net and moved):
+        return None
+    return (
+        "Why s moves without g_φ: f_θ still predicts s, but from each layer's input, and the layers "
+        "before it now run other heads, so that input is another one — "
+        + "; ".join(f"layer {layer}: s {full.budget[layer]:.2f} → {current.budget[layer]:.2f}" for layer in moved)
+        + "."
+    )
+
+
+def explain_help(is_bba: bool) -> str:
+    """The help of the "Why this budget?" switch (bba: of "What the gates depend on")."""
+    return (
+        "Each token is left out in turn (masked as padding is) and the model run again: its number "
+        + (
+            "is how much the gate margin — the mean gate score of the heads that ran at this b minus "
+            "that of the others — falls without it. The requested b itself comes from you, not the text."
+            if is_bba
+            else "is how much s falls without it (positive: the token raised s, asking for more heads)."
+        )
+        + " One forward pass per token (longer texts: per span of tokens), computed when asked."
+    )
+
+
+def attribution_caption(what: str, zmax: float, span: int) -> str:
+    """The line under the token attributions: the colours, their scale (±``zmax``) and, for a long
+    text, the ``span`` of tokens left out together."""
+    return (
+        f"Red: the token raised {what}; blue: it lowered it; one colour scale for every layer "
+        f"(±{zmax:.3g}, the largest change). Hover a token for its number."
+        + (
+            f" This text is long: tokens were left out {span} at a time, and each shows its span's number."
+            if span > 1
+            else ""
+        )
+    )
+
+
+def ran_heads_caption(layer: int, ran: list[int], n_heads: int) -> str:
+    """Which heads of ``layer`` ran (``ran``) and which were not computed."""
+    skipped = [h for h in range(n_heads) if h not in ran]
+    return (
+        f"Layer {layer} ran heads {', '.join(map(str, ran))}"
+        + (f"; not computed: {', '.join(map(str, skipped))}." if skipped else " (all of them).")
+    )
+
+
+def attention_record(layer: int, head: int, tokens: list[str], probs) -> dict:
+    """One head's attention map as the export holds it: layer, head, the tokens and the (T, T)
+    rows, rounded to 6 digits."""
+    return {"layer": layer, "head": head, "tokens": tokens,
+            "rows": [[round(float(p), 6) for p in row] for row in probs]}
+
+
 # --------------------------------------------------------------------------- cards
 
 INLINE_LAYERS = 3
@@ -331,6 +426,12 @@ def probability_rows(label_names: list[str], probs: list[float]) -> list[dict[st
 
 
 # --------------------------------------------------------------------------- export
+
+
+def shown_path(path: Path | None, root: Path) -> str:
+    """A checkpoint's folder as the export names it: relative to the project's ``root`` when
+    it lies under it."""
+    return str(path.relative_to(root)) if path and path.is_relative_to(root) else str(path)
 
 
 def analysis_record(a: Analysis) -> dict:

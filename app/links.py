@@ -202,3 +202,34 @@ def explore_link(model: str, index: int, settings: Settings, method: Method, cop
     from urllib.parse import urlencode
 
     return "./?" + urlencode(link_params(model, "", index, settings, method, copy=copy))
+
+
+def link_state(view: LinkView, n_layers: int) -> dict:
+    """The Explore page's widget values (session-state keys) that open ``view`` on a budgeted
+    model of ``n_layers`` layers: budget mode and budget, ablations, seed, the deeper views shown,
+    the forced k, the ablation's head choice and the attention's (layer, head) when the link names
+    them (an attention layer the model does not have is left as it is)."""
+    state = dict(
+        budget_mode=view.budget_mode, budget_s=view.budget, no_f=view.no_budget_net,
+        no_g=view.head_ablation is not None, head_seed=view.seed, explain_on=view.why,
+        attention_on=view.attention is not None,
+    )
+    if view.k is not None:
+        state["force_k"] = view.k
+    if view.head_ablation is not None:
+        state["head_ablation"] = view.head_ablation
+    if view.attention is not None and view.attention[0] < n_layers:
+        state.update(att_layer=view.attention[0], att_head=view.attention[1])
+    return state
+
+
+def link_caption(sampled: bool, text: str, explained: bool, budgeted: bool) -> str:
+    """The line under the Explore page's export buttons: what the page's address holds (a test
+    text when ``sampled``, the text when it fits in a link, else the settings only), and where
+    the token attribution goes once it is shown."""
+    linked = "test text" if sampled else "text" if len(text) <= LINK_TEXT_LIMIT else "settings (the text is too long)"
+    return (
+        f"The page's address holds this view (model, {linked}, budget and ablation): copy it from the "
+        "address bar to share it."
+        + ("" if explained or not budgeted else " The export holds the token attribution once shown above.")
+    )
