@@ -42,8 +42,9 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
 
 def show_chart(where, figure, key: str, **selection):
     """Draw a plotly figure in ``where`` (``st`` or a column) in its own look
-    (:data:`app.charts.TEMPLATE`), not restyled by Streamlit's theme in the browser; ``selection``
-    (``on_select``, ``selection_mode``) makes it selectable, and the selection event is returned."""
+    (:data:`app.charts.style.TEMPLATE`), not restyled by Streamlit's theme in the browser;
+    ``selection`` (``on_select``, ``selection_mode``) makes it selectable, and the selection event is
+    returned."""
     return where.plotly_chart(figure, key=key, theme=None, **selection)
 
 
@@ -103,7 +104,7 @@ def model_picker() -> str | None:
     datasets = sorted(by_dataset)
     current = st.session_state.get(MODEL_KEY, default)
     if MODEL_KEY not in st.session_state:  # a session's first run: a link may name the model and the copy
-        from app.analysis import link_model
+        from app.links import link_model
 
         current, note = link_model(st.query_params, models)
         current = current or default
@@ -245,7 +246,7 @@ def sample_picker(samples: Samples | None, dataset: str) -> None:
             key="pick_index_go",
         )
     else:
-        from app.analysis import search_texts
+        from app.examples import search_texts
 
         query = st.text_input(
             "Texts containing",

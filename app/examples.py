@@ -32,6 +32,14 @@ def readable(text: str) -> str:
     return html.unescape(restored).replace("\\", " ")
 
 
+def search_texts(texts: list[str], query: str, limit: int = 50) -> list[int]:
+    """Indices of the texts containing ``query`` (case-insensitive), at most ``limit``."""
+    q = query.strip().lower()
+    if not q:
+        return []
+    return [i for i, t in enumerate(texts) if q in t.lower()][:limit]
+
+
 def per_example_table(frame: pd.DataFrame, texts: list[str] | None, label_names: list[str]) -> pd.DataFrame:
     """The pages' table: a per-example frame plus class names and texts.
 

@@ -7,9 +7,13 @@ lists. Older or foreign histories may lack keys; they become NaN columns.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from budgetformer_core.config import ModelConfig
 
 HISTORY_SCALARS = (
     "loss",
@@ -167,3 +171,45 @@ def loss_terms(frame: pd.DataFrame, train_cfg: dict, variant: str) -> dict[str, 
     elif np.nanmax(np.abs(rest)) > 1e-9:
         terms["not recorded apart (the total minus the others)"] = rest
     return {label: values.tolist() for label, values in terms.items()}
+
+
+def bba_dynamics_story(frame, train_cfg: dict, model_cfg: ModelConfig) -> str:
+    """What a bba model's training history shows (markdown, our own words and numbers only).
+
+    bba trains on the task loss alone (no budget loss, no entropy term, no β(t)): every batch
+    requests a budget b, drawn uniformly in [budget_min, 1] (or the fixed ``train_budget``); the
+    heads are weighted by soft gates sigmoid((z − threshold) / T) on all heads until
+    ``structural_from`` of training, then only the ⌊b·H⌋ heads its gates rank highest run
+    (hard-gate adaptation). Validation runs at the model's default b.
+    """
+    fixed = train_cfg.get("train_budget") or 0
+    b_min = train_cfg.get("budget_min", 0.1)
+    drawn = (
+        f"every batch was trained at the fixed budget b = {fixed:g}"
+        if fixed
+        else f"every batch requested its own budget b, drawn uniformly in [{b_min:g}, 1]"
+    )
+    switch = train_cfg.get("structural_from", 0.7)
+    parts = [
+        f"A **bba** model learns on the task loss alone (no budget loss, no entropy term): {drawn}. "
+        f"For the first {switch:.0%} of training every head runs, weighted by a **soft gate** "
+        f"sigmoid((z − threshold) / T) of its gate score z (T = {model_cfg.gate_temperature:g}); "
+        "after that only the ⌊b·H⌋ heads its gates rank highest run (**hard-gate adaptation**), "
+        "as at inference."
+    ]
+    if train_cfg.get("freeze_gates"):
+        parts.append("Its gate scores were kept fixed (post-hoc ranking, then recovery).")
+    facts = []
+    acc = frame["val_accuracy"].to_numpy() if "val_accuracy" in frame else []
+    acc = [a for a in acc if math.isfinite(a)]
+    if len(acc) >= 2:
+        facts.append(f"the validation accuracy went from {acc[0]:.1%} to {acc[-1]:.1%}")
+    heads = [h for h in frame.get("val_mean_heads_fraction", []) if math.isfinite(h)]
+    if heads:
+        facts.append(
+            f"validation ran at the default b = {model_cfg.default_budget:g}, "
+            f"{heads[-1]:.0%} of the heads"
+        )
+    if facts:
+        parts.append("In this run " + "; ".join(facts) + ".")
+    return " ".join(parts)

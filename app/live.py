@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from app import analysis as an
-from app import speed, state
+from app import explore_page, speed, state
+from app.explore_page import explain_input, run_analysis
+from app.method import is_budgeted
+from app.settings import Settings, control_for
 from app.speed import LiveSpeed
 
 if TYPE_CHECKING:
@@ -36,7 +38,7 @@ def dense_reference(name: str) -> tuple[str, Checkpoint] | None:
         return None
 
 
-def precomputed_speed(name: str, settings: an.Settings, symbol: str = "s") -> tuple[pd.Series, str] | None:
+def precomputed_speed(name: str, settings: Settings, symbol: str = "s") -> tuple[pd.Series, str] | None:
     """sweeps.csv's row of ``name`` nearest to what ``settings`` runs, and where it is
     (:func:`app.speed.precomputed_point`); None when there is none or sweeps.csv is unreadable."""
     dataset = state.dataset_of(name)
@@ -62,32 +64,32 @@ class Result:
     control_repr: dict | None
 
 
-def _control(ckpt: Checkpoint, settings: an.Settings):
+def _control(ckpt: Checkpoint, settings: Settings):
     """The Control of ``settings`` for ``ckpt`` (None for a dense model or the full model)."""
-    return an.control_for(settings, ckpt.validation_budget) if an.is_budgeted(ckpt) else None
+    return control_for(settings, ckpt.validation_budget) if is_budgeted(ckpt) else None
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _full(name: str, version: tuple, text: str, measure: bool) -> Result:
     ckpt = state.get_checkpoint(name)
-    full = an.run_analysis(ckpt, text)
+    full = run_analysis(ckpt, text)
     timing = speed.time_input(ckpt, text, None, dense_reference(name)) if measure else None
     return Result(full, full, timing, None)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def _result(name: str, version: tuple, text: str, settings: an.Settings, measure: bool) -> Result:
+def _result(name: str, version: tuple, text: str, settings: Settings, measure: bool) -> Result:
     base = _full(name, version, text, measure)
     ckpt = state.get_checkpoint(name)
     control = _control(ckpt, settings)
     if control is None:
         return base
-    current = an.run_analysis(ckpt, text, control)
+    current = run_analysis(ckpt, text, control)
     timing = speed.time_input(ckpt, text, control, dense_reference(name)) if measure else None
     return Result(base.full, current, timing, {k: v for k, v in vars(control).items() if k != "generator"})
 
 
-def explore(name: str, text: str, settings: an.Settings, measure: bool = True) -> Result:
+def explore(name: str, text: str, settings: Settings, measure: bool = True) -> Result:
     """Full-model and chosen-setting analyses of ``text`` plus latencies (cached).
 
     Raises:
@@ -97,32 +99,32 @@ def explore(name: str, text: str, settings: an.Settings, measure: bool = True) -
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _explanation(name: str, version: tuple, text: str, settings: an.Settings):
+def _explanation(name: str, version: tuple, text: str, settings: Settings):
     ckpt = state.get_checkpoint(name)
-    return an.explain_input(ckpt, text, _control(ckpt, settings))
+    return explain_input(ckpt, text, _control(ckpt, settings))
 
 
-def explanation(name: str, text: str, settings: an.Settings):
+def explanation(name: str, text: str, settings: Settings):
     """The token attribution of each layer's s (bba: gate margin) for ``text`` under
-    ``settings`` (:func:`app.analysis.explain_input`; cached: one pass per token is seconds on
+    ``settings`` (:func:`app.explore_page.explain_input`; cached: one pass per token is seconds on
     a long text). Raises ValueError for a dense model or an unusable text."""
     return _explanation(name, state.stamp(name), text, settings)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _head_attention(name: str, version: tuple, text: str, settings: an.Settings, layer: int, head: int):
+def _head_attention(name: str, version: tuple, text: str, settings: Settings, layer: int, head: int):
     ckpt = state.get_checkpoint(name)
-    return an.head_attention(ckpt, text, _control(ckpt, settings), layer)[head]  # (T, T)
+    return explore_page.head_attention(ckpt, text, _control(ckpt, settings), layer)[head]  # (T, T)
 
 
-def head_attention(name: str, text: str, settings: an.Settings, layer: int, head: int):
+def head_attention(name: str, text: str, settings: Settings, layer: int, head: int):
     """(T, T) attention of head ``head`` of ``layer`` on ``text``, all NaN when that head did
-    not run (:func:`app.analysis.head_attention`; cached, one head per entry: a few MB at most)."""
+    not run (:func:`app.explore_page.head_attention`; cached, one head per entry: a few MB at most)."""
     return _head_attention(name, state.stamp(name), text, settings, layer, head)
 
 
 @st.cache_data(max_entries=8, show_spinner="Classifying the file's texts…")
-def _batch(name: str, version: tuple, rows: tuple, settings: an.Settings) -> list:
+def _batch(name: str, version: tuple, rows: tuple, settings: Settings) -> list:
     from budgetformer_core.infer import predict_rows
     from budgetformer_core.timing import torch_threads
 
@@ -131,7 +133,7 @@ def _batch(name: str, version: tuple, rows: tuple, settings: an.Settings) -> lis
         return list(predict_rows(ckpt, rows, _control(ckpt, settings)))
 
 
-def batch_predictions(name: str, rows: list[tuple[int, str]], settings: an.Settings) -> list:
+def batch_predictions(name: str, rows: list[tuple[int, str]], settings: Settings) -> list:
     """:func:`budgetformer_core.infer.predict_rows` of numbered texts (what ``budgetformer predict
     --input-file`` prints) under ``settings``; cached per model, texts and setting.
 

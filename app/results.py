@@ -137,7 +137,7 @@ def series_xy(frame: pd.DataFrame, column: str, x: str = "b") -> tuple[list[floa
 
 def budget_series(rows: pd.DataFrame, model: str, column: str) -> dict:
     """What the sweep page draws for one metric: keyword arguments of
-    :func:`app.charts.budget_curves`.
+    :func:`app.charts.sweep.budget_curves`.
 
     ``lines``: the model's sweep and the zero-shot post-hoc sweep; ``points``: the model's own
     operating point (at its mean s) and the per-budget specialists; ``reference``: dense.
@@ -438,7 +438,7 @@ COST_AXES = {"heads_fraction": "heads run (exact attention cost)", "flops_ratio"
 def method_series(
     rows: pd.DataFrame, column: str, cost: str = "heads_fraction", intervals: dict | None = None
 ) -> dict:
-    """Every method of a dataset against the cost, for :func:`app.charts.budget_curves`:
+    """Every method of a dataset against the cost, for :func:`app.charts.sweep.budget_curves`:
     ``lines`` BBA (one checkpoint, every budget) and zero-shot post-hoc pruning; ``points``
     BudgetFormer at its own operating point, the static-gate and post-hoc + recovery specialists
     (one model per budget) and dense at cost 1; ``errors`` the accuracy intervals of the points

@@ -23,8 +23,9 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402, F401  (the slow import, paid before the server is up)
 from streamlit.web import cli  # noqa: E402
 
-import app.analysis  # noqa: E402, F401
-import app.charts  # noqa: E402, F401
+import app.charts.explore  # noqa: E402, F401  (the default page's charts, and plotly)
+import app.charts.heads  # noqa: E402, F401
+import app.explore_page  # noqa: E402, F401
 import budgetformer_core.checkpoint  # noqa: E402, F401
 import budgetformer_core.infer  # noqa: E402, F401
 import budgetformer_core.timing  # noqa: E402, F401

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from app.analysis import Settings
+    from app.settings import Settings
     from budgetformer_core.budget import Control
     from budgetformer_core.checkpoint import Checkpoint
     from budgetformer_core.latency import Latency

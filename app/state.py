@@ -23,8 +23,8 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from app import examples, results
-from app.analysis import Method, method_of
 from app.local_copy import local_copy
+from app.method import Method, method_of
 from budgetformer_core.config import ModelConfig, model_config_from_dict
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ def model_config(name: str) -> ModelConfig | None:
 
 
 def model_method(name: str) -> Method:
-    """How the pages name the model's budget, head choice and weights (:class:`app.analysis.Method`);
+    """How the pages name the model's budget, head choice and weights (:class:`app.method.Method`);
     a BudgetFormer's when config.json is unreadable (the page that loads it says why)."""
     cfg = model_config(name)
     return Method() if cfg is None else method_of(cfg)

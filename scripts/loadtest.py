@@ -99,13 +99,14 @@ class Shown:
 def expected_results(texts: list[str], moves: int) -> dict[tuple[int, float | None], Shown]:
     """What each session's page must show: (session, slider budget or None for the model's
     own s) → :class:`Shown`, computed with the engine exactly as the page computes it."""
-    from app import analysis as an
+    from app.explore_page import run_analysis
+    from app.settings import Settings, control_for
 
     ckpt, out = checkpoint(), {}
     for i, text in enumerate(texts):
         for b in [None, 0.5, *budgets(moves)]:
-            settings = an.Settings() if b is None else an.Settings(budget_mode="slider", budget=b)
-            a = an.run_analysis(ckpt, text, an.control_for(settings.canonical(), ckpt.validation_budget))
+            settings = Settings() if b is None else Settings(budget_mode="slider", budget=b)
+            a = run_analysis(ckpt, text, control_for(settings.canonical(), ckpt.validation_budget))
             out[i, b] = Shown(a.label, f"{max(a.probs):.1%} confident", " / ".join(map(str, a.k)), a.n_tokens)
     return out
 
@@ -113,7 +114,7 @@ def expected_results(texts: list[str], moves: int) -> dict[tuple[int, float | No
 def session_texts(n: int) -> list[str]:
     """``n`` BBC test texts, the classes taking turns, no two read as the same number of tokens
     (so a result shows whose text it is)."""
-    from app import analysis as an
+    from app.explore_page import tokens_read
     from budgetformer_core.data import load_dataset
 
     test, ckpt = load_dataset("bbc").split("test"), checkpoint()
@@ -121,7 +122,7 @@ def session_texts(n: int) -> list[str]:
     picked: dict[int, str] = {}  # tokens read → text
     for text, label in zip(test.texts, test.labels, strict=True):
         if sum(test.labels[test.texts.index(t)] == label for t in picked.values()) < per_class:
-            picked.setdefault(len(an.tokens_read(ckpt, text)), text)
+            picked.setdefault(len(tokens_read(ckpt, text)), text)
         if len(picked) == n:
             return list(picked.values())
     raise ValueError(f"only {len(picked)} test texts of distinct lengths")

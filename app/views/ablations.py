@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts, examples, results, speed
+from app import examples, results, speed
+from app.charts.sweep import model_bars
 from app.components import (
     csv_download,
     error_bars_section,
@@ -74,7 +75,7 @@ for pair in (BARS[:2], BARS[2:]):
         values = {name: table[column].tolist() for name, column in series.items()}
         show_chart(
             col,
-            charts.model_bars(models, values, title, y_title, fmt, percent, errors=errors),
+            model_bars(models, values, title, y_title, fmt, percent, errors=errors),
             key=f"chart_ablation_{title}",
         )
 if errors:

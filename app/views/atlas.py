@@ -11,12 +11,13 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import charts
-from app.analysis import BUDGET_STEPS, Settings, explore_link
+from app.charts import atlas as charts
 from app.components import md_escape, per_example_or_stop, show_chart
 from app.examples import LISTED, input_listing, selected_rows
+from app.links import BUDGET_STEPS, explore_link
 from app.live import PROFILE_SAMPLE, attention_profile, input_map
 from app.local_copy import copy_name
+from app.settings import Settings
 from app.state import (
     data_dir,
     dataset_of,

@@ -11,10 +11,11 @@ import logging
 
 import streamlit as st
 
-from app import charts
-from app.analysis import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, Settings, batch_accuracy, batch_table
+from app.batch_page import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, batch_accuracy, batch_table
+from app.charts.errors import confusion_heatmap
 from app.components import csv_download, md_escape, show_chart
 from app.live import batch_predictions
+from app.settings import Settings
 from app.state import checkpoint_config, model_method, selected_model
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ elif judged is not None:
               delta_color="off", delta_arrow="off")
     if unlabelled:
         m1.caption(f"{unlabelled} row(s) have no label naming one of the model's classes: not counted.")
-    show_chart(m2, charts.confusion_heatmap(matrix, label_names), key="batch_confusion")
+    show_chart(m2, confusion_heatmap(matrix, label_names), key="batch_confusion")
 st.dataframe(  # cells are plain text: markup in a text stays text
     table,
     hide_index=True,

@@ -11,10 +11,14 @@ import random
 
 import streamlit as st
 
-from app import charts, results
-from app.analysis import Settings, prepare_text, side_cards, side_differences
+from app import results
+from app.charts.heads import head_heatmap, relevance_zmax
+from app.charts.style import LIGHT
+from app.compare_page import side_cards, side_differences
 from app.components import TEXT_KEY, md_escape, show_chart
+from app.explore_page import prepare_text
 from app.live import explore
+from app.settings import Settings
 from app.state import available_models, dataset_of, model_config, model_method, selected_model, test_samples
 
 log = logging.getLogger(__name__)
@@ -111,7 +115,7 @@ if None in results:
 methods = [model_method(model) for model, _, _ in sides]
 n_heads = [model_config(model).n_heads for model, _, _ in sides]  # each loaded: its config.json reads
 # one colour scale for both relevance maps (p, or bba's softmax of its gate scores z)
-zmax = charts.relevance_zmax([a.relevance for a, m in zip(results, methods) if not m.is_dense], max(n_heads))
+zmax = relevance_zmax([a.relevance for a, m in zip(results, methods) if not m.is_dense], max(n_heads))
 for col, side, (model, _, settings), a, method, H in zip(columns, SIDES, sides, results, methods, n_heads):
     col.markdown(f"**{side}: {md_escape(model)}** · {md_escape(settings.describe(method.symbol))}")
     cards = side_cards(a, settings, H, method, side)
@@ -120,11 +124,11 @@ for col, side, (model, _, settings), a, method, H in zip(columns, SIDES, sides, 
             c.metric(card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help)
     # half a page at 1280 px leaves a head's cell ~20 px: ★ and "—" alone, the values on hover
     if method.is_dense:
-        fig = charts.head_heatmap(a.head_weights, a.selected_heads, f"{side}: {method.weight_title}",
-                                  colorscale=charts.LIGHT, zmax=1.0, colorbar_title="w", text_size=13,
+        fig = head_heatmap(a.head_weights, a.selected_heads, f"{side}: {method.weight_title}",
+                                  colorscale=LIGHT, zmax=1.0, colorbar_title="w", text_size=13,
                                   cell_values=False)
     else:
-        fig = charts.head_heatmap(a.relevance, a.selected_heads, f"{side}: {method.relevance_title()}", zmax=zmax,
+        fig = head_heatmap(a.relevance, a.selected_heads, f"{side}: {method.relevance_title()}", zmax=zmax,
                                   colorbar_title=method.relevance_symbol, unrun_values=True, text_size=13,
                                   cell_values=False, cut=method.chosen_by_relevance())
     show_chart(col, fig, key=f"chart_sbs_{side}")

@@ -10,10 +10,9 @@ import math
 
 import streamlit as st
 
-from app import charts
-from app.analysis import bba_dynamics_story
+from app.charts import dynamics as charts
 from app.components import md_escape, show_chart
-from app.history import dynamics_story, history_frame, history_layers, loss_terms
+from app.history import bba_dynamics_story, dynamics_story, history_frame, history_layers, loss_terms
 from app.state import (
     checkpoint_history,
     dataset_of,

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts
-from app.analysis import Settings
+from app.charts import easy_hard as charts
+from app.charts.heads import head_heatmaps, relevance_zmax
+from app.charts.style import SCATTER_POINTS
 from app.components import md_escape, open_in_explore, per_example_or_stop, show_chart, show_table
 from app.examples import (
     adaptivity_figures,
@@ -34,6 +35,7 @@ from app.examples import (
 )
 from app.live import explore
 from app.results import dense_name
+from app.settings import Settings
 from app.state import (
     dataset_of,
     is_dense,
@@ -220,7 +222,7 @@ tcfg = train_config(name)
 band = (tcfg.get("s_min"), tcfg.get("s_max"))
 band = band if all(isinstance(v, (int, float)) for v in band) else (None, None)
 s = table["mean_s"].to_numpy()
-as_density = len(table) > charts.SCATTER_POINTS  # the scatter then draws densities, not points
+as_density = len(table) > SCATTER_POINTS  # the scatter then draws densities, not points
 hover = [] if as_density else [
     example_label({"index": i, "true": t, "predicted": p, "confidence": c})
     for i, t, p, c in zip(table["index"], table["true"], table["predicted"], table["confidence"], strict=True)
@@ -350,7 +352,7 @@ for side, index in zip("ab", indices, strict=True):
     except ValueError as e:
         analyses[side] = e
 # the two maps share one colour scale, so that the same colour is the same p in both
-top = charts.relevance_zmax(
+top = relevance_zmax(
     [a.relevance for a in analyses.values() if not isinstance(a, ValueError)], n_heads_of(name)
 )
 maps = []  # (relevance, heads that ran, panel title) of each text that could be analysed
@@ -371,7 +373,7 @@ for side, col, index in zip("ab", st.columns(2, gap="large"), indices, strict=Tr
 if maps:  # both maps in one figure: one colour bar, one legend, and one chart for the browser to draw
     show_chart(
         st,
-        charts.head_heatmaps(
+        head_heatmaps(
             maps,
             "Gate scores softmax(z)" if method.is_bba else "Head relevance p",
             zmax=top,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts
+from app.charts.errors import confusion_heatmap
 from app.components import csv_download, md_escape, open_in_explore, per_example_or_stop, show_chart
 from app.errors_page import clicked_cell, percent, shown_table
 from app.examples import confusion_matrix, example_label, excerpt, filter_examples, layer_columns
@@ -62,7 +62,7 @@ else:
 # ----------------------------------------------------------------------------- confusion
 clicked = show_chart(
     st,
-    charts.confusion_heatmap(confusion_matrix(table, label_names), label_names),
+    confusion_heatmap(confusion_matrix(table, label_names), label_names),
     key="chart_confusion",
     on_select="rerun",
     selection_mode="points",

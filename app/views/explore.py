@@ -1,7 +1,8 @@
 """Explore an input: prediction, per-layer budget, the heads that ran, cost, and ablations.
 
-Thin on purpose: widgets are read into an :class:`app.analysis.Settings`, the (cached) work is
-done by :func:`app.live.explore`, and the figures come from :mod:`app.charts`.
+Thin on purpose: widgets are read into an :class:`app.settings.Settings`, the (cached) work is
+done by :func:`app.live.explore`, the cards, notes and export by :mod:`app.explore_page`, links by
+:mod:`app.links`, and the figures come from :mod:`app.charts.explore` and :mod:`app.charts.heads`.
 """
 
 from __future__ import annotations
@@ -12,31 +13,37 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from app import charts
-from app.analysis import (
-    LINK_TEXT_LIMIT,
+from app.charts.explore import ATTENTION_TOKENS, attention_heatmap, budget_bars, probabilities_bar, selection_diff
+from app.charts.heads import head_heatmap, relevance_zmax
+from app.charts.style import LIGHT
+from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker, show_chart
+from app.explore_page import (
+    DEFAULT_TEXT,
     UNKNOWN_WARN,
-    Settings,
-    attribution_html,
-    attribution_legend_html,
-    attribution_scale,
+    attention_record,
+    attribution_caption,
     comparison_rows,
+    explain_help,
     explanation,
     export_record,
-    link_params,
     metric_cards,
     offline_report,
     prepare_text,
     probability_rows,
-    read_link,
+    ran_heads_caption,
     same_run,
+    shown_path,
+    starting_sample,
+    text_help,
     tokens_read,
     unknown_share,
+    why_s_moves,
 )
-from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker, show_chart
+from app.links import link_caption, link_params, link_state, read_link
 from app.live import explanation as token_attribution
 from app.live import explore, head_attention, precomputed_speed
 from app.local_copy import copy_name
+from app.settings import Settings
 from app.speed import slower_note
 from app.state import (
     ROOT,
@@ -50,29 +57,13 @@ from app.state import (
     test_samples,
 )
 from budgetformer_core.inputs import table_csv
+from budgetformer_core.report import attribution_html, attribution_legend_html, attribution_scale
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TEXT = (
-    "The striker scored twice in the second half as the champions came from behind to win the "
-    "cup final, and the manager praised his players after the match."
-)
 MODEL_SHOWN = "explore_model"  # session-state key: the model the controls were last drawn for
 DATASET_SHOWN = "explore_dataset"  # session-state key: the dataset the text box was last filled for
 LINK_READ = "explore_link_read"  # session-state key: the page's address was read (first load only)
-
-
-
-def starting_sample(dataset: str, samples) -> tuple[str, tuple[str, int] | None] | None:
-    """The text a session (or a switch to ``dataset``) starts from and its test sample: the
-    football sentence on BBC, test text #0 of another dataset whose texts are here; None to keep
-    the text box as it is (a test text of ``dataset`` is already in it, or there are no texts)."""
-    picked = st.session_state.get(SAMPLE_KEY)
-    if picked and picked[0] == dataset:  # opened from another page with one of its texts
-        return None
-    if dataset == "bbc":
-        return DEFAULT_TEXT, None
-    return None if samples is None or not samples.texts else (samples.texts[0], (dataset, 0))
 
 
 st.title("Explore an input")
@@ -99,7 +90,7 @@ if st.session_state.get(MODEL_SHOWN) != name:
 if st.session_state.get(DATASET_SHOWN) != dataset:
     # a session's start or another dataset: the text box starts from a text of this dataset
     st.session_state[DATASET_SHOWN] = dataset
-    start = starting_sample(dataset, test_samples(dataset))
+    start = starting_sample(dataset, test_samples(dataset), st.session_state.get(SAMPLE_KEY))
     if start is not None:
         st.session_state[TEXT_KEY], st.session_state[SAMPLE_KEY] = start
 link_notes: list[str] = []
@@ -117,17 +108,7 @@ if not st.session_state.get(LINK_READ):
         st.session_state[TEXT_KEY] = view.text
         st.session_state.pop(SAMPLE_KEY, None)
     if budgeted:
-        st.session_state.update(
-            budget_mode=view.budget_mode, budget_s=view.budget, no_f=view.no_budget_net,
-            no_g=view.head_ablation is not None, head_seed=view.seed, explain_on=view.why,
-            attention_on=view.attention is not None,
-        )
-        if view.k is not None:
-            st.session_state["force_k"] = view.k
-        if view.head_ablation is not None:
-            st.session_state["head_ablation"] = view.head_ablation
-        if view.attention is not None and view.attention[0] < mcfg.n_layers:
-            st.session_state.update(att_layer=view.attention[0], att_head=view.attention[1])
+        st.session_state.update(link_state(view, mcfg.n_layers))
 
 # The teaching layout: at 1280×720 the input and the budget control (left) and the prediction,
 # the budget and heads per layer and the heatmap (right) are on screen together, without
@@ -140,22 +121,8 @@ below = st.container()  # drawn under both columns, filled before the analysis r
 # ----------------------------------------------------------------------------- input
 st.session_state.setdefault(TEXT_KEY, DEFAULT_TEXT)  # a dataset whose texts are not here
 with left:
-    raw = st.text_area(
-        "Text to classify",
-        key=TEXT_KEY,
-        height=130,
-        persist_state="session",
-        placeholder="Type or paste any text…",
-        help="Type a text or pick one from the test set: the model's prediction, "
-        + (
-            "the heads each layer runs for the budget b you request (its gates choose which) "
-            if is_bba
-            else "the share of heads each layer spends on it (the budget s) and which heads ran "
-            if budgeted
-            else "and how a dense model spends its heads (all of them) "
-        )
-        + "and the cost next to the dense model.",
-    )
+    raw = st.text_area("Text to classify", key=TEXT_KEY, height=130, persist_state="session",
+                       placeholder="Type or paste any text…", help=text_help(method))
     samples = test_samples(dataset)
     with st.popover("Pick a test text…", icon=":material/library_books:"):
         sample_picker(samples, dataset)
@@ -212,16 +179,8 @@ with below:
             "heads drawn at random for this input (`random-heads`), from the seed on the right.",
         )
         random_live = has_g and no_g and head_ablation == "random"
-        seed = a3.number_input(
-            "Seed of the random heads",
-            0,
-            10**6,
-            0,
-            1,
-            key="head_seed",
-            disabled=not random_live,
-            persist_state="session",
-        )
+        seed = a3.number_input("Seed of the random heads", 0, 10**6, 0, 1, key="head_seed",
+                               disabled=not random_live, persist_state="session")
         a3.button(
             "Draw other heads",
             key="head_redraw",
@@ -249,22 +208,14 @@ with left:
         )
         live = not no_f  # a slider is live only in its own mode
         s = st.slider(
-            "Requested budget b (share of heads)" if is_bba else "Budget s (share of heads)",
-            0.05,
-            1.0,
-            0.5,
-            0.05,
+            "Requested budget b (share of heads)" if is_bba else "Budget s (share of heads)", 0.05, 1.0, 0.5, 0.05,
             key="budget_s",
             disabled=not (live and budget_mode == "slider"),
             persist_state="session",
             help=f"Live in the mode “{method.mode_labels['slider']}”.",
         )
         k = st.slider(
-            f"Heads per layer k (of {H})",
-            1,
-            max(H, 2),  # a slider needs two values; k is capped at H anyway
-            max(1, H // 4),
-            1,
+            f"Heads per layer k (of {H})", 1, max(H, 2), max(1, H // 4), 1,  # a slider needs two values; k ≤ H anyway
             key="force_k",
             disabled=not (live and budget_mode == "force_k"),
             persist_state="session",
@@ -275,14 +226,8 @@ with left:
                 f"The sliders are off: the model uses its own {'default b' if is_bba else 's'} "
                 "(on the right). Pick another mode to set it."
             )
-        settings = Settings(
-            budget_mode=budget_mode,
-            budget=float(s),
-            k=int(k),
-            no_budget_net=bool(no_f and has_f),
-            head_ablation=head_ablation if (no_g and has_g) else None,
-            seed=int(seed),
-        )
+        settings = Settings(budget_mode=budget_mode, budget=float(s), k=int(k), no_budget_net=bool(no_f and has_f),
+                            head_ablation=head_ablation if (no_g and has_g) else None, seed=int(seed))
 
 
 def write_link() -> None:
@@ -353,7 +298,7 @@ changed = not settings.is_full_model and not same_run(full, a)
 read = tokens_read(ckpt, prepared.text)
 unknown = unknown_share(read)
 cards = metric_cards(a, timing, settings, H, method, precomputed_speed(name, settings.canonical(), sym))
-relevance_zmax = charts.relevance_zmax([a.relevance, full.relevance], H)  # one scale for both runs
+relevance_top = relevance_zmax([a.relevance, full.relevance], H)  # one scale for both runs
 
 # ----------------------------------------------------------------------------- results
 with right:
@@ -389,11 +334,11 @@ with right:
     if budgeted:
         show_chart(
             st,
-            charts.head_heatmap(
+            head_heatmap(
                 a.relevance,
                 a.selected_heads,
                 method.relevance_title(settings.head_ablation),
-                zmax=relevance_zmax,
+                zmax=relevance_top,
                 colorbar_title=method.relevance_symbol,
                 unrun_values=True,
                 cut=method.chosen_by_relevance(settings.head_ablation),
@@ -403,11 +348,11 @@ with right:
     else:
         show_chart(
             st,
-            charts.head_heatmap(
+            head_heatmap(
                 a.head_weights,
                 a.selected_heads,
                 method.weight_title,
-                colorscale=charts.LIGHT,
+                colorscale=LIGHT,
                 zmax=1.0,
                 colorbar_title="w",
             ),
@@ -426,17 +371,17 @@ if a.truncated or prepared.cut:  # said beside the text itself
 st.caption(f"The model read {a.n_tokens} tokens.")
 
 c1, c2 = st.columns(2, gap="large")
-show_chart(c1, charts.probabilities_bar(ckpt.label_names, a.probs), key="chart_probs")
+show_chart(c1, probabilities_bar(ckpt.label_names, a.probs), key="chart_probs")
 if budgeted:
     show_chart(
         c2,
-        charts.budget_bars(a.budget, a.k, H, reference=full.budget if changed else None, symbol=sym),
+        budget_bars(a.budget, a.k, H, reference=full.budget if changed else None, symbol=sym),
         key="chart_budget",
     )
     c3, _ = st.columns([3, 2], gap="large")  # wide enough for a number in each head's cell
     show_chart(
         c3,
-        charts.head_heatmap(
+        head_heatmap(
             a.head_weights,
             a.selected_heads,
             method.weight_title,
@@ -461,19 +406,13 @@ if changed:
         st.caption(
             f"No f_θ: s is fixed at {a.budget[0]:.3f}, the model's mean s on its validation split."
         )
-    moved = [layer for layer in range(1, len(a.budget)) if f"{a.budget[layer]:.2f}" != f"{full.budget[layer]:.2f}"]
-    if settings.head_ablation and settings.budget_mode == "learned" and not settings.no_budget_net and moved:
-        st.caption(
-            "Why s moves without g_φ: f_θ still predicts s, but from each layer's input, and the layers "
-            "before it now run other heads, so that input is another one — "
-            + "; ".join(f"layer {layer}: s {full.budget[layer]:.2f} → {a.budget[layer]:.2f}" for layer in moved)
-            + "."
-        )
+    if moves := why_s_moves(full, a, settings):
+        st.caption(moves)
     d1, d2 = st.columns([3, 2], gap="large")
     d1.table(pd.DataFrame(comparison_rows(full, a, "this setting", sym)).set_index(""))
     show_chart(
         d2,
-        charts.selection_diff(full.selected_heads, a.selected_heads, H), key="chart_diff"
+        selection_diff(full.selected_heads, a.selected_heads, H), key="chart_diff"
     )
 
 # ----------------------------------------------------------------------------- why this budget
@@ -491,14 +430,7 @@ if budgeted:
         "Which tokens moved the gates (occlusion)" if is_bba else "Which tokens raised or lowered s (occlusion)",
         key="explain_on",
         persist_state="session",
-        help="Each token is left out in turn (masked as padding is) and the model run again: its number "
-        + (
-            "is how much the gate margin — the mean gate score of the heads that ran at this b minus "
-            "that of the others — falls without it. The requested b itself comes from you, not the text."
-            if is_bba
-            else "is how much s falls without it (positive: the token raised s, asking for more heads)."
-        )
-        + " One forward pass per token (longer texts: per span of tokens), computed when asked.",
+        help=explain_help(is_bba),
     ):
         try:
             with st.spinner("Leaving out one token at a time…"):
@@ -523,19 +455,10 @@ if budgeted:
                 f"k = {explained.k[layer]} of {H}"
             )
             st.html(attribution_html(explained.tokens, row, zmax))
-        st.caption(
-            f"Red: the token raised {what}; blue: it lowered it; one colour scale for every layer "
-            f"(±{zmax:.3g}, the largest change). Hover a token for its number."
-            + (
-                f" This text is long: tokens were left out {explained.span} at a time, and each shows "
-                "its span's number."
-                if explained.span > 1
-                else ""
-            )
-        )
+        st.caption(attribution_caption(what, zmax, explained.span))
 
 # ----------------------------------------------------------------------------- what the heads saw
-attention_record = None  # the map drawn below, for the export
+attention_shown = None  # the map drawn below, for the export
 if budgeted:
     st.subheader("What the heads that ran looked at")
 if budgeted and st.toggle(
@@ -556,11 +479,7 @@ if budgeted and st.toggle(
         format_func=lambda h: f"head {h} · ran ★" if h in ran else f"head {h} · not computed",
         key="att_head",
     )
-    skipped = [h for h in range(H) if h not in ran]
-    st.caption(
-        f"Layer {att_layer} ran heads {', '.join(map(str, ran))}"
-        + (f"; not computed: {', '.join(map(str, skipped))}." if skipped else " (all of them).")
-    )
+    st.caption(ran_heads_caption(att_layer, ran, H))
     if att_head not in ran:
         st.info(
             f"Head {att_head} did not run in layer {att_layer} on this input: it was not computed, so "
@@ -569,19 +488,18 @@ if budgeted and st.toggle(
     else:
         probs = head_attention(name, prepared.text, settings.canonical(), att_layer, att_head)  # (T, T)
         shown = read if len(read) == len(probs) else ["[UNK]"] * len(probs)
-        attention_record = {"layer": att_layer, "head": att_head, "tokens": shown,
-                            "rows": [[round(float(p), 6) for p in row] for row in probs]}
+        attention_shown = attention_record(att_layer, att_head, shown, probs)
         start = 0
-        if len(shown) > charts.ATTENTION_TOKENS:
+        if len(shown) > ATTENTION_TOKENS:
             start = int(
                 st.number_input(
-                    f"First token shown (of {len(shown)}; {charts.ATTENTION_TOKENS} at a time)",
-                    0, len(shown) - 1, 0, charts.ATTENTION_TOKENS // 2, key="att_start",
+                    f"First token shown (of {len(shown)}; {ATTENTION_TOKENS} at a time)",
+                    0, len(shown) - 1, 0, ATTENTION_TOKENS // 2, key="att_start",
                 )
             )
         show_chart(
             st,
-            charts.attention_heatmap(
+            attention_heatmap(
                 probs, shown, f"Attention of layer {att_layer}, head {att_head} on this input", start
             ),
             key="chart_attention",
@@ -598,9 +516,7 @@ st.subheader("Export")
 record = export_record(
     prepared=prepared,
     checkpoint_name=name,
-    checkpoint_path=str(ckpt.path.relative_to(ROOT))
-    if ckpt.path and ckpt.path.is_relative_to(ROOT)
-    else str(ckpt.path),
+    checkpoint_path=shown_path(ckpt.path, ROOT),
     checkpoint_sha256=model_sha256(name),
     label_names=ckpt.label_names,
     settings=settings,
@@ -613,7 +529,7 @@ record = export_record(
     symbol=sym,
     source={"dataset": dataset, "test_index": sample[0], "true_label": sample[1],
             "local_copy": copy_name(data_dir(dataset))} if sample else None,
-    attention=attention_record,
+    attention=attention_shown,
 )
 probs_df = pd.DataFrame(probability_rows(ckpt.label_names, a.probs))
 e1, e2, e3 = st.columns(3)
@@ -644,12 +560,7 @@ e3.download_button(  # made when clicked: the why-this-budget pass costs a secon
     "the relevance map, why this budget, and the settings.",
 )
 
-linked = "test text" if sample else "text" if len(raw) <= LINK_TEXT_LIMIT else "settings (the text is too long)"
-st.caption(
-    f"The page's address holds this view (model, {linked}, budget and ablation): copy it from the "
-    "address bar to share it."
-    + ("" if explained is not None or not budgeted else " The export holds the token attribution once shown above.")
-)
+st.caption(link_caption(bool(sample), raw, explained is not None, budgeted))
 
 with st.expander(f"What the model read ({a.n_tokens} tokens)"):
     st.text(" ".join(read))  # plain text: markup stays text

@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app import charts, results, speed
+from app import results, speed
+from app.charts.sweep import budget_curves, cost_by_length
 from app.components import csv_download, error_bars_section, md_escape, result_column_config, show_chart, sweeps_or_stop
 from app.error_bars import error_bars
 from app.live import dense_reference
@@ -153,7 +154,7 @@ def live_section(curve: pd.DataFrame) -> None:
         lines[live_name] = results.series_xy(live, column, "budget_b")
         show_chart(
             col,
-            charts.budget_curves(title, y_title, lines, percent=column == "accuracy", x_title=f"budget {sym}"),
+            budget_curves(title, y_title, lines, percent=column == "accuracy", x_title=f"budget {sym}"),
             key=f"chart_sweep_live_{column}",
         )
     ref = live["reference"].iloc[0]
@@ -192,7 +193,7 @@ for pair in (CHARTS[:2], CHARTS[2:]):
     for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), pair, strict=True):
         show_chart(
             col,
-            charts.budget_curves(
+            budget_curves(
                 title, y_title, mark=budget, percent=percent, x_title=f"budget {sym}",
                 **results.budget_series(rows, model, column),
             ),
@@ -205,7 +206,7 @@ st.caption(
 baseline = speed.baseline_of(curve)
 show_chart(
     st,
-    charts.budget_curves(
+    budget_curves(
         results.speedup_title(baseline), speed.speedup_label(baseline).replace(", batch 1", ""), mark=budget,
         legend_columns=2, x_title=f"budget {sym}", **results.speedup_series(curve),
     ),
@@ -231,7 +232,7 @@ for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), (
         if column == "accuracy" else results.dense_level(rows[rows["reference"] == f"{dataset}-dense"]) or None
     show_chart(
         col,
-        charts.budget_curves(
+        budget_curves(
             title, y_title, percent=percent, x_title=results.COST_AXES[cost], reference=level,
             **results.method_series(rows, column, cost, bars.intervals if bars else None),
         ),
@@ -265,7 +266,7 @@ if sweep is not None:
     b_saved = by_length["budget"].iloc[0]
     show_chart(
         st,
-        charts.cost_by_length(by_length["tokens"], by_length["dense_ms"], by_length["budgeted_ms"],
+        cost_by_length(by_length["tokens"], by_length["dense_ms"], by_length["budgeted_ms"],
                               by_length["ideal_ms"], f"{sym} = {b_saved}"),
         key="chart_sweep_length",
     )

@@ -1,5 +1,5 @@
-"""The pages' pure logic (app/analysis.py, examples.py, history.py, results.py) and charts (app/charts.py),
-without Streamlit."""
+"""The pages' pure logic (app/explore_page.py, settings.py, links.py, examples.py, history.py, results.py) and
+charts (app/charts/), without Streamlit."""
 
 from __future__ import annotations
 
@@ -10,8 +10,33 @@ import numpy as np
 import pytest
 import torch
 
-from app import analysis as an
-from app import charts, components, examples, history, results, speed
+from app import components, examples, history, results, speed
+from app.charts.dynamics import epoch_lines, training_budget
+from app.charts.easy_hard import budget_by_class, budget_histogram, budget_scatter, k_by_need, k_histograms
+from app.charts.errors import confusion_heatmap
+from app.charts.explore import budget_bars, probabilities_bar, selection_diff
+from app.charts.heads import NOT_RUN, head_heatmap, head_heatmaps, relevance_zmax
+from app.charts.style import ACCENT
+from app.charts.sweep import model_bars
+from app.examples import search_texts
+from app.explore_page import (
+    comparison_rows,
+    explanation,
+    export_record,
+    flops_fraction,
+    metric_cards,
+    per_layer_value,
+    prepare_text,
+    probability_rows,
+    run_analysis,
+    same_run,
+    tokens_read,
+    unknown_share,
+)
+from app.history import bba_dynamics_story
+from app.links import explore_link
+from app.method import Method, method_of
+from app.settings import Settings, control_for
 from app.state import CHECKPOINTS as PRECOMPUTED
 from budgetformer_core.checkpoint import file_sha256, load_checkpoint
 from budgetformer_core.config import ModelConfig, model_config_from_dict
@@ -30,10 +55,10 @@ def dense():
 
 
 def test_prepare_text_cuts_huge_inputs():
-    assert an.prepare_text(None).text == ""
-    small = an.prepare_text("abc")
+    assert prepare_text(None).text == ""
+    small = prepare_text("abc")
     assert small.text == "abc" and not small.cut
-    huge = an.prepare_text("x" * (MAX_CHARS + 5))  # the engine's limit, which the CLI refuses
+    huge = prepare_text("x" * (MAX_CHARS + 5))  # the engine's limit, which the CLI refuses
     assert len(huge.text) == MAX_CHARS == huge.limit and huge.cut and huge.n_chars == MAX_CHARS + 5
 
 
@@ -45,60 +70,60 @@ def test_reading_prefix_reads_the_same_tokens(bbc_budgetformer):
     [full_ids], _ = encode(tok, [text], max_len)
     [prefix_ids], _ = encode(tok, [prefix], max_len)
     assert prefix_ids == full_ids
-    a = an.run_analysis(bbc_budgetformer, text)
+    a = run_analysis(bbc_budgetformer, text)
     assert a.truncated and a.text == text and a.n_tokens == max_len
     short = "no need to cut this"
     assert reading_prefix(tok, short, max_len) == short
-    assert an.tokens_read(bbc_budgetformer, text) == [tok.id_to_token(i) for i in full_ids]
+    assert tokens_read(bbc_budgetformer, text) == [tok.id_to_token(i) for i in full_ids]
 
 
 def test_settings_map_to_controls(bbc_budgetformer):
     s_val = bbc_budgetformer.validation_budget
     assert s_val == bbc_budgetformer.history[-1]["val_mean_budget"]
-    assert an.control_for(an.Settings(), s_val) is None
-    assert an.control_for(an.Settings("slider", budget=0.3), s_val).budget == 0.3
-    assert an.control_for(an.Settings("force_k", k=3), s_val).k == 3
-    no_f = an.control_for(an.Settings("slider", budget=0.9, no_budget_net=True), s_val)
+    assert control_for(Settings(), s_val) is None
+    assert control_for(Settings("slider", budget=0.3), s_val).budget == 0.3
+    assert control_for(Settings("force_k", k=3), s_val).k == 3
+    no_f = control_for(Settings("slider", budget=0.9, no_budget_net=True), s_val)
     assert no_f.budget == pytest.approx(s_val) and no_f.k is None  # as eval --ablation no-budget-net
-    no_g = an.control_for(an.Settings(head_ablation="random"), s_val)
+    no_g = control_for(Settings(head_ablation="random"), s_val)
     assert no_g.head_choice == "random" and no_g.budget is None
     with pytest.raises(ValueError):
-        an.Settings("nonsense")
+        Settings("nonsense")
     with pytest.raises(ValueError):
-        an.Settings(head_ablation="learned-ish")
+        Settings(head_ablation="learned-ish")
 
 
 def test_canonical_settings_drop_unused_fields():
-    assert an.Settings("learned", budget=0.8, k=5).canonical() == an.Settings()
-    assert an.Settings("slider", budget=0.8, k=5).canonical() == an.Settings("slider", budget=0.8)
-    assert an.Settings("force_k", budget=0.8, k=5, no_budget_net=True).canonical() == an.Settings(
+    assert Settings("learned", budget=0.8, k=5).canonical() == Settings()
+    assert Settings("slider", budget=0.8, k=5).canonical() == Settings("slider", budget=0.8)
+    assert Settings("force_k", budget=0.8, k=5, no_budget_net=True).canonical() == Settings(
         no_budget_net=True
     )
-    assert an.Settings(head_ablation="random", seed=3).describe() == "random heads (seed 3)"
-    assert an.Settings(head_ablation="uniform").describe() == "no g_φ (first k heads)"
+    assert Settings(head_ablation="random", seed=3).describe() == "random heads (seed 3)"
+    assert Settings(head_ablation="uniform").describe() == "no g_φ (first k heads)"
 
 
 def test_overrides_change_the_analysis(bbc_budgetformer):
-    full = an.run_analysis(bbc_budgetformer, SPORT)
-    all_heads = an.run_analysis(
-        bbc_budgetformer, SPORT, an.control_for(an.Settings("slider", 1.0), full)
+    full = run_analysis(bbc_budgetformer, SPORT)
+    all_heads = run_analysis(
+        bbc_budgetformer, SPORT, control_for(Settings("slider", 1.0), full)
     )
     H = bbc_budgetformer.config.n_heads
     assert all_heads.k == [H] * len(full.k)
-    assert 1.0 < an.flops_fraction(all_heads) < 1.01  # all heads plus the tiny f_θ and g_φ
-    rows = an.comparison_rows(full, all_heads, "s = 1")
+    assert 1.0 < flops_fraction(all_heads) < 1.01  # all heads plus the tiny f_θ and g_φ
+    rows = comparison_rows(full, all_heads, "s = 1")
     changed = {r[""] for r in rows if r["changed"]}
     assert {"heads run per layer (k)", "FLOPs vs dense"} <= changed
 
 
 def test_export_record_is_complete_json(bbc_budgetformer):
-    settings = an.Settings("slider", budget=0.5)
-    full = an.run_analysis(bbc_budgetformer, SPORT)
-    control = an.control_for(settings, full)
-    current = an.run_analysis(bbc_budgetformer, SPORT, control)
+    settings = Settings("slider", budget=0.5)
+    full = run_analysis(bbc_budgetformer, SPORT)
+    control = control_for(settings, full)
+    current = run_analysis(bbc_budgetformer, SPORT, control)
     path = bbc_budgetformer.path / "model.safetensors"
-    record = an.export_record(
-        prepared=an.prepare_text(SPORT),
+    record = export_record(
+        prepared=prepare_text(SPORT),
         checkpoint_name="bbc-budgetformer",
         checkpoint_path="precomputed/checkpoints/bbc-budgetformer",
         checkpoint_sha256=file_sha256(path),
@@ -118,15 +143,15 @@ def test_export_record_is_complete_json(bbc_budgetformer):
     assert back["analysis"]["k"] == current.k and "text" not in back["analysis"]
     assert back["timing"]["latency_ms"] > 0 and back["timing"]["latency_iqr_ms"] >= 0
     assert back["machine"]["torch_version"] == torch.__version__ and back["machine"]["threads"] == 1
-    rows = an.probability_rows(bbc_budgetformer.label_names, current.probs)
+    rows = probability_rows(bbc_budgetformer.label_names, current.probs)
     assert [r["class"] for r in rows] == bbc_budgetformer.label_names
 
 
 def test_search_texts():
     texts = ["Football final", "Election news", "football again"]
-    assert an.search_texts(texts, "FOOTBALL") == [0, 2]
-    assert an.search_texts(texts, "  ") == []
-    assert an.search_texts(texts, "football", limit=1) == [0]
+    assert search_texts(texts, "FOOTBALL") == [0, 2]
+    assert search_texts(texts, "  ") == []
+    assert search_texts(texts, "football", limit=1) == [0]
 
 
 # ----------------------------------------------------------------------------- charts
@@ -134,11 +159,11 @@ def test_search_texts():
 
 def test_head_heatmap_marks_the_heads_that_ran():
     values = [[0.1, 0.6, 0.2, 0.1], [0.25, 0.25, 0.25, 0.25]]
-    fig = charts.head_heatmap(values, [[1, 2], [0]], "p", colorbar_title="p")
+    fig = head_heatmap(values, [[1, 2], [0]], "p", colorbar_title="p")
     heat, grey, ran_key, not_run_key = fig.data
     # the legend beside the map: what ★ and the grey cells are; those two traces draw nothing
     assert (ran_key.name, not_run_key.name) == ("head ran (its p)", "not computed")
-    assert ran_key.marker.symbol == "star" and not_run_key.marker.color == charts.NOT_RUN
+    assert ran_key.marker.symbol == "star" and not_run_key.marker.color == NOT_RUN
     assert list(ran_key.x) == [None] and fig.layout.showlegend
     assert len(heat.z) == 2 and len(heat.z[0]) == 4
     stars = [[cell.startswith("★") for cell in row] for row in heat.text]
@@ -146,17 +171,17 @@ def test_head_heatmap_marks_the_heads_that_ran():
     # the heads that did not run: no colour of the scale, grey, "—"
     assert [list(r) for r in heat.z] == [[None, 0.6, 0.2, None], [0.25, None, None, None]]
     assert [list(r) for r in grey.text] == [["—", "", "", "—"], ["", "—", "—", "—"]]
-    assert not grey.showscale and {c for _, c in grey.colorscale} == {charts.NOT_RUN}
+    assert not grey.showscale and {c for _, c in grey.colorscale} == {NOT_RUN}
     assert heat.zmax == pytest.approx(0.6)  # the largest value of a head that ran
     assert heat.colorbar.title.text == "p"
     assert fig.layout.xaxis.title.text == "head" and fig.layout.yaxis.title.text == "layer"
-    with_values = charts.head_heatmap(values, [[1, 2], [0]], "p", unrun_values=True, zmax=1.0)
+    with_values = head_heatmap(values, [[1, 2], [0]], "p", unrun_values=True, zmax=1.0)
     assert list(with_values.data[1].text[0]) == ["(0.10)", "", "", "(0.10)"]
     assert with_values.data[3].name == "not computed (value in brackets)"
     assert with_values.data[0].zmax == 1.0
     # 12 heads a layer (MiniLM): cells too narrow for numbers, ★ and "—" alone, the values on hover
     wide = [[0.05 + 0.01 * h for h in range(12)]]
-    heat, grey, ran_key, not_run_key = charts.head_heatmap(wide, [[0, 11]], "p", colorbar_title="p",
+    heat, grey, ran_key, not_run_key = head_heatmap(wide, [[0, 11]], "p", colorbar_title="p",
                                                            unrun_values=True).data
     assert list(heat.text[0]) == ["★"] + [""] * 10 + ["★"] and heat.z[0][11] == pytest.approx(0.16)
     assert list(grey.text[0]) == [""] + ["—"] * 10 + [""] and "p = 0.160 (ran)" in heat.customdata[0][11]
@@ -165,7 +190,7 @@ def test_head_heatmap_marks_the_heads_that_ran():
 
 def test_head_heatmaps_put_several_maps_on_one_colour_scale():
     a, b = [[0.1, 0.6, 0.2, 0.1]], [[0.3, 0.3, 0.2, 0.2]]
-    fig = charts.head_heatmaps([(a, [[1, 2]], "A: #1"), (b, [[0]], "B: #2")], "p", colorbar_title="p")
+    fig = head_heatmaps([(a, [[1, 2]], "A: #1"), (b, [[0]], "B: #2")], "p", colorbar_title="p")
     ran_a, grey_a, ran_b, grey_b, *legend = fig.data
     assert [t.name for t in legend] == ["head ran (its p)", "not computed"]
     assert (ran_a.xaxis, ran_b.xaxis, grey_b.yaxis) == ("x", "x2", "y2")
@@ -176,7 +201,7 @@ def test_head_heatmaps_put_several_maps_on_one_colour_scale():
     assert fig.layout.xaxis.domain[1] < fig.layout.xaxis2.domain[0]  # side by side, not overlapping
     assert fig.layout.yaxis2.matches == "y" and fig.layout.yaxis2.title.text == "layer"
     # one map is head_heatmap's figure
-    assert charts.head_heatmap(a, [[1, 2]], "p").data[0].z == charts.head_heatmaps([(a, [[1, 2]], "")], "p").data[0].z
+    assert head_heatmap(a, [[1, 2]], "p").data[0].z == head_heatmaps([(a, [[1, 2]], "")], "p").data[0].z
 
 
 def test_html_table_shows_markup_as_text_and_formats_numbers():
@@ -194,20 +219,20 @@ def test_html_table_shows_markup_as_text_and_formats_numbers():
 
 def test_relevance_colour_scale_is_shared_and_uniform_p_is_not_the_darkest():
     uniform = [[0.125] * 8]
-    assert charts.relevance_zmax([uniform], 8) == pytest.approx(0.25)  # 1/H: half the scale
+    assert relevance_zmax([uniform], 8) == pytest.approx(0.25)  # 1/H: half the scale
     peaked = [[0.9] + [0.1 / 7] * 7]
-    assert charts.relevance_zmax([uniform, peaked], 8) == pytest.approx(0.9)  # one scale for both
+    assert relevance_zmax([uniform, peaked], 8) == pytest.approx(0.9)  # one scale for both
 
 
 def test_class_axes_are_categories():
     labels = ["00", "10", "01", "11"]  # the synthetic task's classes look like numbers
-    bars = charts.probabilities_bar(labels, [0.1, 0.2, 0.3, 0.4])
+    bars = probabilities_bar(labels, [0.1, 0.2, 0.3, 0.4])
     assert bars.layout.yaxis.type == "category" and list(bars.data[0].y) == labels
-    cm = charts.confusion_heatmap([[1] * 4] * 4, labels)
+    cm = confusion_heatmap([[1] * 4] * 4, labels)
     assert cm.layout.xaxis.type == cm.layout.yaxis.type == "category"
     assert list(cm.data[0].x) == list(cm.data[0].y) == labels
     assert cm.layout.xaxis.title.text == "predicted" and cm.data[0].colorbar.title.text == "texts"
-    box = charts.budget_by_class(["00", "11", "00"], [0.1, 0.2, 0.3], labels)
+    box = budget_by_class(["00", "11", "00"], [0.1, 0.2, 0.3], labels)
     assert box.layout.xaxis.type == "category" and list(box.layout.xaxis.categoryarray) == labels
     assert [t.x0 for t in box.data] == labels
     # the statistics, computed here: the browser gets five numbers per class, not its values
@@ -215,24 +240,24 @@ def test_class_axes_are_categories():
     assert stats[0] == [[0.1], [0.15], [pytest.approx(0.2)], [0.25], [0.3]] and stats[3] == [[0.2]] * 5
     assert stats[1] == stats[2] == [[]] * 5 and all(t.y is None for t in box.data)
     with pytest.raises(ValueError, match="2 classes for 3 budgets"):
-        charts.budget_by_class(["00", "11"], [0.1, 0.2, 0.3], labels)
+        budget_by_class(["00", "11"], [0.1, 0.2, 0.3], labels)
 
 
 def test_each_method_in_its_own_words():
-    bba = an.method_of(model_config_from_dict({"variant": "bba", "default_budget": 0.5, "use_budget_net": True}))
+    bba = method_of(model_config_from_dict({"variant": "bba", "default_budget": 0.5, "use_budget_net": True}))
     assert bba.symbol == "b" and not bba.has_f and not bba.has_g
     words = " ".join([bba.budget_name, bba.own_budget, *bba.mode_labels.values(), bba.relevance_title(),
-                      bba.weight_title, bba.weight_note, an.explanation(bba, 8)])
+                      bba.weight_title, bba.weight_note, explanation(bba, 8)])
     assert "f_θ" not in words and "g_φ" not in words and "s·H·p" not in words
     assert "requested budget b" in words.lower() and "gate score z" in words
-    paper = an.method_of(model_config_from_dict({"variant": "budgetformer"}))  # older configs: the paper's weights
-    adaptive = an.method_of(model_config_from_dict({"variant": "budgetformer", "head_weighting": "gated"}))
-    assert paper.weight_title == "Head weight w = s·H·p" and "w = s·H·p" in an.explanation(paper, 8)
+    paper = method_of(model_config_from_dict({"variant": "budgetformer"}))  # older configs: the paper's weights
+    adaptive = method_of(model_config_from_dict({"variant": "budgetformer", "head_weighting": "gated"}))
+    assert paper.weight_title == "Head weight w = s·H·p" and "w = s·H·p" in explanation(paper, 8)
     assert adaptive.weight_title == "Head weight w = 1 on the heads that ran"
-    assert "w = 1" in an.explanation(adaptive, 8) and "s·H·p" not in an.explanation(adaptive, 8)
-    no_f = an.method_of(model_config_from_dict({"variant": "budgetformer", "use_budget_net": False}))
+    assert "w = 1" in explanation(adaptive, 8) and "s·H·p" not in explanation(adaptive, 8)
+    no_f = method_of(model_config_from_dict({"variant": "budgetformer", "use_budget_net": False}))
     assert no_f.mode_labels["learned"] == "fixed by its config (no f_θ)"
-    assert an.Settings(budget_mode="slider", budget=0.3).describe("b") == "b = 0.30"
+    assert Settings(budget_mode="slider", budget=0.3).describe("b") == "b = 0.30"
 
 
 def test_bba_dynamics_story():
@@ -240,44 +265,44 @@ def test_bba_dynamics_story():
         {"epoch": 1, "val_accuracy": 0.5, "val_mean_heads_fraction": 0.5},
         {"epoch": 2, "val_accuracy": 0.9, "val_mean_heads_fraction": 0.5},
     ])  # fmt: skip
-    story = an.bba_dynamics_story(frame, {"budget_min": 0.1, "structural_from": 0.7}, ModelConfig(variant="bba"))
+    story = bba_dynamics_story(frame, {"budget_min": 0.1, "structural_from": 0.7}, ModelConfig(variant="bba"))
     assert "drawn uniformly in [0.1, 1]" in story and "first 70%" in story
     assert "soft gate" in story and "hard-gate adaptation" in story and "50.0% to 90.0%" in story
     assert "β" not in story and "band" not in story
-    fixed = an.bba_dynamics_story(frame, {"train_budget": 0.25}, ModelConfig(variant="bba"))
+    fixed = bba_dynamics_story(frame, {"train_budget": 0.25}, ModelConfig(variant="bba"))
     assert "fixed budget b = 0.25" in fixed
 
 
 def test_selection_diff_codes():
-    fig = charts.selection_diff([[0, 1]], [[1, 2]], 4)
+    fig = selection_diff([[0, 1]], [[1, 2]], 4)
     assert [list(r) for r in fig.data[0].z] == [[1, 3, 2, 0]]  # full only, both, new only, neither
 
 
 def test_bar_charts():
-    fig = charts.probabilities_bar(["a", "b", "c"], [0.2, 0.7, 0.1])
-    assert list(fig.data[0].marker.color).count(charts.ACCENT) == 1
-    assert fig.data[0].marker.color[1] == charts.ACCENT
-    assert len(charts.budget_bars([0.4, 0.3], [3, 2], 8).data) == 1
-    with_ref = charts.budget_bars([0.5, 0.5], [4, 4], 8, reference=[0.4, 0.3])
+    fig = probabilities_bar(["a", "b", "c"], [0.2, 0.7, 0.1])
+    assert list(fig.data[0].marker.color).count(ACCENT) == 1
+    assert fig.data[0].marker.color[1] == ACCENT
+    assert len(budget_bars([0.4, 0.3], [3, 2], 8).data) == 1
+    with_ref = budget_bars([0.5, 0.5], [4, 4], 8, reference=[0.4, 0.3])
     assert len(with_ref.data) == 2 and "full model" in with_ref.layout.title.text
-    one = charts.model_bars(["full", "dense"], {"accuracy": [0.984, float("nan")]}, "t", "y")
+    one = model_bars(["full", "dense"], {"accuracy": [0.984, float("nan")]}, "t", "y")
     assert list(one.data[0].text) == ["0.984", ""] and one.data[0].textangle == 0
-    pair = charts.model_bars(["full", "dense"], {"accuracy": [0.98, 0.97], "macro-F1": [0.98, 0.97]}, "t", "y")
+    pair = model_bars(["full", "dense"], {"accuracy": [0.98, 0.97], "macro-F1": [0.98, 0.97]}, "t", "y")
     assert all(bar.textangle == -90 for bar in pair.data)  # side by side labels stand up
     assert pair.layout.uniformtext.minsize == 12 and pair.layout.uniformtext.mode == "hide"  # never tiny
     assert fig.layout.xaxis.range[1] > 1.3  # room for the label of a bar at 100%
 
 
 def test_a_deep_models_per_layer_card_shows_the_range_and_lists_every_layer_in_its_help():
-    assert an.per_layer_value(["0.43", "0.36"]) == ("0.43 / 0.36", None)
-    assert an.per_layer_value(["5", "4", "10", "5", "5", "4"]) == ("4–10", "Per layer: 5 / 4 / 10 / 5 / 5 / 4")
-    assert an.per_layer_value(["5"] * 6) == ("5", "Per layer: 5 / 5 / 5 / 5 / 5 / 5")
+    assert per_layer_value(["0.43", "0.36"]) == ("0.43 / 0.36", None)
+    assert per_layer_value(["5", "4", "10", "5", "5", "4"]) == ("4–10", "Per layer: 5 / 4 / 10 / 5 / 5 / 4")
+    assert per_layer_value(["5"] * 6) == ("5", "Per layer: 5 / 5 / 5 / 5 / 5 / 5")
 
 
 def test_metric_cards(bbc_budgetformer, dense):
-    full = an.run_analysis(bbc_budgetformer, SPORT)
-    cards = an.metric_cards(full, speed.time_input(bbc_budgetformer, SPORT, None, ("bbc-dense", dense)),
-                            an.Settings(), 8)
+    full = run_analysis(bbc_budgetformer, SPORT)
+    cards = metric_cards(full, speed.time_input(bbc_budgetformer, SPORT, None, ("bbc-dense", dense)),
+                            Settings(), 8)
     assert [c.label for c in cards] == [
         "Prediction",
         "Budget s per layer",
@@ -289,29 +314,29 @@ def test_metric_cards(bbc_budgetformer, dense):
     assert cards[2].value == " / ".join(str(k) for k in full.k)
     assert cards[4].value.endswith(" ms") and cards[4].note.startswith("vs bbc-dense: ")
     assert "× live" in cards[4].note and "same rounds" in cards[4].help
-    d = an.run_analysis(dense, SPORT)
-    dense_cards = an.metric_cards(d, None, an.Settings(), 8)
+    d = run_analysis(dense, SPORT)
+    dense_cards = metric_cards(d, None, Settings(), 8)
     assert dense_cards[1].note == "dense: every head" and dense_cards[3].value == "100%"
     assert dense_cards[4].value == "—"
-    bba = an.method_of(model_config_from_dict({"variant": "bba", "default_budget": 0.5}))
-    bba_cards = an.metric_cards(full, None, an.Settings(budget_mode="slider", budget=0.25), 8, bba)
+    bba = method_of(model_config_from_dict({"variant": "bba", "default_budget": 0.5}))
+    bba_cards = metric_cards(full, None, Settings(budget_mode="slider", budget=0.25), 8, bba)
     assert bba_cards[1].label == "Requested budget b per layer" and bba_cards[1].note == "requested: b = 0.25"
 
 
 def test_comparison_rows_tell_prediction_and_confidence_apart(bbc_budgetformer):
-    full = an.run_analysis(bbc_budgetformer, SPORT)
-    same = an.run_analysis(bbc_budgetformer, SPORT, an.control_for(an.Settings(budget_mode="slider", budget=1.0), 0.3))
-    rows = {r[""]: r for r in an.comparison_rows(full, same, "s = 1")}
+    full = run_analysis(bbc_budgetformer, SPORT)
+    same = run_analysis(bbc_budgetformer, SPORT, control_for(Settings(budget_mode="slider", budget=1.0), 0.3))
+    rows = {r[""]: r for r in comparison_rows(full, same, "s = 1")}
     assert rows["prediction"]["changed"] == ("" if same.label == full.label else "yes")
     moved = f"{max(full.probs):.1%}" != f"{max(same.probs):.1%}"
     assert rows["confidence"]["changed"] == ("yes" if moved else "")
-    assert "budget b per layer" in {r[""] for r in an.comparison_rows(full, same, "b", "b")}
-    assert an.same_run(full, full) and not an.same_run(full, same)
+    assert "budget b per layer" in {r[""] for r in comparison_rows(full, same, "b", "b")}
+    assert same_run(full, full) and not same_run(full, same)
 
 
 def test_unknown_share():
-    assert an.unknown_share([]) == 0.0
-    assert an.unknown_share(["[UNK]", "a", "[UNK]", "b"]) == 0.5
+    assert unknown_share([]) == 0.0
+    assert unknown_share(["[UNK]", "a", "[UNK]", "b"]) == 0.5
 
 
 # ----------------------------------------------------------------------------- other pages
@@ -402,19 +427,19 @@ def test_history_frame_and_story():
 
 def test_page_charts():
     curves = [[0.5, 0.4], [0.5, 0.2]]
-    fig = charts.training_budget([1, 2], curves, curves, 0.1, 0.45)
+    fig = training_budget([1, 2], curves, curves, 0.1, 0.45)
     assert len(fig.data) == 1 + 2 + 2 and fig.data[0].fill == "toself"
-    assert len(charts.training_budget([1, 2], [], [[0.5, 0.4]]).data) == 1  # no band, no train
-    lines = charts.epoch_lines([1, 2], {"a": [1.0, -1.0]}, "t", "y", log_y=True, reference={"r": 1})
+    assert len(training_budget([1, 2], [], [[0.5, 0.4]]).data) == 1  # no band, no train
+    lines = epoch_lines([1, 2], {"a": [1.0, -1.0]}, "t", "y", log_y=True, reference={"r": 1})
     assert list(lines.data[0].y) == [1.0, None] and len(lines.data) == 2  # ≤ 0: not on a log axis
     # a legend of three entries takes two rows of two, and the top margin holds both under the title
-    three = charts.epoch_lines([1, 2], {"total": [1, 2], "task": [1, 2], "budget": [1, 2]}, "Loss terms", "y")
+    three = epoch_lines([1, 2], {"total": [1, 2], "task": [1, 2], "budget": [1, 2]}, "Loss terms", "y")
     assert three.layout.legend.entrywidth == 0.5 and three.layout.legend.entrywidthmode == "fraction"
     assert three.layout.margin.t == 50 + 24 * 2 > lines.layout.margin.t == 50 + 24
-    cm = charts.confusion_heatmap([[1, 2], [0, 3]], ["x", "y"])
+    cm = confusion_heatmap([[1, 2], [0, 3]], ["x", "y"])
     assert [list(r) for r in cm.data[0].z] == [[1, 2], [0, 3]] and list(cm.data[0].y) == ["x", "y"]
     panels = [("entropy", [1, 2, 3], False), ("loss", [0.1, 1, 10], True)]
-    sc = charts.budget_scatter(panels, [0.1, 0.2, 0.3], [True, False, True], "abc", "t")
+    sc = budget_scatter(panels, [0.1, 0.2, 0.3], [True, False, True], "abc", "t")
     # one figure, WebGL; per panel the smaller group first (beneath), both translucent
     assert [t.name for t in sc.data] == ["misclassified", "correct"] * 2 and list(sc.data[0].text) == ["b"]
     assert [len(t.x) for t in sc.data] == [1, 2, 1, 2] and {t.type for t in sc.data} == {"scattergl"}
@@ -422,15 +447,15 @@ def test_page_charts():
     assert all(0 < t.marker.opacity < 1 for t in sc.data) and [t.showlegend for t in sc.data] == [1, 1, 0, 0]
     assert (sc.layout.xaxis.title.text, sc.layout.xaxis2.title.text) == ("entropy", "loss")
     assert sc.layout.xaxis2.type == "log" and sc.layout.xaxis.domain[1] < sc.layout.xaxis2.domain[0]
-    mostly_wrong = charts.budget_scatter(panels, [0.1, 0.2, 0.3], [False, True, False], "abc", "t")
+    mostly_wrong = budget_scatter(panels, [0.1, 0.2, 0.3], [False, True, False], "abc", "t")
     assert [t.name for t in mostly_wrong.data][:2] == ["correct", "misclassified"]
     assert sc.layout.yaxis.title.text == "mean budget s"
-    bba = charts.budget_scatter(panels[:1], [0.5, 0.5, 0.5], [True] * 3, "abc", "t", symbol="b")
+    bba = budget_scatter(panels[:1], [0.5, 0.5, 0.5], [True] * 3, "abc", "t", symbol="b")
     assert bba.layout.yaxis.title.text == "mean budget b"
     # more inputs than it draws as points: each group's density as contour lines, log x binned in log10
     n, ok = 50, [i % 5 != 0 for i in range(50)]
     many = [("x", [i + 1 for i in range(n)], False), ("loss", [10.0 ** -(i / 10) for i in range(n)], True)]
-    dense = charts.budget_scatter(many, [i / n for i in range(n)], ok, [str(i) for i in range(n)], "t", max_points=20)
+    dense = budget_scatter(many, [i / n for i in range(n)], ok, [str(i) for i in range(n)], "t", max_points=20)
     assert {t.type for t in dense.data} == {"contour"}
     assert [t.name for t in dense.data] == ["misclassified", "correct"] * 2
     assert [int(np.asarray(t.text, dtype=int).sum()) for t in dense.data] == [10, 40] * 2  # each input once a panel
@@ -440,12 +465,12 @@ def test_page_charts():
     assert len(levels) == 1 and not dense.data[0].autocontour  # both groups of a panel on one scale
     assert dense.layout.xaxis2.type == "linear" and dense.layout.xaxis2.title.text == "loss (log10)"
     assert min(dense.data[2].x) > -4.9 - 0.1 and max(dense.data[2].x) < 0.1  # bins of log10 of 10^-(i/10)
-    box = charts.budget_by_class(["x", "y", "x"], [0.1, 0.2, 0.3], ["x", "y"])
+    box = budget_by_class(["x", "y", "x"], [0.1, 0.2, 0.3], ["x", "y"])
     assert [list(t.median) for t in box.data] == [[pytest.approx(0.2)], [0.2]]
-    hist = charts.budget_histogram([0.3, 0.4, 0.4], 0.1, 0.9, bins=5)  # binned here: bars of counts
+    hist = budget_histogram([0.3, 0.4, 0.4], 0.1, 0.9, bins=5)  # binned here: bars of counts
     assert hist.layout.shapes[0].x0 == 0.1 and list(hist.data[0].y) == [1, 0, 0, 0, 2]
     assert hist.data[0].x[0] == pytest.approx(0.31) and sum(hist.data[0].width) == pytest.approx(0.1)
-    assert list(charts.budget_histogram([0.5, 0.5]).data[0].y)[15] == 2  # one value: a narrow range around it
+    assert list(budget_histogram([0.5, 0.5]).data[0].y)[15] == 2  # one value: a narrow range around it
     lo, hi = hist.layout.xaxis.range  # the data's range, not the band's
     assert 0.25 < lo < 0.3 and 0.4 < hi < 0.45
 
@@ -537,7 +562,7 @@ def test_k_histogram_frame_and_chart():
     assert frame["share"].tolist() == [0.75, 0.0, 0.25, 0.0, 1.0, 0.0]
     assert examples.k_histogram_frame([]).empty
     panels = [(layer, part["k"], part["inputs"]) for layer, part in frame.groupby("layer")]
-    spec = charts.k_histograms(panels).to_plotly_json()  # one figure, a panel per layer
+    spec = k_histograms(panels).to_plotly_json()  # one figure, a panel per layer
     assert spec["layout"]["xaxis"]["type"] == spec["layout"]["xaxis2"]["type"] == "category"
     assert [list(t["x"]) for t in spec["data"]] == [["2", "3", "4"]] * 2
     assert [t["xaxis"] for t in spec["data"]] == ["x", "x2"]
@@ -558,7 +583,7 @@ def test_k_by_need_and_the_adaptivity_notes():
                                        "mean_k": [1.5, 2.0, 3.5, 4.0], "inputs": [2, 2, 2, 2]}  # fmt: skip
     with pytest.raises(ValueError):
         examples.k_by_need(table, [1, 2])
-    spec = charts.k_by_need([1, 2], {"layer 0": [1.5, 3.5], "layer 1": [2.0, 4.0]}).to_plotly_json()
+    spec = k_by_need([1, 2], {"layer 0": [1.5, 3.5], "layer 1": [2.0, 4.0]}).to_plotly_json()
     assert spec["layout"]["xaxis"]["type"] == "category" and [t["name"] for t in spec["data"]][-1] == "k = n"
 
     figures = examples.adaptivity_figures(table, 4, table.assign(loss=[0.1, 0.2, 0.3, 0.4]), [1, 2, 4, 4])
@@ -592,7 +617,7 @@ def test_a_map_selection_names_its_rows_and_the_listing_links_them():
     assert examples.selected_rows(points) == [1, 3]
     assert examples.selected_rows([]) == []
     table = fake_table(("<b>a</b>", "b", "c", "d"))
-    links = [an.explore_link("bbc-bba", i, an.Settings(budget_mode="slider", budget=0.25), an.Method("bba"))
+    links = [explore_link("bbc-bba", i, Settings(budget_mode="slider", budget=0.25), Method("bba"))
              for i in (3, 0)]
     shown = examples.input_listing(table, [3, 0], links, {"p": [0.9, 0.1]})
     assert shown["index"].tolist() == [3, 0] and shown["true"].tolist() == ["z", "x"]

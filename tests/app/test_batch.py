@@ -35,7 +35,7 @@ pytestmark = requires_default_model
 
 @pytest.mark.parametrize("model", [DEFAULT_MODEL, BBA])
 def test_batch_page_rows_are_the_engines(model):
-    from app.analysis import BATCH_MAX_BYTES
+    from app.batch_page import BATCH_MAX_BYTES
     from app.state import get_checkpoint
     from budgetformer_core.infer import predict_rows
     from budgetformer_core.inputs import read_text_table

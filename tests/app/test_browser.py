@@ -410,12 +410,12 @@ def test_batch_page_in_a_browser(server, browser, tmp_path):
 
 
 def test_batch_page_refuses_an_oversized_upload(server, browser, tmp_path):
-    """A file over the page's limit (:data:`app.analysis.BATCH_MAX_MB`, the server's
+    """A file over the page's limit (:data:`app.batch_page.BATCH_MAX_MB`, the server's
     ``maxUploadSize`` too) is refused as it is picked: the widget says so, nothing is sent to the
     server (no upload request), and the page still asks for a file."""
     import re
 
-    from app.analysis import BATCH_MAX_BYTES
+    from app.batch_page import BATCH_MAX_BYTES
 
     page = browser.new_page(viewport=VIEWPORT)
     uploads = []

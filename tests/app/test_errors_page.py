@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app import charts
+from app.charts.errors import confusion_heatmap
 from app.errors_page import clicked_cell, percent, shown_table
 from app.examples import example_label
 
 
 def test_a_click_on_a_cell_names_its_true_and_predicted_class():
     names = ["business", "sport", "tech"]
-    figure = charts.confusion_heatmap([[5, 1, 0], [0, 7, 2], [1, 0, 4]], names)
+    figure = confusion_heatmap([[5, 1, 0], [0, 7, 2], [1, 0, 4]], names)
     cells = figure.data[1]  # the markers a click selects, one per cell
     assert len(cells.x) == 9 and list(cells.customdata[5]) == [1, 2]  # row 1 (sport), column 2 (tech)
     assert (cells.y[5], cells.x[5], cells.text[5]) == ("sport", "tech", "2")

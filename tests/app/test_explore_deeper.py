@@ -17,12 +17,15 @@ import streamlit.testing.v1.app_test as app_test_module
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
-from app import analysis as an
+from app.links import LINK_TEXT_LIMIT, link_params, read_link
+from app.method import method_of
+from app.settings import Settings
 from app.state import available_models
 from budgetformer_core.checkpoint import load_checkpoint
 from budgetformer_core.config import model_config_from_dict
 from budgetformer_core.data import load_dataset
 from budgetformer_core.explain import explain
+from budgetformer_core.report import attribution_html
 
 from ..conftest import PRECOMPUTED
 from .apptest import MAIN, TIMEOUT, chart, metric, run, type_text
@@ -154,29 +157,29 @@ def test_bad_link_values_fall_back_with_a_message():
 
 
 def test_link_parameters_round_trip():
-    method = an.method_of(model_config_from_dict({"variant": "budgetformer"}))
-    for settings in (an.Settings(), an.Settings("slider", budget=0.35), an.Settings("force_k", k=4),
-                     an.Settings(no_budget_net=True, head_ablation="random", seed=12)):
-        params = an.link_params("m", "a text", None, settings, method)
-        view, notes = an.read_link(params, method, 8, None)
+    method = method_of(model_config_from_dict({"variant": "budgetformer"}))
+    for settings in (Settings(), Settings("slider", budget=0.35), Settings("force_k", k=4),
+                     Settings(no_budget_net=True, head_ablation="random", seed=12)):
+        params = link_params("m", "a text", None, settings, method)
+        view, notes = read_link(params, method, 8, None)
         assert not notes and view.text == "a text"
-        back = an.Settings(view.budget_mode, view.budget, view.k or 2, view.no_budget_net, view.head_ablation,
+        back = Settings(view.budget_mode, view.budget, view.k or 2, view.no_budget_net, view.head_ablation,
                            view.seed)
         assert back.canonical() == settings.canonical()
-    assert "text" not in an.link_params("m", "x" * (an.LINK_TEXT_LIMIT + 1), None, an.Settings(), method)
-    bba = an.method_of(model_config_from_dict({"variant": "bba"}))
-    view, notes = an.read_link({"ablation": "no-budget-net", "budget": "0.26"}, bba, 8, None)
+    assert "text" not in link_params("m", "x" * (LINK_TEXT_LIMIT + 1), None, Settings(), method)
+    bba = method_of(model_config_from_dict({"variant": "bba"}))
+    view, notes = read_link({"ablation": "no-budget-net", "budget": "0.26"}, bba, 8, None)
     assert view.budget == 0.25 and not view.no_budget_net and "does not apply to a bba model" in notes[0]
-    assert an.link_params("m", "t", 3, an.Settings("slider", budget=0.25), bba) == {
+    assert link_params("m", "t", 3, Settings("slider", budget=0.25), bba) == {
         "model": "m", "index": "3", "mode": "slider", "budget": "0.25"}
 
 
 def test_tokens_written_like_markup_stay_text():
-    from app import charts
+    from app.charts.explore import attention_heatmap
 
     tokens = ["<script>", "alert", "</script>", "<b>x</b>"]
-    body = an.attribution_html(tokens, [0.1, -0.2, 0.0, 0.05], 0.2)
+    body = attribution_html(tokens, [0.1, -0.2, 0.0, 0.05], 0.2)
     assert "<script>" not in body and "<b>" not in body and body.count("&lt;script&gt;") == 2  # text and tooltip
-    spec = charts.attention_heatmap([[0.25] * 4] * 4, tokens, "t").to_dict()
+    spec = attention_heatmap([[0.25] * 4] * 4, tokens, "t").to_dict()
     assert spec["layout"]["yaxis"]["ticktext"][0] == "&lt;script&gt; ·0"  # plotly shows the entity as "<"
     assert all("<" not in label for label in spec["layout"]["xaxis"]["ticktext"])

@@ -13,8 +13,9 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import charts
-from app.analysis import run_analysis
+from app.charts.explore import ATTENTION_LABELS, attention_heatmap, selection_diff
+from app.charts.heads import head_heatmap
+from app.explore_page import run_analysis
 from app.head_cells import TIE, tied_at_cut
 from app.state import available_models
 from budgetformer_core.checkpoint import load_checkpoint
@@ -34,7 +35,7 @@ def test_heads_tied_at_the_cut_are_marked_and_only_they():
     # layer 1: a clear cut (0.40, 0.30 ran; 0.20 did not)
     values = [[0.1262, 0.1278, 0.1273, 0.1299, 0.1213], [0.40, 0.30, 0.20, 0.05, 0.05]]
     selected = [[1, 2, 3], [0, 1]]
-    fig = charts.head_heatmap(values, selected, "p", colorbar_title="p", unrun_values=True, cut=True)
+    fig = head_heatmap(values, selected, "p", colorbar_title="p", unrun_values=True, cut=True)
     heat, grey = fig.data[0], fig.data[1]
     assert [list(r) for r in heat.text] == [
         ["", f"★{TIE}<br>0.13", f"★{TIE}<br>0.13", f"★{TIE}<br>0.13", ""],
@@ -50,12 +51,12 @@ def test_heads_tied_at_the_cut_are_marked_and_only_they():
     assert "tied" not in grey.customdata[0][4] and "tied" not in heat.customdata[1][0]
     assert fig.data[-1].name.startswith(f"{TIE} tied at the cut")
     # exactly equal values (a stable top-k ran the lower index) say so
-    even = charts.head_heatmap([[0.25] * 4], [[0, 1]], "p", colorbar_title="p", cut=True)
+    even = head_heatmap([[0.25] * 4], [[0, 1]], "p", colorbar_title="p", cut=True)
     assert even.data[0].customdata[0][1].endswith("which did not run: exactly equal (0.2500)")
     # heads not chosen by these values (cut=False), or no tie: no mark and no legend entry
     for fig in (
-        charts.head_heatmap(values, selected, "p", unrun_values=True),
-        charts.head_heatmap(values[1:], selected[1:], "p", unrun_values=True, cut=True),
+        head_heatmap(values, selected, "p", unrun_values=True),
+        head_heatmap(values[1:], selected[1:], "p", unrun_values=True, cut=True),
     ):
         cells = [c for trace in fig.data[:2] for row in trace.text for c in row]
         assert not any(TIE in c for c in cells) and "tied" not in fig.data[-1].name
@@ -63,7 +64,7 @@ def test_heads_tied_at_the_cut_are_marked_and_only_they():
 
 def test_a_narrow_map_writes_one_mark_per_cell_and_the_values_on_hover():
     values = [[0.10, 0.12, 0.10, 0.15, 0.13, 0.13, 0.13, 0.13], [1.0] * 8]
-    fig = charts.head_heatmap(
+    fig = head_heatmap(
         values,
         [[3, 4], list(range(8))],
         "A",
@@ -81,7 +82,7 @@ def test_a_narrow_map_writes_one_mark_per_cell_and_the_values_on_hover():
 
 
 def test_the_selection_comparison_has_one_mark_a_cell_and_a_legend():
-    fig = charts.selection_diff([[0, 1]], [[1, 2]], 4)
+    fig = selection_diff([[0, 1]], [[1, 2]], 4)
     assert [list(r) for r in fig.data[0].z] == [[1, 3, 2, 0]]
     assert list(fig.data[0].text[0]) == ["−", "★", "+", ""]
     assert [t.name for t in fig.data[1:]] == ["★ both ran", "+ this setting only", "− full model only", "neither ran"]
@@ -91,12 +92,12 @@ def test_the_selection_comparison_has_one_mark_a_cell_and_a_legend():
 def test_attention_labels_are_readable_thinned_and_escaped():
     tokens = ['"', "<b>", "&", *(f"w{i}" for i in range(93))]  # 96 tokens
     probs = [[1 / 96] * 96 for _ in range(96)]
-    layout = charts.attention_heatmap(probs, tokens, "attention").layout
+    layout = attention_heatmap(probs, tokens, "attention").layout
     for axis in (layout.xaxis, layout.yaxis):
         assert axis.tickfont.size >= 11
-        assert len(axis.ticktext) <= charts.ATTENTION_LABELS and list(axis.tickvals) == list(range(0, 96, 3))
+        assert len(axis.ticktext) <= ATTENTION_LABELS and list(axis.tickvals) == list(range(0, 96, 3))
     assert layout.yaxis.ticktext[0] == '" ·0'  # plotly shows `"` itself; "&quot;" it would show as is
-    short = charts.attention_heatmap([[0.5, 0.5]] * 2, ["<b>", "&"], "attention").layout
+    short = attention_heatmap([[0.5, 0.5]] * 2, ["<b>", "&"], "attention").layout
     assert list(short.xaxis.ticktext) == ["&lt;b&gt; ·0", "&amp; ·1"]  # a tag-like token stays text
 
 

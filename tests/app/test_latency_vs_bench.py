@@ -8,8 +8,8 @@ heads per layer and the same FLOPs. How far two timings agree on a machine is me
 
 from __future__ import annotations
 
-from app import analysis as an
 from app import speed
+from app.explore_page import run_analysis
 from budgetformer_core.bench import bench
 from budgetformer_core.budget import Control
 from budgetformer_core.latency import Latency
@@ -20,7 +20,7 @@ TEXT = ("The striker scored twice as the champions won the cup final after extra
 
 def test_explore_latency_and_bench_time_the_same_computation_on_a_fixed_text(bbc_budgetformer):
     ckpt, budget = bbc_budgetformer, 0.5
-    analysis = an.run_analysis(ckpt, TEXT, Control(budget=budget))
+    analysis = run_analysis(ckpt, TEXT, Control(budget=budget))
     page = speed.time_input(ckpt, TEXT, Control(budget=budget))
     result = bench(ckpt.model, seq_len=analysis.n_tokens, budgets=(budget,), repeats=3,
                    source="bbc-budgetformer", clock="cpu")  # the page's clock

@@ -11,7 +11,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import charts as charts_module
+from app.charts.style import SCATTER_POINTS
 from app.state import CHECKPOINTS, DEFAULT_MODEL, OFFLINE_DATASETS, available_models
 
 from .apptest import (
@@ -172,9 +172,9 @@ def class_axes_are_categories(spec: dict, labels: list[str], axes: tuple[str, ..
 
 
 def every_axis_and_colour_bar_has_a_title(at: AppTest) -> None:
-    """… and every chart is drawn in the app's own look (app.charts.TEMPLATE), not restyled by
+    """… and every chart is drawn in the app's own look (app.charts.style.TEMPLATE), not restyled by
     Streamlit's theme in the browser (through app.components.show_chart)."""
-    from app.charts import TEMPLATE
+    from app.charts.style import TEMPLATE
 
     for el in at.get("plotly_chart"):
         spec = json.loads(el.proto.spec)
@@ -304,7 +304,7 @@ def check_easy_hard(at, mcfg, labels, history, texts_here):
     n = sum(int(c) for t in scatter["data"][:2] for row in t["text"] for c in row) \
         if scatter["data"][0]["type"] == "contour" else 0  # the counts (z is log(1 + count))
     if n:  # above its most points: densities (each input counted once per panel), else points drawn with WebGL
-        assert {t["type"] for t in scatter["data"]} == {"contour"} and n > charts_module.SCATTER_POINTS
+        assert {t["type"] for t in scatter["data"]} == {"contour"} and n > SCATTER_POINTS
     else:
         assert {t["type"] for t in scatter["data"]} == {"scattergl"}
 

@@ -437,7 +437,7 @@ def test_api(ws, tmp_path, case):
 # --------------------------------------------------------------------------- the app
 
 def test_app_cuts_at_the_one_limit():
-    from app.analysis import prepare_text
+    from app.explore_page import prepare_text
 
     for text, kept, cut in [("x" * (MAX_CHARS + 5), MAX_CHARS, True), ("x" * MAX_CHARS, MAX_CHARS, False),
                             (None, 0, False), ("", 0, False)]:
@@ -518,7 +518,8 @@ HOSTILE_LINKS = {  # query parameters → the link value that falls back to its 
 
 @pytest.mark.parametrize("name", list(HOSTILE_LINKS))
 def test_link_reader_falls_back_on_hostile_numbers(name):
-    from app.analysis import LinkView, Method, read_link
+    from app.links import LinkView, read_link
+    from app.method import Method
 
     params, field, message = HOSTILE_LINKS[name]
     view, notes = read_link(params, Method(), n_heads=8, n_texts=100)
@@ -529,7 +530,8 @@ def test_link_reader_falls_back_on_hostile_numbers(name):
 
 
 def test_link_reader_says_when_it_cuts_a_long_text():
-    from app.analysis import LINK_TEXT_READ, Method, read_link
+    from app.links import LINK_TEXT_READ, read_link
+    from app.method import Method
 
     text = "w" * (LINK_TEXT_READ + 500)
     view, [note] = read_link({"text": text}, Method(), 8, None)
@@ -582,14 +584,16 @@ def test_csv_exports_neutralise_formulas_and_keep_rows():
 
 
 def test_class_names_are_text_in_charts():
-    from app import charts
+    from app.charts.easy_hard import budget_by_class
+    from app.charts.errors import confusion_heatmap
+    from app.charts.explore import probabilities_bar
 
     names = ["<b>bold</b>", "<a href='https://x'>link</a>", "R&D", "plain"]
-    bar = charts.probabilities_bar(names, [0.1, 0.2, 0.3, 0.4]).to_dict()["data"][0]
+    bar = probabilities_bar(names, [0.1, 0.2, 0.3, 0.4]).to_dict()["data"][0]
     assert list(bar["y"]) == ["&lt;b&gt;bold&lt;/b&gt;", "&lt;a href='https://x'&gt;link&lt;/a&gt;", "R&amp;D", "plain"]
-    confusion = charts.confusion_heatmap([[1] * 4] * 4, names).to_dict()["data"][0]
+    confusion = confusion_heatmap([[1] * 4] * 4, names).to_dict()["data"][0]
     assert list(confusion["x"]) == list(confusion["y"]) == list(bar["y"])
-    boxes = charts.budget_by_class(names, [0.5] * 4, names).to_dict()
+    boxes = budget_by_class(names, [0.5] * 4, names).to_dict()
     assert all("<" not in str(b["x0"]) + str(b["name"]) for b in boxes["data"])
 
 
@@ -649,7 +653,7 @@ def test_a_checkpoint_replaced_while_read_says_so(ws, tmp_path):
 def test_the_upload_limit_is_the_batch_pages():
     import tomllib
 
-    from app.analysis import BATCH_MAX_BYTES, BATCH_MAX_MB
+    from app.batch_page import BATCH_MAX_BYTES, BATCH_MAX_MB
 
     config = tomllib.loads((Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml").read_text())
     assert config["server"]["maxUploadSize"] == BATCH_MAX_MB  # MB: Streamlit's unit

@@ -1,0 +1,75 @@
+"""What the "Batch analysis" page computes: the table of a file's predictions and their accuracy
+against the file's labels (no Streamlit here)."""
+
+from __future__ import annotations
+
+BATCH_MAX_MB = 2
+"""The largest file the batch page takes, in MiB: its upload widget's limit and the server's
+(``server.maxUploadSize`` in .streamlit/config.toml, which refuses a larger upload before it is
+buffered)."""
+BATCH_MAX_BYTES = BATCH_MAX_MB * 2**20
+"""The same limit in bytes: the largest file the batch page reads."""
+BATCH_MAX_ROWS = 500
+"""The most texts the batch page classifies from one file."""
+
+
+def true_label(value: str | None, label_names: list[str]) -> str | None:
+    """A file's ``label`` cell as one of the model's classes: its name (any case) or its index;
+    None when it names none of them."""
+    if value is None:
+        return None
+    lowered = {n.lower(): n for n in label_names}
+    if value.lower() in lowered:
+        return lowered[value.lower()]
+    return label_names[int(value)] if value.isdigit() and int(value) < len(label_names) else None
+
+
+def batch_table(predictions: list, symbol: str = "s", labels: dict[int, str] | None = None,
+                label_names: list[str] | None = None):
+    """A DataFrame, a row per input of :func:`budgetformer_core.infer.predict_rows`: its number, the text,
+    why it was not classified (``error``, "" when it was), prediction, confidence, per layer the
+    budget (``symbol``: s, or bba's b), k and the heads that ran, tokens read and FLOPs vs dense.
+    With ``labels`` (a file's label per row number, :func:`budgetformer_core.inputs.read_labels`)
+    it has the true ``label`` (one of ``label_names``, or "" when the cell names no class) and
+    whether the prediction is ``correct``."""
+    import pandas as pd
+
+    rows = []
+    for p in predictions:
+        row = {"row": p.line, "text": p.text, "error": p.error or ""}
+        if labels:
+            row["label"] = true_label(labels.get(p.line), label_names or []) or ""
+        if p.row is not None:
+            r = p.row
+            row |= {"prediction": r["label"], "confidence": max(r["probs"].values())}
+            for layer, (s, k, heads) in enumerate(zip(r["budget"], r["k"], r["selected_heads"], strict=True)):
+                row |= {f"{symbol}{layer}": s, f"k{layer}": k, f"heads{layer}": " ".join(map(str, heads))}
+            row |= {"tokens": r["n_tokens"], "truncated": r["truncated"],
+                    "flops_vs_dense": r["flops"] / r["dense_flops"]}
+            if labels and row["label"]:
+                row["correct"] = row["label"] == r["label"]
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for column in [c for c in table.columns if c[:1] == "k" and c[1:].isdigit()] + ["tokens"]:
+        if column in table:  # whole numbers, blank where a row has none
+            table[column] = table[column].astype("Int64")
+    n_layers = max((len(p.row["k"]) for p in predictions if p.row is not None), default=0)
+    layers = [c for layer in range(n_layers) for c in (f"{symbol}{layer}", f"k{layer}", f"heads{layer}")]
+    order = ["row", "text", "error", "label", "prediction", "correct", "confidence", *layers, "tokens", "truncated",
+             "flops_vs_dense"]
+    return table[[c for c in order if c in table.columns]]
+
+
+def batch_accuracy(table, label_names: list[str]) -> tuple[float, int, list[list[int]]] | None:
+    """(accuracy, rows judged, confusion counts true × predicted in ``label_names`` order) of the
+    rows of :func:`batch_table` that have a true label and a prediction; None when none has."""
+    if "correct" not in table:
+        return None
+    judged = table[table["correct"].notna()]
+    if judged.empty:
+        return None
+    index = {n: i for i, n in enumerate(label_names)}
+    matrix = [[0] * len(label_names) for _ in label_names]
+    for true, predicted in zip(judged["label"], judged["prediction"], strict=True):
+        matrix[index[true]][index[predicted]] += 1
+    return float(judged["correct"].astype(bool).mean()), len(judged), matrix

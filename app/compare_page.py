@@ -1,0 +1,66 @@
+"""What the "Side by side" page computes: the differences between two analyses and each side's
+headline numbers (no Streamlit here)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.cards import Card
+from app.explore_page import metric_cards
+
+if TYPE_CHECKING:
+    from app.method import Method
+    from app.settings import Settings
+    from budgetformer_core.infer import Analysis
+
+
+# --------------------------------------------------------------------------- side by side
+
+
+def _heads(heads) -> str:
+    return "{" + ",".join(str(h) for h in sorted(heads)) + "}"
+
+
+def side_differences(
+    a: Analysis, b: Analysis, method_a: Method, method_b: Method, names: tuple[str, str] = ("A", "B")
+) -> list[str]:
+    """What differs between two analyses shown side by side, a line each (markdown-free): the
+    prediction, then per layer k, the budget (each side's own: s, or bba's b; none for dense) and
+    the heads only one side ran ("layer 1: k 3 vs 5; heads {1,2} only in A")."""
+    na, nb = names
+    conf_a, conf_b = max(a.probs), max(b.probs)
+    if a.label == b.label:
+        lines = [f"same prediction: {a.label} ({conf_a:.1%} in {na}, {conf_b:.1%} in {nb})"]
+    else:
+        lines = [f"prediction: {a.label} ({conf_a:.1%}) in {na}, {b.label} ({conf_b:.1%}) in {nb}"]
+
+    def budget(m: Method, x: float) -> str | None:
+        return None if m.is_dense else f"{m.symbol} {x:.2f}"
+
+    for layer in range(max(len(a.k), len(b.k))):
+        if layer >= len(a.k) or layer >= len(b.k):
+            lines.append(f"layer {layer}: only {na if layer < len(a.k) else nb} has it")
+            continue
+        parts = [f"k {a.k[layer]} vs {b.k[layer]}" if a.k[layer] != b.k[layer] else f"k {a.k[layer]} in both"]
+        ba, bb = budget(method_a, a.budget[layer]), budget(method_b, b.budget[layer])
+        if (ba or bb) and ba != bb:
+            parts.append(f"{ba or 'no budget'} vs {bb or 'no budget'}")
+        sa, sb = set(a.selected_heads[layer]), set(b.selected_heads[layer])
+        if sa == sb:
+            parts.append(f"the same heads {_heads(sa)}")
+        else:
+            parts += [f"heads {_heads(s)} only in {n}" for s, n in ((sa - sb, na), (sb - sa, nb)) if s]
+        lines.append(f"layer {layer}: " + "; ".join(parts))
+    return lines
+
+
+def side_cards(a: Analysis, settings: Settings, n_heads: int, method: Method, side: str) -> list[Card]:
+    """The headline numbers of one side (:func:`app.explore_page.metric_cards` without latency,
+    labelled with the side; a dense model has no budget card: it has no budget). For bba the budget card reads
+    "Budget b per layer" (its note says where b comes from): "Requested budget b per layer" does
+    not fit half a page."""
+    cards = metric_cards(a, None, settings, n_heads, method)[:4]
+    if method.is_dense:
+        cards = [c for c in cards if not c.label.startswith(method.budget_name)]
+    short = {method.budget_name + " per layer": f"Budget {method.symbol} per layer"}
+    return [Card(f"{side} · {short.get(c.label, c.label)}", c.value, c.note, c.help) for c in cards]
