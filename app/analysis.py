@@ -933,7 +933,8 @@ def side_cards(a: Analysis, settings: Settings, n_heads: int, method: Method, si
 BATCH_MAX_MB = 2
 """The largest file the batch page takes, in MiB: its upload widget's limit and the server's
 (``server.maxUploadSize`` in .streamlit/config.toml, which refuses a larger upload before it is
-buffered)."""
+buffered). The widget counts a MB as 1,000,000 bytes (1,048,576 on Windows): in most browsers it
+takes files up to 2,000,000 bytes."""
 BATCH_MAX_BYTES = BATCH_MAX_MB * 2**20
 """The same limit in bytes: the largest file the batch page reads."""
 BATCH_MAX_ROWS = 500
