@@ -4,9 +4,9 @@ against the file's labels (no Streamlit here)."""
 from __future__ import annotations
 
 BATCH_MAX_MB = 2
-"""The largest file the batch page takes, in MiB: its upload widget's limit and the server's
-(``server.maxUploadSize`` in .streamlit/config.toml, which refuses a larger upload before it is
-buffered)."""
+"""The largest file the batch page takes, in MiB: the server's limit (``server.maxUploadSize`` in
+.streamlit/config.toml: a larger upload is refused before it is buffered) and its upload widget's,
+which counts a MB as 10^6 bytes (2^20 on Windows)."""
 BATCH_MAX_BYTES = BATCH_MAX_MB * 2**20
 """The same limit in bytes: the largest file the batch page reads."""
 BATCH_MAX_ROWS = 500

@@ -612,6 +612,26 @@ def test_saving_over_a_linked_checkpoint_keeps_the_link(ws, tmp_path):
     assert load_checkpoint(link).label_names == ckpt.label_names
 
 
+def test_train_force_over_a_linked_checkpoint_keeps_the_link(capsys, ws, tmp_path):
+    """``train --force --out LINK``: the folder the link names gets the new checkpoint, the link
+    stays, nothing hidden is left beside them, and every file has a new plain file's mode."""
+    real, link = tmp_path / "real", tmp_path / "link"
+    shutil.copytree(ws / "ckpt", real)
+    link.symlink_to(real)
+    tiny = [f"--set={item}" for item in ("epochs=1", "d_model=16", "n_layers=1", "n_heads=2", "vocab_size=50",
+                                         "max_len=16")]
+    code, out, err = cli(capsys, ["train", "--dataset", str(ws / "all.csv"), "--out", str(link), "--force", "--quiet",
+                                  *tiny])
+    assert code == 0, err
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]  # nothing hidden left behind
+    assert load_checkpoint(link).config.d_model == 16  # the new model
+    (tmp_path / "plain").write_text("")
+    plain = (tmp_path / "plain").stat().st_mode & 0o777  # 0644 under the usual umask
+    assert {p.name: p.stat().st_mode & 0o777 for p in real.iterdir()} == dict.fromkeys(
+        ["config.json", "history.json", "model.safetensors", "tokenizer.json"], plain)
+
+
 def test_a_checkpoint_replaced_while_read_says_so(ws, tmp_path):
     """A reader racing a writer that saves over the folder: each load succeeds or says the
     checkpoint was being rewritten — never that a good file "has changed" or is missing."""
@@ -759,6 +779,25 @@ def test_app_batch_csv_download_of_hostile_texts(downloads):
     assert len(rows) == len(back) == len(HOSTILE_TEXTS)
     no_formula(rows, back)
     assert back["text"].str.removeprefix("'").tolist() == HOSTILE_TEXTS
+
+
+def test_app_batch_page_names_the_jsonl_line_that_is_not_json(ws):
+    """The Batch page with a JSONL line holding a 5,000-digit number, or 100,000 nested brackets:
+    the file's line and why, no traceback (the same reader as ``predict --input-file``)."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.state import DEFAULT_MODEL, available_models
+
+    if DEFAULT_MODEL not in available_models():
+        pytest.skip(f"no {DEFAULT_MODEL}")
+    at = app_run(AppTest.from_file(str(MAIN.parent / "views" / "batch.py"), default_timeout=180))  # the page alone
+    for name, message in (("bigint.jsonl", "line 2 is not JSON ("),
+                          ("nested.jsonl", "line 1 is not JSON (lists or objects nested too deeply)")):
+        at.file_uploader(key="batch_file").set_value((name, (ws / name).read_bytes(), "application/json"))
+        app_run(at)
+        errors = [e.value.replace("\\", "") for e in at.error]
+        assert len(errors) == 1 and message in errors[0] and "\n" not in errors[0], errors
+        assert not at.dataframe
 
 
 AG_NEWS = "ag_news-budgetformer"
