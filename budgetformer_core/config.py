@@ -1,8 +1,8 @@
 """Typed, validated configuration: the model's shape and the training recipe.
 
-Every choice the papers leave open is a field here with a documented default. Command-line
-overrides (``--set key=value``) go through :func:`apply_overrides`, which rejects unknown keys
-and converts values to the field's type.
+Every choice the papers leave open is a field here with a documented default. Overrides, from
+the command line (``--set key=value``) or a recipe (a mapping of typed values), go through
+:func:`apply_overrides`, which rejects unknown keys and converts values to the field's type.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -369,9 +370,24 @@ class TrainConfig:
                              f"{self.lambda_cost}, {self.lambda_difficulty}, {self.lambda_balance}")
 
 
-def _convert(value: str, current: Any, key: str) -> Any:
+_MODEL_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelConfig))
+_TRAIN_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainConfig))
+
+
+def _settable(key: str, model: ModelConfig, train: TrainConfig) -> Any:
+    """The value ``key`` has now; ``ValueError`` for an unknown key or a field the engine sets."""
+    if key in _MODEL_FIELDS:
+        current = getattr(model, key)
+    elif key in _TRAIN_FIELDS:
+        current = getattr(train, key)
+    else:
+        raise ValueError(f"unknown config key {key!r}; known keys: {', '.join(sorted(_MODEL_FIELDS | _TRAIN_FIELDS))}")
     if current is None or isinstance(current, list):
         raise ValueError(f"--set {key}: this field is set by the engine (e.g. by pruning), not on the command line")
+    return current
+
+
+def _convert(value: str, current: Any, key: str) -> Any:
     if isinstance(current, bool):
         if value.lower() in ("1", "true", "yes", "on"):
             return True
@@ -384,26 +400,36 @@ def _convert(value: str, current: Any, key: str) -> Any:
         raise ValueError(f"--set {key}: expected {type(current).__name__}, got {value!r}") from None
 
 
-def apply_overrides(
-    model: ModelConfig, train: TrainConfig, overrides: list[str]
-) -> tuple[ModelConfig, TrainConfig]:
-    """Apply ``key=value`` strings to the two configs; unknown keys raise ``ValueError``."""
-    model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
-    train_fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    m_changes: dict[str, Any] = {}
-    t_changes: dict[str, Any] = {}
+def parse_overrides(
+    overrides: Iterable[str], model: ModelConfig | None = None, train: TrainConfig | None = None
+) -> dict[str, Any]:
+    """``key=value`` strings as typed values, each converted to its field's type (the type of
+    its value in ``model`` / ``train``, by default the defaults'); a key given twice keeps its
+    last value. Unknown keys raise ``ValueError``."""
+    model, train = model or ModelConfig(), train or TrainConfig()
+    changes: dict[str, Any] = {}
     for item in overrides:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
             raise ValueError(f"--set expects key=value, got {item!r}")
-        if key in model_fields:
-            m_changes[key] = _convert(value, getattr(model, key), key)
-        elif key in train_fields:
-            t_changes[key] = _convert(value, getattr(train, key), key)
-        else:
-            known = ", ".join(sorted(model_fields | train_fields))
-            raise ValueError(f"unknown config key {key!r}; known keys: {known}")
+        changes[key] = _convert(value, _settable(key, model, train), key)
+    return changes
+
+
+def apply_overrides(
+    model: ModelConfig, train: TrainConfig, overrides: Iterable[str] | Mapping[str, Any]
+) -> tuple[ModelConfig, TrainConfig]:
+    """Apply overrides to the two configs: ``key=value`` strings (``--set``) or a mapping of
+    typed values (a recipe). Unknown keys and values of the wrong type raise ``ValueError``."""
+    if isinstance(overrides, Mapping):
+        for key in overrides:
+            _settable(key, model, train)
+        changes = dict(overrides)
+    else:
+        changes = parse_overrides(overrides, model, train)
+    m_changes = {k: v for k, v in changes.items() if k in _MODEL_FIELDS}
+    t_changes = {k: v for k, v in changes.items() if k not in _MODEL_FIELDS}
     return dataclasses.replace(model, **m_changes), dataclasses.replace(train, **t_changes)
 
 
