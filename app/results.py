@@ -1,7 +1,7 @@
 """Tables of the "Budget sweep" and "Ablations" pages, from precomputed results (no Streamlit here).
 
 Both pages read what ``make precompute`` wrote under precomputed/results: sweeps.csv (a row per
-dataset, model and budget point); see budgetformer_core/precompute.py for how it is measured.
+dataset, model and budget point); see docs/reproduce.md for how it is measured.
 :func:`live_sweep` re-measures a few budgets on this machine.
 """
 

@@ -2,7 +2,7 @@
 
 A model's speed-up is always against its dataset's **dense reference** — ``<dataset>-dense``, or
 ``<dataset>-minilm-dense`` for a model on the pretrained encoder
-(:func:`budgetformer_core.precompute.dense_reference`) — timed in the same interleaved rounds on
+(:func:`budgetformer_core.shipped.dense_reference`) — timed in the same interleaved rounds on
 the same inputs, one thread (:func:`budgetformer_core.latency.time_points`):
 ``speed-up = reference latency / this latency``.
 

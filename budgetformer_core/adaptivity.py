@@ -219,7 +219,7 @@ def default_reference(checkpoint_dir: str | Path) -> Path:
     Raises:
         FileNotFoundError: when there is no such directory (pass a reference explicitly).
     """
-    from .precompute import dense_reference
+    from .shipped import dense_reference
 
     path = Path(checkpoint_dir)
     dataset, _, model = path.name.partition("-")

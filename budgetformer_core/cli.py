@@ -13,7 +13,7 @@ A table of subcommands, each a thin wrapper of a core function:
     budgetformer bench   (--checkpoint DIR | [--set key=value ...]) [--batch-size N] [--threads T]
                          [--seq-len L | --seq-lens L,L,...] [--repeats R] [--budgets B,B,...]
                          [--clock {wall,cpu}] [--head-sets {input,batch}] [--json]
-    budgetformer latency-check [--datasets D ...] [--models M ...] [--json FILE]
+    budgetformer latency-check [--datasets D ...] [--models M ...] [--data-dir DIR] [--json FILE]
 
 Wherever a checkpoint is asked for (--checkpoint, --init, --reference), a folder or the name of
 a shipped model (e.g. bbc-budgetformer) is accepted, from any working folder. ``--checkpoint``
@@ -89,7 +89,7 @@ def _positive(value: str) -> int:
 def add_split_arguments(p: argparse.ArgumentParser) -> None:
     """The options :func:`~budgetformer_core.commands.checkpoint_split` reads."""
     p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
-    p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
+    p.add_argument("--data-dir", help="folder holding a local copy of the dataset (e.g. data/ag_news)")
     p.add_argument("--split", choices=("train", "validation", "test", "all"),
                    help="default: test; all = every labelled row, no split made (the default for a single file)")
     p.add_argument("--split-seed", type=_non_negative, help="default: the seed the checkpoint was trained with")
@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train a model and write a checkpoint")
     p.add_argument("--dataset", help="bbc, synthetic, synthetic_var, a hub name (ag_news, …) or a file (required)")
-    p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
+    p.add_argument("--data-dir", help="folder holding a local copy of the dataset (e.g. data/ag_news)")
     p.add_argument("--variant", choices=("dense", "budgetformer", "bba"), default="budgetformer",
                    help="dense: every head; budgetformer: f_θ / g_φ choose the heads per input; "
                         "bba: a requested budget b gates nested head sets (default: budgetformer)")
@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="checkpoint directory to write")
     p.add_argument("--force", action="store_true", help="replace a checkpoint already at --out")
     p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
-    p.add_argument("--data-dir", help="local copy of the dataset (e.g. ../shared/data/ag_news)")
+    p.add_argument("--data-dir", help="folder holding a local copy of the dataset (e.g. data/ag_news)")
     p.add_argument("--split-seed", type=_non_negative, help="default: the seed the checkpoint was trained with")
 
     p = sub.add_parser("predict", help="classify texts and show the heads each one used")
@@ -220,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="datasets whose models to re-time (default: bbc ag_news)")
     p.add_argument("--models", nargs="+", help="models of each dataset, timed with its dense model "
                    "(default: budgetformer bba)")
+    p.add_argument("--data-dir", help="local copy of the hub datasets among --datasets (e.g. ag_news): a "
+                   "dataset's folder, or the folder holding one folder per dataset")
     p.add_argument("--json", metavar="FILE", help="also write the rows to FILE as JSON")
     return parser
 

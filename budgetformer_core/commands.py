@@ -339,23 +339,26 @@ def cmd_latency_check(args: argparse.Namespace) -> int:
     live speed-up is not within 25 % of the shipped one."""
     import pandas as pd
 
-    from .precompute import CHECK_MODELS, CHECK_TOLERANCE, OUT, RECIPES, ROOT, agrees, live_check
+    from .data import BUILTIN
+    from .latency import CHECK_MODELS, CHECK_TOLERANCE, agrees, live_check
+    from .shipped import PRECOMPUTED
 
-    unknown = sorted(set(args.datasets) - set(RECIPES))
-    if unknown:
-        raise ValueError(f"unknown dataset {', '.join(unknown)}; choose from {', '.join(RECIPES)}")
-    path = ROOT / OUT / "results" / "sweeps.csv"
+    path = PRECOMPUTED / "results" / "sweeps.csv"
     if not path.is_file():
         raise FileNotFoundError(f"{path} is not there: build precomputed/ first (make precompute)")
     frame = pd.read_csv(path, dtype={"budget": str})
+    known = list(dict.fromkeys(frame["dataset"]))
+    unknown = sorted(set(args.datasets) - set(known))
+    if unknown:
+        raise ValueError(f"unknown dataset {', '.join(unknown)}; choose from {', '.join(known)}")
     if "dense_latency_ms" not in frame.columns:
-        raise ValueError("sweeps.csv has no dense_latency_ms column: re-time it "
-                         "(python -m budgetformer_core.precompute --retime)")
-    absent = [d for d in args.datasets if RECIPES[d].data_dir and not (ROOT / RECIPES[d].data_dir).is_dir()]
-    if absent:
-        raise FileNotFoundError(f"the test texts of {', '.join(absent)} are not on this machine "
-                                f"({', '.join(RECIPES[d].data_dir for d in absent)})")
-    check = live_check(frame, args.datasets, args.models or list(CHECK_MODELS))
+        raise ValueError("sweeps.csv has no dense_latency_ms column: re-time it (make precompute "
+                         "PRECOMPUTE_ARGS=--retime)")
+    absent = [d for d in args.datasets if d not in BUILTIN]
+    if absent and not args.data_dir:
+        raise FileNotFoundError(f"the test texts of {', '.join(absent)} are not shipped: pass --data-dir DIR, "
+                                "a local copy (the dataset's folder, or the folder holding it)")
+    check = live_check(frame, args.datasets, args.models or list(CHECK_MODELS), data_dir=args.data_dir)
     check["agrees"] = agrees(check)
     if args.json:
         Path(args.json).write_text(dumps({"tolerance": CHECK_TOLERANCE, "rows": check.to_dict("records")}) + "\n")

@@ -23,7 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tables  # noqa: E402  (scripts/tables.py)
 
-from budgetformer_core.precompute import TEXT_BASELINE as TEXT  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the rebuild package
+
+from rebuild.measure import TEXT_BASELINE as TEXT  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "results.md"

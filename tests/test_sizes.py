@@ -1,4 +1,5 @@
-"""Sizes a reader can hold: no module of the engine or the app over 600 lines, no function over 150.
+"""Sizes a reader can hold: no module of the engine, the app or the rebuild over 600 lines, no function
+over 150.
 
 The modules listed in KNOWN_LONG are longer today; each may shrink but not grow past the length
 given, and leaves the list once it is within the limit.
@@ -12,14 +13,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 150
-KNOWN_LONG = {
-    "budgetformer_core/precompute.py": 818,
-}
+KNOWN_LONG: dict[str, int] = {}
 """Modules still over the limit, with the most lines each may have."""
 
 
 def sources() -> list[Path]:
-    return sorted(p for folder in ("budgetformer_core", "app") for p in (ROOT / folder).rglob("*.py"))
+    return sorted(p for folder in ("budgetformer_core", "app", "rebuild") for p in (ROOT / folder).rglob("*.py"))
 
 
 def test_no_module_is_longer_than_the_limit():

@@ -1,4 +1,5 @@
-"""The app's modules keep to their side: no build orchestration, no timer or thread pinning of their own."""
+"""The app's modules keep to their side: no build orchestration, no timer or thread pinning of their own
+(and the engine imports no build orchestration either)."""
 
 from __future__ import annotations
 
@@ -26,13 +27,22 @@ def app_modules() -> dict[str, ast.AST]:
     return {f.relative_to(APP).as_posix(): ast.parse(f.read_text(encoding="utf-8")) for f in files}
 
 
-def test_no_app_module_imports_the_precompute_orchestrator():
-    offenders = [
-        name
-        for name, tree in app_modules().items()
-        if any(m == "budgetformer_core.precompute" or m.startswith("budgetformer_core.precompute.")
-               for m in imported_modules(tree))
-    ]
+REBUILD = "rebuild"
+"""The package that rebuilds precomputed/ (recipes and orchestration): neither the app nor the engine uses it."""
+
+
+def imports_the_rebuild(tree: ast.AST) -> bool:
+    return any(m == REBUILD or m.startswith(f"{REBUILD}.") for m in imported_modules(tree))
+
+
+def test_no_app_module_imports_the_rebuild_orchestrator():
+    offenders = [name for name, tree in app_modules().items() if imports_the_rebuild(tree)]
+    assert offenders == []
+
+
+def test_no_engine_module_imports_the_rebuild_orchestrator():
+    engine = APP.parent / "budgetformer_core"
+    offenders = [p.name for p in sorted(engine.rglob("*.py")) if imports_the_rebuild(ast.parse(p.read_text("utf-8")))]
     assert offenders == []
 
 
@@ -47,9 +57,11 @@ def test_the_app_pins_no_threads_itself():
     assert calls == set()
 
 
-def test_the_check_sees_an_import_of_precompute():
-    tree = ast.parse("from budgetformer_core import precompute\nimport budgetformer_core.precompute as p\n")
-    assert "budgetformer_core.precompute" in imported_modules(tree)
+def test_the_check_sees_an_import_of_the_rebuild():
+    for source in ("from rebuild import recipes\n", "import rebuild.jobs as j\n", "from rebuild.measure import retime\n",
+                   "import rebuild\n"):
+        assert imports_the_rebuild(ast.parse(source)), source
+    assert not imports_the_rebuild(ast.parse("from budgetformer_core import latency\nimport rebuilder\n"))
 
 
 def test_pages_have_no_stray_strings():

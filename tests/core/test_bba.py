@@ -201,18 +201,16 @@ def test_shipped_bba_head_sets_are_nested_on_every_test_input(name):
     texts alone takes minutes)."""
     from budgetformer_core.allocators import ForwardContext
     from budgetformer_core.infer import evaluate
-    from budgetformer_core.precompute import RECIPES
     from budgetformer_core.tokenizer import encode, pad
-
-    from ..conftest import ROOT
+    from rebuild.measure import local_copy
 
     ckpt = load_checkpoint(PRECOMPUTED / name)
     cfg = ckpt.model.cfg
     assert cfg.gate_source == "embedding" or not cfg.gate_input, "gates that read the layer input need the full pass"
-    data_dir = RECIPES[ckpt.meta["dataset"]].data_dir
-    if data_dir and not (ROOT / data_dir).is_dir():
-        pytest.skip(f"{data_dir} is not here")
-    split = load_dataset(ckpt.meta["dataset"], data_dir and ROOT / data_dir, seed=ckpt.meta.get("split_seed", 0))
+    data = local_copy(ckpt.meta["dataset"])
+    if data and not data.is_dir():
+        pytest.skip(f"{data} is not here")
+    split = load_dataset(ckpt.meta["dataset"], data, seed=ckpt.meta.get("split_seed", 0))
     ids, _ = encode(ckpt.tokenizer, split.split("test").texts, ckpt.config.max_len)
     model = ckpt.model.eval()
     batches = [pad(ids[i : i + 512]) for i in range(0, len(ids), 512)]

@@ -201,9 +201,17 @@ def test_predict_file_streams_its_rows(capsys, tiny_checkpoint, tmp_path, monkey
     assert seen == [(infer.PREDICT_BATCH, 0), (infer.PREDICT_BATCH, infer.PREDICT_BATCH), (1, infer.PREDICT_BATCH)]
 
 
-def test_latency_check_refuses_an_unknown_dataset_in_one_line(capsys):
-    from budgetformer_core.precompute import RECIPES
+def test_latency_check_refuses_an_unknown_dataset_or_absent_texts_in_one_line(capsys):
+    import pandas as pd
 
+    from budgetformer_core.shipped import PRECOMPUTED
+
+    if not (PRECOMPUTED / "results" / "sweeps.csv").is_file():
+        pytest.skip("no shipped results")
+    shipped = ", ".join(dict.fromkeys(pd.read_csv(PRECOMPUTED / "results" / "sweeps.csv")["dataset"]))
     code, out, err = run(capsys, "latency-check", "--datasets", "imdb")
     assert code == 2 and out == ""
-    assert err.strip() == f"budgetformer latency-check: error: unknown dataset imdb; choose from {', '.join(RECIPES)}"
+    assert err.strip() == f"budgetformer latency-check: error: unknown dataset imdb; choose from {shipped}"
+    code, out, err = run(capsys, "latency-check", "--datasets", "bbc", "ag_news")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "test texts of ag_news are not shipped: pass --data-dir DIR" in err

@@ -12,16 +12,10 @@ import pytest
 from budgetformer_core.checkpoint import load_checkpoint
 from budgetformer_core.data import load_dataset
 from budgetformer_core.infer import evaluate_split
-from budgetformer_core.precompute import (
-    PRETRAINED_SWEEP,
-    RECIPES,
-    SHIPPED,
-    SHIPPED_PRETRAINED,
-    SLICE,
-    SWEEP_BUDGETS,
-    TEXT_BASELINE,
-    plan,
-)
+from rebuild.jobs import plan
+from rebuild.manifest import SLICE
+from rebuild.measure import PRETRAINED_SWEEP, SWEEP_BUDGETS, TEXT_BASELINE, local_copy
+from rebuild.recipes import RECIPES, SHIPPED, SHIPPED_PRETRAINED
 
 from ..conftest import ROOT
 
@@ -65,10 +59,10 @@ def test_every_shipped_model_is_there_with_its_command():
 def test_checkpoint_reproduces_its_slice_accuracy(key):
     run = MANIFEST["runs"][key]
     ckpt = load_checkpoint(ROOT / run["path"])
-    data_dir = RECIPES[ckpt.meta["dataset"]].data_dir
-    if data_dir and not (ROOT / data_dir).is_dir():
-        pytest.skip(f"{data_dir} is not here")
-    split = load_dataset(ckpt.meta["dataset"], data_dir and ROOT / data_dir, seed=run["split_seed"]).split("test")
+    data = local_copy(ckpt.meta["dataset"])
+    if data and not data.is_dir():
+        pytest.skip(f"{data} is not here")
+    split = load_dataset(ckpt.meta["dataset"], data, seed=run["split_seed"]).split("test")
     assert run["slice_rows"] == SLICE
     assert evaluate_split(ckpt, split.head(SLICE)).accuracy == pytest.approx(run["slice_accuracy"], abs=1e-9)
 
@@ -157,7 +151,7 @@ def test_synthetic_var_allocation_follows_the_need():
     assert point("synthetic_var", "dense", "own").accuracy >= 0.99
 
 
-REPRODUCED = sorted(k for k in MANIFEST["runs"] if not RECIPES[k.split("-", 1)[0]].data_dir)
+REPRODUCED = sorted(k for k in MANIFEST["runs"] if not RECIPES[k.split("-", 1)[0]].data)
 
 
 @pytest.mark.parametrize("key", REPRODUCED)

@@ -198,18 +198,18 @@ def test_resume_errors_are_one_line(tmp_path, capsys, setup, argv, message):
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-def test_precompute_rebuilds_with_force_and_records_the_plain_command(monkeypatch):
-    from budgetformer_core import precompute
+def test_the_rebuild_retrains_with_force_and_records_the_plain_command(monkeypatch):
+    from rebuild import jobs as rebuild_jobs
 
-    job = next(j for j in precompute.plan(["bbc"]) if j.name == "dense")
+    job = next(j for j in rebuild_jobs.plan(["bbc"]) if j.name == "dense")
     ran = {}
 
     def record(argv, **kw):
         ran["argv"] = argv
         return subprocess.CompletedProcess(argv, 0, "", "")
 
-    monkeypatch.setattr(precompute.subprocess, "run", record)
-    precompute.run_job(job, force=True)  # a deliberate rebuild
+    monkeypatch.setattr(rebuild_jobs.subprocess, "run", record)
+    rebuild_jobs.run_job(job, force=True)  # a deliberate rebuild
     assert ran["argv"][-1] == "--force" and ran["argv"][3:-1] == job.command()[1:]
 
 

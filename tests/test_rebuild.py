@@ -1,4 +1,5 @@
-"""The precompute plan: every model once, warm starts after what they start from, baselines off-ship."""
+"""The rebuild of precomputed/: every model once, warm starts after what they start from, baselines
+off-ship, typed recipes that the configs accept, and the check that a checkpoint is current."""
 
 from __future__ import annotations
 
@@ -11,19 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from budgetformer_core import precompute
+from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides, parse_overrides
 from budgetformer_core.data import load_dataset
 from budgetformer_core.infer import evaluate
-from budgetformer_core.precompute import (
-    RECIPES,
-    SHIPPED,
-    TEXT_BASELINE,
-    Job,
-    dense_reference,
-    plan,
-    run_all,
-    text_baseline,
-)
+from budgetformer_core.latency import agrees, live_check
+from budgetformer_core.shipped import dense_reference
+from rebuild import jobs as rebuild_jobs
+from rebuild.__main__ import main
+from rebuild.jobs import Job, plan, run_all
+from rebuild.measure import TEXT_BASELINE, accuracy_changes, text_baseline
+from rebuild.recipes import RECIPES, SHIPPED
 
 
 def test_plan_orders_warm_starts_after_their_source():
@@ -46,12 +44,13 @@ def test_shipped_models_and_baselines():
     for j in jobs:
         assert str(j.out).startswith("precomputed/checkpoints/" if j.shipped else "runs/precompute/")
     ablation = next(j for j in jobs if j.name == "no-head-scorer")
-    assert "head_choice=uniform" in ablation.argv
+    assert ablation.overrides["head_choice"] == "uniform"
+    assert ["--set", "head_choice=uniform"] == ablation.command()[-5:-3]
     for j in jobs:  # the commands the CLI accepts (prune has no --quiet)
         assert j.command()[:2] == ["budgetformer", j.argv[0]]
         assert ("--quiet" in j.command()) == (j.argv[0] == "train")
     recovery = next(j for j in jobs if j.name == "recovery-0.5")
-    assert {"epochs=1", "freeze_gates=true", "train_budget=0.5"} <= set(recovery.argv)
+    assert {"epochs=1", "freeze_gates=true", "train_budget=0.5"} <= set(recovery.command())
 
 
 def test_models_on_the_pretrained_encoder_start_from_it_or_from_its_dense_fine_tune():
@@ -65,46 +64,86 @@ def test_models_on_the_pretrained_encoder_start_from_it_or_from_its_dense_fine_t
     assert {j.budget for n, j in jobs.items() if n.startswith("minilm-static")} == {0.25, 0.5}
 
 
-def test_a_checkpoint_is_current_whether_or_not_its_run_was_quiet():
-    assert precompute._without_quiet("budgetformer train --out x --quiet") == \
-        precompute._without_quiet("budgetformer train --out x")
+def test_a_checkpoint_is_current_when_its_command_makes_the_same_model():
+    """Printing (--quiet), where the data lies (--data-dir), the spelling of a value and a key
+    given twice do not change the model; another value, a new key or another argument does."""
+    difference = rebuild_jobs.difference
+    base = "budgetformer train --dataset d --data-dir a/d --set lr=3e-3 --set epochs=8 --set epochs=6 --out x"
+    same = "budgetformer train --dataset d --data-dir b/d --set lr=0.003 --set epochs=6 --out x --quiet"
+    assert difference(base, same) is None
+    assert difference(base, base.replace("epochs=6", "epochs=7")) == "epochs: 6 → 7"
+    assert difference(base, base + " --set gate_source=embedding") == "gate_source: - → embedding"
+    assert difference(base, base.replace("--dataset d", "--dataset d --init y")) == "arguments - → --init y"
+    assert difference("budgetformer train --set freeze_attention=true", "budgetformer train").startswith(
+        "its command no longer parses")
+
+
+def test_recipes_are_typed_overrides_the_configs_accept_and_commands_carry_them_back():
+    for job in plan(list(RECIPES)):
+        command = job.command()
+        sets = [command[i + 1] for i, a in enumerate(command) if a == "--set"]
+        assert parse_overrides(sets) == job.overrides, job.key  # the --set text parses to the typed values
+        assert all(isinstance(v, (bool, int, float, str)) for v in job.overrides.values()), job.key
+    jobs = {j.key: j for j in plan(["synthetic_var", "ag_news"])}
+    assert jobs["synthetic_var-budgetformer"].overrides["epochs"] == 8  # the adaptive set wins over scratch's 6
+    assert jobs["synthetic_var-dense"].overrides["lr"] == pytest.approx(3e-3)
+    assert jobs["ag_news-dense"].argv[3:5] == ["--data-dir", "../shared/data/ag_news"]
+    elsewhere = {j.key: j for j in plan(["ag_news"], "/data")}
+    assert elsewhere["ag_news-dense"].argv[3:5] == ["--data-dir", "/data/ag_news"]
+    with pytest.raises(ValueError, match="unknown config key 'n_head'"):
+        apply_overrides(ModelConfig(), TrainConfig(), {"n_head": 2})
+    with pytest.raises(ValueError, match="n_heads must be an integer"):
+        apply_overrides(ModelConfig(), TrainConfig(), {"n_heads": "2"})
+
+
+@pytest.mark.artifacts
+def test_the_dry_run_lists_the_shipped_models_of_bbc_and_synthetic_var_as_current(capsys):
+    assert main(["--dry-run", "--datasets", "bbc", "synthetic_var", "--models", "dense", "budgetformer*",
+                 "no-*", "minilm-*"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    listed = {line.split()[0]: line.split(None, 2)[2] for line in lines[:-1]}
+    assert set(listed) == {f"{d}-{m}" for d in ("bbc", "synthetic_var") for m in (
+        "dense", "budgetformer", "budgetformer-paper", "no-budget-net", "no-head-scorer")} | {
+        "bbc-minilm-dense", "bbc-minilm-budgetformer"}
+    assert set(listed.values()) == {"current"}, listed
+    assert lines[-1] == f"{len(listed)} of {len(listed)} current; 0 would be trained"
 
 
 def test_run_times_are_recorded_once_per_model_and_an_interrupted_run_is_resumed(tmp_path, monkeypatch):
-    monkeypatch.setattr(precompute, "ROOT", tmp_path)
-    precompute.record_time("bbc-dense", 12.4)
-    precompute.record_time("bbc-bba", 30.0, resumed=True)
-    precompute.record_time("bbc-dense", 11.0)
-    times = pd.read_csv(tmp_path / precompute.TIMES)
+    monkeypatch.setattr(rebuild_jobs, "ROOT", tmp_path)
+    rebuild_jobs.record_time("bbc-dense", 12.4)
+    rebuild_jobs.record_time("bbc-bba", 30.0, resumed=True)
+    rebuild_jobs.record_time("bbc-dense", 11.0)
+    times = pd.read_csv(tmp_path / rebuild_jobs.TIMES)
     assert times[["model", "seconds", "resumed"]].values.tolist() == [["bbc-bba", 30, True], ["bbc-dense", 11, False]]
     job = next(j for j in plan(["bbc"]) if j.name == "bba")
     command = " ".join(job.command())
-    assert precompute.resumable(job, command) is None
+    assert rebuild_jobs.resumable(job, command) is None
     state = tmp_path / f"{job.out}.resume"
     state.mkdir(parents=True)
     (state / "run.json").write_text('{"command": "budgetformer train --other"}')
-    assert precompute.resumable(job, command) is None  # another run's state
+    assert rebuild_jobs.resumable(job, command) is None  # another run's state
     (state / "run.json").write_text(json.dumps({"command": " ".join(job.command()[:-1])}))  # no --quiet
-    assert precompute.resumable(job, command) == Path(f"{job.out}.resume")
+    assert rebuild_jobs.resumable(job, command) == Path(f"{job.out}.resume")
 
 
 def test_paper_recipe_beside_the_adaptive_one():
     jobs = {j.name: j for j in plan(["bbc"])}
-    assert "recipe=paper" in jobs["budgetformer-paper"].argv
-    assert not any("recipe=paper" in j.argv for n, j in jobs.items() if n != "budgetformer-paper")
+    assert jobs["budgetformer-paper"].overrides["recipe"] == "paper"
+    assert not any("recipe" in j.overrides for n, j in jobs.items() if n != "budgetformer-paper")
 
 
 def test_select_keeps_the_chosen_models_and_starts_from_built_sources(tmp_path, monkeypatch):
     jobs = plan(["bbc"])
-    chosen = precompute.select(jobs, ["budgetformer*", "bba"])
+    chosen = rebuild_jobs.select(jobs, ["budgetformer*", "bba"])
     assert {j.name for j in chosen} == {"budgetformer", "budgetformer-paper", "bba"}
     assert all(j.after == () for j in chosen)  # bbc-dense is not selected: bba starts from it as built
-    assert precompute.select(jobs, None) == jobs
+    assert rebuild_jobs.select(jobs, None) == jobs
     with pytest.raises(SystemExit, match="no model matches"):
-        precompute.select(jobs, ["nothing*"])
-    monkeypatch.setattr(precompute, "ROOT", tmp_path)  # nothing built there
+        rebuild_jobs.select(jobs, ["nothing*"])
+    monkeypatch.setattr(rebuild_jobs, "ROOT", tmp_path)  # nothing built there
     with pytest.raises(SystemExit, match="neither selected nor built"):
-        precompute.select(jobs, ["bba"])
+        rebuild_jobs.select(jobs, ["bba"])
 
 
 def test_run_all_runs_in_parallel_after_sources_and_rebuilds_what_starts_from_a_rebuild(monkeypatch):
@@ -128,7 +167,7 @@ def test_run_all_runs_in_parallel_after_sources_and_rebuilds_what_starts_from_a_
             forced[job.key] = force
         return job, force or job.key in out_of_date
 
-    monkeypatch.setattr(precompute, "run_job", fake_run)
+    monkeypatch.setattr(rebuild_jobs, "run_job", fake_run)
     done = run_all(jobs, workers=2)
     assert [j.key for j in done] == [j.key for j in jobs] and sorted(started) == sorted(forced)
     assert forced == {"t-a": False, "t-b": True, "t-c": True, "t-d": True, "t-e": False}
@@ -158,8 +197,6 @@ def test_evaluation_frame_written_per_example(small_model):
 
 
 def test_accuracy_changes_reports_points_per_model():
-    from budgetformer_core.precompute import accuracy_changes
-
     def frame(acc):
         return pd.DataFrame({"dataset": "bbc", "model": ["dense", "bba", "bba", "bba", "static-0.25"],
                              "budget": ["own", "own", "0.25", "0.5", "0.25"], "accuracy": acc})
@@ -179,8 +216,6 @@ def test_accuracy_changes_reports_points_per_model():
 def test_live_check_times_the_shipped_points_again_beside_their_figures():
     """The check re-times the rows asked for (and their dense reference) on the shipped models and
     keeps the shipped figures beside the live ones; ``agrees`` judges the ratio of speed-ups."""
-    from budgetformer_core.precompute import agrees, live_check
-
     keys = ["dataset", "model", "budget"]
     frame = pd.DataFrame({"dataset": "synthetic_var", "model": ["dense", "budgetformer", "budgetformer", "bba"],
                           "budget": ["own", "own", "1", "0.5"], "latency_ms": [0.5, 0.4, 0.5, 0.3],
@@ -209,5 +244,5 @@ def test_text_baseline_is_a_row_of_its_own_on_the_test_split():
 def test_retime_takes_no_evaluation_options():
     for extra in (["--skip-timing"], ["--models", "bba"], ["--skip-train"]):
         with pytest.raises(SystemExit) as stop:
-            precompute.main(["--retime", *extra])
+            main(["--retime", *extra])
         assert stop.value.code == 2, extra

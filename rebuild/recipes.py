@@ -1,0 +1,176 @@
+"""How every model of ``precomputed/`` is trained: typed config overrides per dataset.
+
+An override set is a mapping from a field of :class:`~budgetformer_core.config.ModelConfig` or
+:class:`~budgetformer_core.config.TrainConfig` to a value of that field's type; the engine
+checks both (:func:`~budgetformer_core.config.apply_overrides`). A model's overrides are the
+sets of its recipe merged in order (a later value of a key wins); :mod:`rebuild.jobs` turns them
+into the ``budgetformer train`` command that makes the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+Value = bool | int | float | str
+Overrides = Mapping[str, Value]
+
+SHIPPED = ("dense", "budgetformer", "budgetformer-paper", "no-budget-net", "no-head-scorer", "bba")
+"""The models of every dataset that ship (``precomputed/checkpoints/<dataset>-<model>``)."""
+SHIPPED_PRETRAINED = ("minilm-dense", "minilm-budgetformer", "minilm-bba")
+"""The models on the pretrained encoder that ship (where a dataset's recipe makes them)."""
+TABLE_BUDGETS = (0.25, 0.5, 0.75)
+"""The budgets of the per-budget baselines (static gates, post-hoc pruning with recovery)."""
+DATA_ROOT = Path("../shared/data")
+"""Where the local copies of the hub datasets lie by default, relative to the project root
+(``--data-root``): ``<root>/ag_news`` for AG News."""
+
+SYNTHETIC: Overrides = {
+    "n_layers": 1, "max_len": 64, "dropout": 0.0, "token_dropout": 0, "random_crop": False,
+    "embed_init": "normal", "pos_init": "sinusoidal", "lr": 3e-3,
+}
+"""The synthetic tasks: one layer, 64 tokens, no dropout or cropping, a larger learning rate."""
+
+ADAPTIVE: Overrides = {"lambda_difficulty": 10, "s_min": 0.05, "s_max": 0.65, "lambda_balance": 0.2,
+                       "structural_from": 0}
+"""BudgetFormer's adaptive recipe on BBC: gated weights trained straight-through from the start,
+the price λ_c·s, s pulled towards each input's difficulty rank (λ_d) over the band [0.05, 0.65]
+(k = 1 … 5 of 8; the easiest inputs can run one head per layer), and heads balanced over the
+inputs of a batch (λ_u 0.2)."""
+
+AG_NEWS_ADAPTIVE: Overrides = {**ADAPTIVE, "lambda_cost": 0.03}
+"""The adaptive recipe with a lower price on heads (λ_c 0.03 instead of 0.05), for AG News."""
+
+MINILM: Overrides = {"max_len": 128, "freeze_embeddings": True, "random_crop": False, "token_dropout": 0,
+                     "dropout": 0.1, "lr": 1e-4, "new_lr": 1e-3}
+"""Fine-tuning all-MiniLM-L6-v2: 128 tokens, the embeddings kept as pretrained, a small learning
+rate for the encoder and a larger one for the networks it does not bring (classifier, f_θ, g_φ,
+gates)."""
+
+MINILM_ADAPTIVE: Overrides = {"lambda_difficulty": 10, "s_min": 0.05, "s_max": 0.6, "lambda_balance": 0.2,
+                              "structural_from": 0}
+"""The adaptive recipe for 12 heads: the band [0.05, 0.6] (k = 1 … 7 of 12)."""
+
+BASELINES_ROWS: Overrides = {"max_train": 4000}
+"""The per-budget baselines on the pretrained encoder train on the first 4,000 rows (a fifth of
+AG News's training rows): a full epoch each would take longer than all shipped models together."""
+
+
+@dataclass(frozen=True)
+class Extra:
+    """A further model trained from scratch with the dataset's common overrides (e.g. one head)."""
+
+    name: str
+    variant: str
+    overrides: Overrides
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    """A model fine-tuned from the pretrained encoder ``minilm-l6`` (6 layers × 12 heads)."""
+
+    name: str
+    variant: str
+    overrides: Overrides = field(default_factory=dict)
+    init: str | None = None
+    """The model of the same dataset it starts from (a warm start); None: the pretrained encoder."""
+    budget: float | None = None
+    """The budget a per-budget baseline was made for."""
+    prune: bool = False
+    """A post-hoc baseline: ``init``'s heads ranked on the validation split, no training."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one dataset's models are trained: overrides shared by all of them, and each kind's."""
+
+    common: Overrides = field(default_factory=dict)
+    """Every model trained from scratch or warm-started from dense (not those on MiniLM)."""
+    scratch: Overrides = field(default_factory=dict)
+    """Only the models trained like dense (dense, budgetformer, its paper recipe, the ablations)."""
+    adaptive: Overrides = field(default_factory=dict)
+    """Only budgetformer (the adaptive recipe) and its two ablations (e.g. the budget band)."""
+    paper: Overrides = field(default_factory=dict)
+    """Only budgetformer-paper, the paper's recipe (``recipe="paper"``)."""
+    warm: Overrides = field(default_factory=lambda: {"epochs": 5})
+    """Only the models warm-started from dense (bba and the static-gate baselines)."""
+    bba: Overrides = field(default_factory=dict)
+    """Only the bba model."""
+    data: str | None = None
+    """The folder of the dataset's local copy under the data root (None: built in)."""
+    extra: tuple[Extra, ...] = ()
+    budget_init: bool = False
+    """Start budgetformer, budgetformer-paper and the ablations from the dense model (its weights;
+    f_θ and g_φ fresh), as bba does, instead of from scratch."""
+    pretrained: tuple[Pretrained, ...] = ()
+    """The models on the pretrained encoder, in the order they are made."""
+
+
+def _minilm_baselines(b: float, *, recovery: bool) -> Pretrained:
+    """A per-budget baseline on MiniLM: static gates from the dense fine-tune, or the post-hoc
+    pruned model with one recovery epoch (its gates frozen)."""
+    overrides = {**MINILM, "epochs": 1, **BASELINES_ROWS, "gate_input": False, "train_budget": b}
+    if recovery:
+        return Pretrained(f"minilm-recovery-{b:g}", "bba", {**overrides, "freeze_gates": True},
+                          init="minilm-posthoc", budget=b)
+    return Pretrained(f"minilm-static-{b:g}", "bba", overrides, init="minilm-dense", budget=b)
+
+
+RECIPES: dict[str, Recipe] = {
+    "bbc": Recipe(adaptive=ADAPTIVE, pretrained=(
+        Pretrained("minilm-dense", "dense", {**MINILM, "epochs": 4}),
+        Pretrained("minilm-budgetformer", "budgetformer", {**MINILM, "epochs": 5, **MINILM_ADAPTIVE},
+                   init="minilm-dense"),
+    )),
+    "synthetic": Recipe(
+        common=SYNTHETIC,
+        scratch={"epochs": 8},
+        # warm-started from dense. The task needs 2 of 8 heads: a band whose floor buys them
+        # (s ≥ 0.25 → k ≥ 2), held firmly
+        adaptive={"epochs": 6, "s_min": 0.3, "lambda_budget": 10, "structural_from": 0},
+        paper={"s_min": 0.3, "lambda_budget": 10},
+        warm={"epochs": 16},
+        bba={"gate_input": False, "structural_from": 0, "budget_min": 0.25},
+        extra=(Extra("dense-1head", "dense", {"epochs": 8, "n_heads": 1}),),
+        budget_init=True,
+    ),
+    "synthetic_var": Recipe(
+        # one layer, heads of width 1 (a head passes on one number), the anchor's state classified
+        common={**SYNTHETIC, "head_dim": 1, "pooling": "first"},
+        scratch={"epochs": 6},
+        # warm-started from dense. Rank, then count: for the first half every input runs a random
+        # k of 1 … 4 and all but f_θ learn (g_φ which heads first, the heads to read a slot each);
+        # then f_θ alone learns how many to run, at a price that makes a head worth its cost only
+        # where it reads a slot in use, with half a head of margin
+        adaptive={"epochs": 8, "s_min": 0.1875, "s_max": 0.6, "lambda_budget": 10, "structural_from": 0,
+                  "random_k": 0.5, "standardize_scores": True, "k_margin": 0.5, "lambda_cost": 2.0},
+        paper={"epochs": 8, "s_max": 0.6, "lambda_budget": 10},
+        warm={"epochs": 8},
+        bba={"structural_from": 0, "budget_min": 0.125},
+        # dense models with fewer heads than some inputs need, trained as long as the 8-head one
+        extra=tuple(Extra(f"dense-{h}head", "dense", {"epochs": 6, "n_heads": h}) for h in (1, 2, 3)),
+        budget_init=True,
+    ),
+    "ag_news": Recipe(
+        common={"max_len": 128, "dropout": 0.3, "d_ff": 128},
+        adaptive=AG_NEWS_ADAPTIVE,
+        scratch={"epochs": 3},
+        warm={"epochs": 3},
+        data="ag_news",
+        pretrained=(
+            Pretrained("minilm-dense", "dense", {**MINILM, "epochs": 1}),
+            # warm-started from the dense fine-tune, as the paper does, on the first 8,000 rows
+            Pretrained("minilm-bba", "bba", {**MINILM, "epochs": 1, "max_train": 8000}, init="minilm-dense"),
+            *(_minilm_baselines(b, recovery=False) for b in (0.25, 0.5)),
+            Pretrained("minilm-posthoc", "dense", init="minilm-dense", prune=True),
+            *(_minilm_baselines(b, recovery=True) for b in (0.25, 0.5)),
+        ),
+    ),
+}
+
+
+def data_dir(dataset: str, root: str | Path = DATA_ROOT) -> Path | None:
+    """The local copy of ``dataset`` under ``root`` (None for a built-in dataset)."""
+    folder = RECIPES[dataset].data
+    return None if folder is None else Path(root) / folder
