@@ -111,7 +111,7 @@ HUB_IDS = {
     "sst2": [("glue", "sst2"), ("stanfordnlp/sst2",)],
     "snli": [("snli",), ("stanfordnlp/snli",)],
 }
-# Folder of each set under ../shared/data, for error hints and for a data_dir one level up.
+# Folder of each set in a folder of local copies, for error hints and for a data_dir one level up.
 FOLDERS = {"ag_news": "ag_news", "dbpedia_14": "dbpedia", "imdb": "imdb", "yelp_polarity": "yelp_polarity",
            "sst2": "sst2", "snli": "snli"}
 # Published file names, tried before the generic hub-export names (train.csv, dev.tsv, …).
@@ -446,7 +446,7 @@ def load_folder(
         raise FileNotFoundError(f"data directory {folder} does not exist")
     found, expected = _find_files(folder, key)
     sub = folder / FOLDERS.get(key, "?")
-    if not found and key and sub.is_dir():  # the parent, e.g. ../shared/data, was given
+    if not found and key and sub.is_dir():  # the folder holding the copies was given
         return load_folder(sub, key, seed, classes, whole)
     files = {split: [path] for split, path in found.items()} or _hub_layout(folder)
     if not files:
@@ -474,7 +474,7 @@ def load_file(path: str | Path, seed: int = 0, classes: list[str] | None = None,
 def load_hub(key: str, seed: int = 0, classes: list[str] | None = None, whole: bool = False) -> TextDataset:
     """A named dataset from the Hugging Face hub (needs ``datasets`` and network)."""
     check_classes(key, HUB_LABELS[key], classes)  # before any download
-    hint = f"or pass a local copy, e.g. --data-dir ../shared/data/{FOLDERS[key]}"
+    hint = f"or pass a local copy, e.g. --data-dir data/{FOLDERS[key]}"
     try:
         import datasets
     except ImportError as e:
