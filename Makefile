@@ -38,12 +38,14 @@ run: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 
-# Rebuild precomputed/: every model of bbc, synthetic and ag_news (ag_news needs
-# ../shared/data/ag_news), their sweeps, per-example tables and the manifest. Two one-thread
-# workers; unchanged models are skipped. PRECOMPUTE_ARGS="--datasets bbc" for one dataset.
+# Rebuild precomputed/ (python -m rebuild): every model of bbc, synthetic, synthetic_var and
+# ag_news (ag_news needs its local copy under --data-root, by default ../shared/data), their
+# sweeps, per-example tables and the manifest. Two one-thread workers; unchanged models are
+# skipped. PRECOMPUTE_ARGS="--datasets bbc" for one dataset, "--dry-run" to list what would be
+# trained.
 PRECOMPUTE_ARGS ?=
 precompute: $(STAMP)
-	$(PY) -m budgetformer_core.precompute $(PRECOMPUTE_ARGS)
+	$(PY) -m rebuild $(PRECOMPUTE_ARGS)
 
 # Measured single-thread CPU speed-up per budget vs the FLOP ideal (a Markdown table; add
 # BENCH_ARGS="--json" for JSON, or e.g. BENCH_ARGS="--batch-size 32 --repeats 10").
@@ -57,7 +59,7 @@ loadtest: $(STAMP)
 	$(PY) scripts/loadtest.py $(LOADTEST_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check budgetformer_core app tests
+	$(VENV)/bin/ruff check budgetformer_core app rebuild tests
 
 clean:
 	rm -rf $(VENV) .pytest_cache

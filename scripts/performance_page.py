@@ -1,6 +1,6 @@
 """Write the live-check section of docs/performance.md from benchmarks/latency-check.json.
 
-    budgetformer latency-check --datasets bbc ag_news --json benchmarks/latency-check.json
+    budgetformer latency-check --datasets bbc ag_news --data-dir ../shared/data --json benchmarks/latency-check.json
     python scripts/performance_page.py            # rewrite the section from that file
     python scripts/performance_page.py --check    # exit 1 if the section is not what it would write
 
@@ -23,7 +23,7 @@ START = "<!-- latency-check: written by scripts/performance_page.py from benchma
 END = "<!-- /latency-check -->"
 
 INTRO = """`budgetformer latency-check` times shipped models again, now, exactly as the rebuild's timing
-phase timed them (`budgetformer_core.precompute.time_dataset`: the same evenly spaced test texts,
+phase timed them (`budgetformer_core.latency.time_dataset`: the same evenly spaced test texts,
 batch 1 and batch 32, one thread, every point and the dataset's dense model in the same
 interleaved rounds) and sets the result beside `precomputed/results/sweeps.csv`. Absolute
 latencies follow the machine and its load; a speed-up over dense is a ratio of two latencies
@@ -31,7 +31,7 @@ taken in the same rounds, so it should not. The command exits with status 1 when
 speed-up differs from the shipped one by more than {tolerance:.0%}.
 
 ```bash
-budgetformer latency-check --datasets bbc ag_news --json benchmarks/latency-check.json
+budgetformer latency-check --datasets bbc ag_news --data-dir ../shared/data --json benchmarks/latency-check.json
 python scripts/performance_page.py      # this table, from that file
 ```
 
