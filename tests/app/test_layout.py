@@ -58,8 +58,8 @@ def test_the_app_pins_no_threads_itself():
 
 
 def test_the_check_sees_an_import_of_the_rebuild():
-    for source in ("from rebuild import recipes\n", "import rebuild.jobs as j\n", "from rebuild.measure import retime\n",
-                   "import rebuild\n"):
+    for source in ("from rebuild import recipes\n", "import rebuild.jobs as j\n",
+                   "from rebuild.measure import retime\n", "import rebuild\n"):
         assert imports_the_rebuild(ast.parse(source)), source
     assert not imports_the_rebuild(ast.parse("from budgetformer_core import latency\nimport rebuilder\n"))
 
