@@ -176,12 +176,18 @@ def meaning(command: str) -> tuple[list[str], dict[str, Any]]:
     return args, parse_overrides(sets)
 
 
-def difference(recorded: str, command: str) -> str | None:
-    """How ``recorded`` makes another model than ``command`` does, in a few words; None: it does not."""
+def difference(recorded: str, command: str, config: dict | None = None) -> str | None:
+    """How ``recorded`` makes another model than ``command`` does, in a few words; None: it does not.
+
+    A value ``command`` sets that ``recorded`` left to its default is compared with the value the
+    checkpoint's ``config`` (its config.json) holds, when given: setting a field to the value it
+    already had makes the same model."""
     try:
         (was_args, was), (now_args, now) = meaning(recorded), meaning(command)
     except ValueError as e:
         return f"its command no longer parses ({e})"
+    stored = {**(config or {}).get("train", {}), **(config or {}).get("model", {})}
+    was = {**{k: stored[k] for k in now if k not in was and k in stored}, **was}
     gone = [a for a in was_args if a not in now_args]
     added = [a for a in now_args if a not in was_args]
     changed = [f"{k}: {was.get(k, '-')} → {now.get(k, '-')}" for k in dict.fromkeys([*was, *now])
@@ -207,7 +213,7 @@ def staleness(job: Job, command: str) -> str | None:
         return "missing"
     if not config.get("backbone") and not is_canonical(tokenizer):
         return "its tokenizer's ids are not numbered canonically"
-    return difference(config.get("command") or "", command)
+    return difference(config.get("command") or "", command, config)
 
 
 def is_current(job: Job, command: str) -> bool:

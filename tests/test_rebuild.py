@@ -66,13 +66,18 @@ def test_models_on_the_pretrained_encoder_start_from_it_or_from_its_dense_fine_t
 
 def test_a_checkpoint_is_current_when_its_command_makes_the_same_model():
     """Printing (--quiet), where the data lies (--data-dir), the spelling of a value and a key
-    given twice do not change the model; another value, a new key or another argument does."""
+    given twice do not change the model, nor does setting a field to the value the checkpoint's
+    config holds; another value, a new key or another argument does."""
     difference = rebuild_jobs.difference
     base = "budgetformer train --dataset d --data-dir a/d --set lr=3e-3 --set epochs=8 --set epochs=6 --out x"
     same = "budgetformer train --dataset d --data-dir b/d --set lr=0.003 --set epochs=6 --out x --quiet"
     assert difference(base, same) is None
     assert difference(base, base.replace("epochs=6", "epochs=7")) == "epochs: 6 → 7"
     assert difference(base, base + " --set gate_source=embedding") == "gate_source: - → embedding"
+    # a value the recorded command left to its default: the checkpoint's config says what it was
+    made = {"model": {"gate_source": "embedding"}, "train": {"epochs": 6}}
+    assert difference(base, base + " --set gate_source=embedding", made) is None
+    assert difference(base, base + " --set gate_source=layer", made) == "gate_source: embedding → layer"
     assert difference(base, base.replace("--dataset d", "--dataset d --init y")) == "arguments - → --init y"
     assert difference("budgetformer train --set freeze_attention=true", "budgetformer train").startswith(
         "its command no longer parses")
