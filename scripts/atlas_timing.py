@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.repeats <= 20 or not 1 <= args.timeout <= 3600:
         parser.error("--repeats must be 1–20 and --timeout 1–3600")
     sys.path.insert(0, str(ROOT))
-    from app.state import available_models, named_copy
+    from app.local_copy import named_copy
+    from app.state import available_models
 
     if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
         print(f"error: {CHROMIUM} is missing (apt-get install chromium)", file=sys.stderr)
