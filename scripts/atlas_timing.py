@@ -73,7 +73,8 @@ def measure(model: str, copy: str, repeats: int, timeout_s: float) -> dict:
         settled(page, timeout_ms)
         first = open_map(page, timeout_ms)
         points = page.locator('[data-testid="stPlotlyChart"]').filter(has_text=MAP).evaluate(
-            "c => c.querySelector('.js-plotly-plot').data.reduce((n, t) => n + t.x.length, 0)")
+            "c => c.querySelector('.js-plotly-plot')._fullData.reduce((n, t) => n + (t.x ? t.x.length : 0), 0)")
+        # _fullData: the traces as drawn (.data may hold the arrays binary-encoded)
         webgl = page.locator('[data-testid="stPlotlyChart"]').filter(has_text=MAP).locator("canvas").count() > 0
         back = []
         for _ in range(repeats):
