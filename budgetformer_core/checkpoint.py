@@ -418,7 +418,6 @@ def _read_checkpoint(path: Path) -> Checkpoint:
             f"{path}: tokenizer has {tokenizer.get_vocab_size()} tokens, model only {cfg.vocab_size}"
         )
     model = BudgetFormer(cfg)
-    tensors = model.rename_legacy_keys(tensors)
     expected = model.state_dict()
     if set(tensors) != set(expected):
         extra, lacking = sorted(set(tensors) - set(expected)), sorted(set(expected) - set(tensors))

@@ -438,17 +438,23 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 
 def model_config_from_dict(d: dict[str, Any]) -> ModelConfig:
-    """Build a ModelConfig from JSON, rejecting unknown keys (a mismatched checkpoint)."""
+    """Build a ModelConfig from JSON, rejecting unknown keys (a mismatched checkpoint) and a config
+    that does not state :data:`STATED_FIELDS`."""
     known = {f.name for f in dataclasses.fields(ModelConfig)}
     unknown = set(d) - known
     if unknown:
         raise ValueError(f"config has unknown keys {sorted(unknown)}")
-    # a config without these fields means the layout they default to in LEGACY_MODEL_FIELDS
-    return ModelConfig(**{**LEGACY_MODEL_FIELDS, **d})
+    cfg = ModelConfig(**d)
+    unstated = [name for name in STATED_FIELDS if name not in d]
+    if unstated:
+        raise ValueError(f"config does not state {' and '.join(unstated)} (a checkpoint of an older layout: "
+                         "scripts/migrate_checkpoints.py rewrites it)")
+    return cfg
 
 
-LEGACY_MODEL_FIELDS = {"head_weighting": "scaled", "gate_source": "layer"}
-"""What a saved config without these keys means: w = s·H·p, layer-input gates."""
+STATED_FIELDS = ("head_weighting", "gate_source")
+"""The fields a saved config must state: a model trained with the other value of either computes
+something else with the same weights, so their defaults never stand in for a missing key."""
 
 
 def dumps(cfg: Any) -> str:

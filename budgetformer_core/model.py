@@ -91,10 +91,6 @@ class EncoderLayer(nn.Module):
         return self.drop(x) if self.training else x  # skip the module call in eval
 
 
-# state-dict names of checkpoints saved with their networks beside the layers
-_LEGACY_PREFIXES = {"budget_nets.": "alloc.budget_net.", "scorers.": "alloc.scorer.", "gates.": "alloc.gate."}
-
-
 class BudgetFormer(nn.Module):
     """The encoder classifier; ``variant='dense'`` gives the standard Transformer baseline."""
 
@@ -145,22 +141,6 @@ class BudgetFormer(nn.Module):
             nn.init.normal_(m.weight, std=0.02)
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
-
-    def rename_legacy_keys(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
-        """The weights of a checkpoint written before the networks moved into the layers'
-        allocators, under today's names: ``budget_nets.i.*`` → ``layers.j.alloc.budget_net.*``
-        for every layer j that uses pair i (likewise ``scorers``, ``gates``)."""
-        renamed = {}
-        for key, tensor in state_dict.items():
-            old = next((o for o in _LEGACY_PREFIXES if key.startswith(o)), None)
-            if old is None:
-                renamed[key] = tensor
-                continue
-            pair, _, name = key[len(old):].partition(".")
-            shared = self.cfg.shared_budget and old != "gates."
-            for j in range(self.cfg.n_layers) if shared else [int(pair)]:
-                renamed[f"layers.{j}.{_LEGACY_PREFIXES[old]}{name}"] = tensor
-        return renamed
 
     @property
     def method(self) -> type[Allocator]:

@@ -39,7 +39,7 @@ from app.method import Method, method_of
 from app.settings import Settings, control_for
 from app.state import CHECKPOINTS as PRECOMPUTED
 from budgetformer_core.checkpoint import file_sha256, load_checkpoint
-from budgetformer_core.config import ModelConfig, model_config_from_dict
+from budgetformer_core.config import ModelConfig
 from budgetformer_core.infer import MAX_CHARS, Evaluation, spearman
 from budgetformer_core.tokenizer import encode, reading_prefix
 
@@ -244,18 +244,18 @@ def test_class_axes_are_categories():
 
 
 def test_each_method_in_its_own_words():
-    bba = method_of(model_config_from_dict({"variant": "bba", "default_budget": 0.5, "use_budget_net": True}))
+    bba = method_of(ModelConfig(variant="bba", default_budget=0.5, use_budget_net=True))
     assert bba.symbol == "b" and not bba.has_f and not bba.has_g
     words = " ".join([bba.budget_name, bba.own_budget, *bba.mode_labels.values(), bba.relevance_title(),
                       bba.weight_title, bba.weight_note, explanation(bba, 8)])
     assert "f_θ" not in words and "g_φ" not in words and "s·H·p" not in words
     assert "requested budget b" in words.lower() and "gate score z" in words
-    paper = method_of(model_config_from_dict({"variant": "budgetformer"}))  # older configs: the paper's weights
-    adaptive = method_of(model_config_from_dict({"variant": "budgetformer", "head_weighting": "gated"}))
+    paper = method_of(ModelConfig(variant="budgetformer", head_weighting="scaled"))  # the paper's weights
+    adaptive = method_of(ModelConfig(variant="budgetformer", head_weighting="gated"))
     assert paper.weight_title == "Head weight w = s·H·p" and "w = s·H·p" in explanation(paper, 8)
     assert adaptive.weight_title == "Head weight w = 1 on the heads that ran"
     assert "w = 1" in explanation(adaptive, 8) and "s·H·p" not in explanation(adaptive, 8)
-    no_f = method_of(model_config_from_dict({"variant": "budgetformer", "use_budget_net": False}))
+    no_f = method_of(ModelConfig(variant="budgetformer", use_budget_net=False))
     assert no_f.mode_labels["learned"] == "fixed by its config (no f_θ)"
     assert Settings(budget_mode="slider", budget=0.3).describe("b") == "b = 0.30"
 
@@ -318,7 +318,7 @@ def test_metric_cards(bbc_budgetformer, dense):
     dense_cards = metric_cards(d, None, Settings(), 8)
     assert dense_cards[1].note == "dense: every head" and dense_cards[3].value == "100%"
     assert dense_cards[4].value == "—"
-    bba = method_of(model_config_from_dict({"variant": "bba", "default_budget": 0.5}))
+    bba = method_of(ModelConfig(variant="bba", default_budget=0.5))
     bba_cards = metric_cards(full, None, Settings(budget_mode="slider", budget=0.25), 8, bba)
     assert bba_cards[1].label == "Requested budget b per layer" and bba_cards[1].note == "requested: b = 0.25"
 

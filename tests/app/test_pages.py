@@ -212,7 +212,7 @@ def one_model_per_kind() -> list[str]:
     for m in sorted(available_models(), key=lambda m: (config(m).get("dataset") != "bbc", m)):
         cfg = config(m)
         model = cfg["model"]
-        weighting = model.get("head_weighting", "scaled") if model["variant"] == "budgetformer" else None
+        weighting = model["head_weighting"] if model["variant"] == "budgetformer" else None
         kinds.setdefault((model["variant"], weighting, model.get("use_budget_net", True),
                           model.get("head_choice", "learned"), bool(cfg.get("backbone"))), m)
         if cfg.get("dataset") not in OFFLINE_DATASETS:
@@ -263,7 +263,7 @@ def check_explore(at, mcfg, labels, history, texts_here):
         assert chart(at, "Head weight w")["layout"]["title"]["text"].endswith("1 on the heads that ran, 0 elsewhere")
     elif variant == "budgetformer":
         assert metric(at, "Budget s per layer")
-        gated = mcfg.get("head_weighting", "scaled") == "gated"
+        gated = mcfg["head_weighting"] == "gated"
         weights = chart(at, "Head weight w")["layout"]["title"]["text"]
         assert weights == ("Head weight w = 1 on the heads that ran" if gated else "Head weight w = s·H·p")
         assert ("w = 1" in words) == gated and ("w = s·H·p" in words) != gated

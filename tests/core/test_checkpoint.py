@@ -193,6 +193,35 @@ def test_checkpoints_without_recorded_hashes_still_load(broken):
 def test_shipped_checkpoints_load_without_hashes():
     from tests.conftest import PRECOMPUTED
 
-    path = PRECOMPUTED / "bbc-dense"
+    path = PRECOMPUTED / "bbc-bba"
     assert "sha256" not in json.loads((path / "config.json").read_text())  # built before the hashes
-    assert load_checkpoint(path).config.variant == "dense"
+    assert load_checkpoint(path).config.variant == "bba"
+
+
+def older_layout(path) -> None:
+    """Rewrite the checkpoint at ``path`` as the older layout wrote it: no ``head_weighting`` and
+    ``gate_source`` in config.json, f_θ's tensors as ``budget_nets.<layer>.*``, no hashes."""
+    from safetensors.torch import load_file, save_file
+
+    cfg = json.loads((path / "config.json").read_text())
+    del cfg["model"]["head_weighting"], cfg["model"]["gate_source"], cfg["sha256"]
+    (path / "config.json").write_text(json.dumps(cfg))
+    tensors = load_file(str(path / "model.safetensors"))
+    older = {}
+    for key, tensor in tensors.items():
+        layer, _, rest = key.removeprefix("layers.").partition(".alloc.budget_net.")
+        older[f"budget_nets.{layer}.{rest}" if rest else key] = tensor
+    save_file(older, str(path / "model.safetensors"), metadata={"format_version": "1"})
+
+
+def test_a_checkpoint_of_the_older_layout_is_refused_in_one_line(broken):
+    older_layout(broken)
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(broken)
+    assert "does not state head_weighting and gate_source" in str(e.value) and "\n" not in str(e.value)
+    cfg = json.loads((broken / "config.json").read_text())
+    cfg["model"].update(head_weighting="gated", gate_source="embedding")  # the fields, not the tensor names
+    (broken / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=r"weights do not match config.json \(extra \['budget_nets.0.") as e:
+        load_checkpoint(broken)
+    assert "\n" not in str(e.value)
