@@ -23,7 +23,7 @@ from .recipes import DATA_ROOT, RECIPES
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m rebuild", description=PACKAGE_DOC.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m rebuild", description=PACKAGE_DOC.split("\n")[0].replace("``", ""))
     p.add_argument("--datasets", nargs="+", default=list(RECIPES), choices=list(RECIPES),
                    help="the datasets to rebuild (default: all)")
     p.add_argument("--data-root", default=str(DATA_ROOT),

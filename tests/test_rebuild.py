@@ -18,7 +18,7 @@ from budgetformer_core.infer import evaluate
 from budgetformer_core.latency import agrees, live_check
 from budgetformer_core.shipped import dense_reference
 from rebuild import jobs as rebuild_jobs
-from rebuild.__main__ import main
+from rebuild.__main__ import main, parser
 from rebuild.jobs import Job, plan, run_all
 from rebuild.measure import TEXT_BASELINE, accuracy_changes, text_baseline
 from rebuild.recipes import RECIPES, SHIPPED
@@ -251,3 +251,11 @@ def test_retime_takes_no_evaluation_options():
         with pytest.raises(SystemExit) as stop:
             main(["--retime", *extra])
         assert stop.value.code == 2, extra
+
+
+def test_the_help_is_plain_text():
+    """Every option has a help line, and the help shows no source markup."""
+    p = parser()
+    text = p.format_help()
+    assert "``" not in text and "SPEC" not in text
+    assert all(a.help for a in p._actions), [a.dest for a in p._actions if not a.help]
