@@ -112,8 +112,8 @@ def dataset_jobs(ds: str, data_root: str | Path = DATA_ROOT) -> list[Job]:
     for extra in r.extra:
         train(extra.name, extra.variant, extra.overrides)
     # gates on the pooled embeddings (nested in every layer), spelt out: earlier bba checkpoints
-    # gated on each layer's input under the same command
-    train("bba", "bba", r.warm, r.bba, {"gate_source": "embedding"}, init="dense", after=dense)
+    # gated on each layer's input under the same command; a recipe's bba overrides may restate it
+    train("bba", "bba", r.warm, {"gate_source": "embedding"}, r.bba, init="dense", after=dense)
     for b in TABLE_BUDGETS:
         train(f"static-{b:g}", "bba", r.warm, {"gate_input": False, "train_budget": b},
               init="dense", after=dense, budget=b)

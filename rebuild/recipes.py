@@ -131,7 +131,9 @@ RECIPES: dict[str, Recipe] = {
         adaptive={"epochs": 6, "s_min": 0.3, "lambda_budget": 10, "structural_from": 0},
         paper={"s_min": 0.3, "lambda_budget": 10},
         warm={"epochs": 16},
-        bba={"gate_input": False, "structural_from": 0, "budget_min": 0.25},
+        # static gates read no input; "layer" is the layout the shipped checkpoint was trained in
+        # (trained again under "embedding", it reached 98.6 % at b = 0.25 instead of 99.7 %)
+        bba={"gate_input": False, "structural_from": 0, "budget_min": 0.25, "gate_source": "layer"},
         extra=(Extra("dense-1head", "dense", {"epochs": 8, "n_heads": 1}),),
         budget_init=True,
     ),
