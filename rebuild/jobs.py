@@ -186,7 +186,8 @@ def difference(recorded: str, command: str, config: dict | None = None) -> str |
         (was_args, was), (now_args, now) = meaning(recorded), meaning(command)
     except ValueError as e:
         return f"its command no longer parses ({e})"
-    stored = {**(config or {}).get("train", {}), **(config or {}).get("model", {})}
+    config = config or {}
+    stored = {**config.get("train", {}), **config.get("model", {})}
     was = {**{k: stored[k] for k in now if k not in was and k in stored}, **was}
     gone = [a for a in was_args if a not in now_args]
     added = [a for a in now_args if a not in was_args]
