@@ -19,10 +19,20 @@ existed before the call nor scratch space private to a kernel.
 
 :func:`machine_info` records what a reader needs to judge a timing: CPU model, core count,
 threads used, torch version and the load average at the time.
+
+Every timing first calls :func:`keep_freed_memory`: torch's CPU tensors come from ``malloc``,
+and glibc hands a freed block above its mmap threshold (and a heap top above its trim
+threshold) back to the system, so the next tensor of that size faults all its pages in again.
+At batch 32 that kernel work is up to a tenth of a forward pass, and more on the paths that
+gather weight slices, and it varies from call to call. Keeping blocks up to
+:data:`KEEP_BLOCK_BYTES` in the process — what jemalloc or tcmalloc, the allocators PyTorch's
+CPU tuning guide recommends, do — times the computation instead of the page faults.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
 import os
 import platform
@@ -105,6 +115,27 @@ def torch_threads(threads: int = 1) -> Iterator[None]:
             torch.set_num_threads(before)
 
 
+KEEP_BLOCK_BYTES = 64 << 20
+"""Freed blocks up to this size stay in the process (glibc's mmap threshold)."""
+TRIM_BYTES = 256 << 20
+"""Free memory at the top of the heap beyond this goes back to the system (glibc's trim threshold)."""
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+_kept = False
+
+
+def keep_freed_memory() -> bool:
+    """Set glibc's allocator to keep freed blocks up to :data:`KEEP_BLOCK_BYTES` (once per
+    process; see the module docstring). Returns whether the setting is in effect: False where
+    the C library is not glibc (then timings include what its allocator does)."""
+    global _kept
+    with _THREADS_LOCK:
+        if not _kept and platform.libc_ver()[0] == "glibc":
+            libc = ctypes.CDLL(ctypes.util.find_library("c"))
+            _kept = bool(libc.mallopt(_M_MMAP_THRESHOLD, KEEP_BLOCK_BYTES)) and bool(
+                libc.mallopt(_M_TRIM_THRESHOLD, TRIM_BYTES))
+        return _kept
+
+
 CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 """The clocks :func:`time_interleaved` can time with."""
 
@@ -184,6 +215,7 @@ def time_interleaved(
     calls, round_s = {}, 0.0
     samples: dict[str, list[float]] = {name: [] for name in timers}
     names = list(timers)
+    keep_freed_memory()
     with torch_threads(threads):
         for name, timer in timers.items():
             if warmup:

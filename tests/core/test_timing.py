@@ -5,6 +5,10 @@ No assertion here depends on how fast anything runs.
 
 from __future__ import annotations
 
+import platform
+import resource
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -118,3 +122,29 @@ def test_the_cpu_clock_does_not_count_time_spent_waiting():
     for bad in (dict(clock="sundial"), dict(clock="cpu", threads=2)):
         with pytest.raises(ValueError, match="clock"):
             time_interleaved({"nap": nap}, repeats=1, **bad)
+
+
+FAULTS = """
+import resource, sys, torch
+from budgetformer_core.timing import keep_freed_memory
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+torch.set_num_threads(1)
+for _ in range(3):  # 48 MB each, above glibc's largest automatic mmap threshold (32 MB)
+    torch.ones(12 << 20)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(3):  # the same size again: kept memory is reused
+    torch.ones(12 << 20)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the allocator setting is glibc's")
+def test_timings_keep_freed_memory_so_a_tensor_of_the_same_size_does_not_fault_its_pages_again():
+    def faults(policy: str) -> int:
+        run = subprocess.run([sys.executable, "-c", FAULTS, policy], capture_output=True, text=True, check=True)
+        return int(run.stdout)
+
+    pages = (48 << 20) // resource.getpagesize()
+    assert faults("default") > 2.5 * pages  # glibc gave each block back: its pages fault in again
+    assert faults("keep") < 1.5 * pages  # kept in the process and reused (a block may move once)
