@@ -9,7 +9,8 @@ g_φ (bba: by its gates). One table row per budget gives
 * the **ideal** speed-up dense FLOPs / budgeted FLOPs — what perfect structural pruning gives;
 * the **measured** speed-up over the dense model (``mode="dense"``: plain multi-head attention,
   no budget networks), timed in the same run with every variant interleaved round by round
-  (:func:`budgetformer_core.timing.time_interleaved`): the median of per-round ratios;
+  (:func:`budgetformer_core.timing.time_interleaved`), with freed memory kept in the process
+  (:func:`budgetformer_core.timing.keep_freed_memory`): the median of per-round ratios;
 * the **efficiency** measured / ideal;
 * the latency of the *masked* path (every head computed, the unselected ones zeroed) at the
   same budget, for contrast: masking saves nothing;
@@ -57,6 +58,7 @@ from .timing import (
     MachineInfo,
     TimingStats,
     check_threads,
+    keep_freed_memory,
     machine_info,
     paired_speedup,
     peak_memory,
@@ -371,6 +373,7 @@ def bench(
     if not budgets or any(not 0.0 < b <= 1.0 for b in budgets):
         raise ValueError(f"budgets must be in (0, 1], got {budgets}")
     model.eval()
+    keep_freed_memory()  # time the computation, not page faults (budgetformer_core.timing)
     machine = machine_info(threads)  # the load average as the timing starts
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, cfg.vocab_size, (batch_size, seq_len), generator=g)

@@ -20,13 +20,15 @@ existed before the call nor scratch space private to a kernel.
 :func:`machine_info` records what a reader needs to judge a timing: CPU model, core count,
 threads used, torch version and the load average at the time.
 
-Every timing first calls :func:`keep_freed_memory`: torch's CPU tensors come from ``malloc``,
-and glibc hands a freed block above its mmap threshold (and a heap top above its trim
-threshold) back to the system, so the next tensor of that size faults all its pages in again.
-At batch 32 that kernel work is up to a tenth of a forward pass, and more on the paths that
-gather weight slices, and it varies from call to call. Keeping blocks up to
-:data:`KEEP_BLOCK_BYTES` in the process — what jemalloc or tcmalloc, the allocators PyTorch's
-CPU tuning guide recommends, do — times the computation instead of the page faults.
+:func:`keep_freed_memory` is for ``budgetformer bench``, which compares a budgeted pass with
+its FLOP ideal: torch's CPU tensors come from ``malloc``, and glibc hands a freed block above its
+mmap threshold (and a heap top above its trim threshold) back to the system, so the next tensor
+of that size faults all its pages in again. At batch 32 × 128 tokens on MiniLM that kernel work
+is 5–9 % of a dense pass and more of a budgeted one, whose gathered weight slices are such
+tensors, and it varies from call to call. Keeping blocks up to :data:`KEEP_BLOCK_BYTES` in the
+process — what jemalloc or tcmalloc, the allocators PyTorch's CPU tuning guide recommends, do —
+times the computation instead. The latencies of ``sweeps.csv``, ``latency-check`` and the app
+are taken with the allocator as a server process has it (glibc's defaults).
 """
 
 from __future__ import annotations
@@ -215,7 +217,6 @@ def time_interleaved(
     calls, round_s = {}, 0.0
     samples: dict[str, list[float]] = {name: [] for name in timers}
     names = list(timers)
-    keep_freed_memory()
     with torch_threads(threads):
         for name, timer in timers.items():
             if warmup:

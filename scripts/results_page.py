@@ -180,8 +180,8 @@ BARS = """### Against the bars set for these models
 BBC's adaptivity figures are `budgetformer adaptivity --checkpoint bbc-minilm-budgetformer
 --reference bbc-minilm-dense` on the whole test split (difficulty: the dense fine-tune's
 per-example loss); the speed-up is `budgetformer bench --checkpoint ag_news-minilm-bba
---batch-size 32 --seq-len 128 --threads 1 --budgets 0.5 --clock cpu --json` (random inputs of 128
-tokens, saved in `benchmarks/`).
+--batch-size 32 --seq-len 128 --threads 1 --budgets 0.5 --repeats 10 --json` (random inputs of
+128 tokens, wall clock, freed memory kept in the process; saved in `benchmarks/`).
 """
 
 
