@@ -140,7 +140,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the allocator setting is glibc's")
-def test_timings_keep_freed_memory_so_a_tensor_of_the_same_size_does_not_fault_its_pages_again():
+def test_kept_freed_memory_spares_a_tensor_of_the_same_size_faulting_its_pages_again():
     def faults(policy: str) -> int:
         run = subprocess.run([sys.executable, "-c", FAULTS, policy], capture_output=True, text=True, check=True)
         return int(run.stdout)
