@@ -324,13 +324,15 @@ def per_layer_value(values: list[str]) -> tuple[str, str | None]:
     return (lo if lo == hi else f"{lo}–{hi}"), f"Per layer: {joined}"
 
 
-def latency_card(timing: LiveSpeed | None, precomputed: tuple | None = None) -> Card:
+def latency_card(timing: LiveSpeed | None, precomputed: tuple | None = None, failed: bool = False) -> Card:
     """The latency of one run, with its speed-up against the dense reference timed in the same
-    rounds and the precomputed one at that budget (:func:`app.speed.precomputed_point`) beside it."""
+    rounds and the precomputed one at that budget (:func:`app.speed.precomputed_point`) beside it;
+    without ``timing``, the card shown while it is timed (or, ``failed``, when it could not be)."""
     from app.speed import HOW, speed_note
 
     if timing is None:
-        return Card("Latency (1 thread)", "—", "not measured")
+        return Card("Latency (1 thread)", "—", "could not be timed") if failed else Card(
+            "Latency (1 thread)", "timing…", "measured after the analysis")
     ref = timing.reference or "no dense reference on this machine"
     dense = "" if timing.dense is None else (
         f" and {ref} in the same rounds ({timing.dense.ms:.2f} ms, IQR {timing.dense.iqr_ms:.2f} ms); speed-up = "

@@ -55,12 +55,10 @@ def precomputed_speed(name: str, settings: Settings, symbol: str = "s") -> tuple
 
 @dataclass
 class Result:
-    """Everything the explore page shows for one input and one setting."""
+    """The analyses the explore page shows for one input and one setting."""
 
     full: Analysis
     current: Analysis
-    timing: LiveSpeed | None
-    """The run and its dense reference timed in the same rounds (:func:`app.speed.time_input`)."""
     control_repr: dict | None
 
 
@@ -70,32 +68,41 @@ def _control(ckpt: Checkpoint, settings: Settings):
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def _full(name: str, version: tuple, text: str, measure: bool) -> Result:
-    ckpt = state.get_checkpoint(name)
-    full = run_analysis(ckpt, text)
-    timing = speed.time_input(ckpt, text, None, dense_reference(name)) if measure else None
-    return Result(full, full, timing, None)
+def _full(name: str, version: tuple, text: str) -> Analysis:
+    return run_analysis(state.get_checkpoint(name), text)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def _result(name: str, version: tuple, text: str, settings: Settings, measure: bool) -> Result:
-    base = _full(name, version, text, measure)
+def _result(name: str, version: tuple, text: str, settings: Settings) -> Result:
+    full = _full(name, version, text)
     ckpt = state.get_checkpoint(name)
     control = _control(ckpt, settings)
     if control is None:
-        return base
-    current = run_analysis(ckpt, text, control)
-    timing = speed.time_input(ckpt, text, control, dense_reference(name)) if measure else None
-    return Result(base.full, current, timing, {k: v for k, v in vars(control).items() if k != "generator"})
+        return Result(full, full, None)
+    return Result(full, run_analysis(ckpt, text, control),
+                  {k: v for k, v in vars(control).items() if k != "generator"})
 
 
-def explore(name: str, text: str, settings: Settings, measure: bool = True) -> Result:
-    """Full-model and chosen-setting analyses of ``text`` plus latencies (cached).
+def explore(name: str, text: str, settings: Settings) -> Result:
+    """Full-model and chosen-setting analyses of ``text`` (cached).
 
     Raises:
         ValueError: an unusable text (empty, …) or checkpoint.
     """
-    return _result(name, state.stamp(name), text, settings, measure)
+    return _result(name, state.stamp(name), text, settings)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _timing(name: str, version: tuple, text: str, settings: Settings) -> LiveSpeed:
+    ckpt = state.get_checkpoint(name)
+    return speed.time_input(ckpt, text, _control(ckpt, settings), dense_reference(name))
+
+
+def timing(name: str, text: str, settings: Settings) -> LiveSpeed:
+    """The latency of ``text`` under ``settings`` and of its dense reference, timed in the same
+    rounds on this server (:func:`app.speed.time_input`; cached). Seven rounds of two runs take
+    longer than the analyses, so the explore page shows those first and this after them."""
+    return _timing(name, state.stamp(name), text, settings)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

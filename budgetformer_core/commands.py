@@ -81,6 +81,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         from .backbone import backbone_config
 
         shape = dataclasses.replace(backbone_config(args.backbone), variant=args.variant)
+    elif args.init is not None:  # the warm start's input length unless --set changes it
+        shape = ModelConfig(variant=args.variant, max_len=init_length(args.init))
     else:
         shape = ModelConfig(variant=args.variant)
     model_cfg, train_cfg = apply_overrides(shape, TrainConfig(), args.set)
@@ -95,6 +97,15 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(dumps({"checkpoint": str(result.checkpoint), "seconds": round(result.seconds, 1),
                          "world_size": distributed.world_size(), **result.test}))
     return 0
+
+
+def init_length(init: str | Path) -> int:
+    """The ``max_len`` of the checkpoint ``init`` (the default's when its config cannot be read:
+    loading it then says why)."""
+    try:
+        return int(json.loads((Path(init) / "config.json").read_text())["model"]["max_len"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ModelConfig().max_len
 
 
 def open_model(args: argparse.Namespace) -> Checkpoint:

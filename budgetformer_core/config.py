@@ -320,6 +320,12 @@ class TrainConfig:
     steps. Same warm-up and decay."""
     max_train: int = 0
     """Use only the first N training rows (0 = all); for quick runs."""
+    length_groups: int = 0
+    """Batch inputs of similar length (0 = off): each epoch's shuffled order is cut into groups
+    of this many batches, each group sorted by length and cut into batches, and the batches
+    shuffled again. A batch is padded to its longest input, so on short texts of varied length
+    (AG News: 53 tokens on average, 105 for the longest of 32 drawn at random) a step computes
+    about half as many token positions."""
     freeze_embeddings: bool = False
     """Keep the token, position and token-type embeddings (and their layer norm) as they start:
     a pretrained encoder's vocabulary stays as pretrained, and each step is cheaper."""
@@ -334,6 +340,8 @@ class TrainConfig:
             raise ValueError(f"new_lr must be >= 0 (0 = lr), got {self.new_lr}")
         if self.grad_clip <= 0:
             raise ValueError(f"grad_clip must be > 0, got {self.grad_clip}")
+        if self.length_groups < 0:
+            raise ValueError(f"length_groups must be >= 0 (0 = off), got {self.length_groups}")
         if self.max_train < 0:
             raise ValueError(f"max_train must be >= 0 (0 = all rows), got {self.max_train}")
         for name in ("weight_decay", "lambda_budget", "lambda_entropy"):

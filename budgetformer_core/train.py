@@ -14,6 +14,7 @@ import math
 import random
 import shutil
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,14 +126,15 @@ SHAPE_FIELDS = (*ENCODER_FIELDS, "max_len", "pooling")
 """What a warm start (``init``) takes from its checkpoint."""
 
 
-def warm_start(model: BudgetFormer, source: BudgetFormer) -> list[str]:
-    """Copy every weight ``source`` shares with ``model`` (by name; shapes must agree) into it.
+def warm_start(model: BudgetFormer, source: BudgetFormer, skip: Collection[str] = ()) -> list[str]:
+    """Copy every weight ``source`` shares with ``model`` (by name; shapes must agree), less
+    those named in ``skip``, into it.
 
     Returns:
         The names of ``model``'s weights that were not copied (they keep their fresh init).
     """
     own, theirs = model.state_dict(), source.state_dict()
-    shared = {k: v for k, v in theirs.items() if k in own}
+    shared = {k: v for k, v in theirs.items() if k in own and k not in skip}
     for k, v in shared.items():
         if v.shape != own[k].shape:
             raise ValueError(
@@ -170,7 +172,9 @@ def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainCo
     """The model to train, its tokenizer and its pretrained base (None when it has none).
 
     With ``init`` the model takes the checkpoint's tokenizer, shape and every weight the two share
-    (:func:`warm_start`); with ``backbone`` the base's tokenizer and encoder weights. Otherwise the
+    (:func:`warm_start`) — except ``max_len`` on a pretrained base, whose position table serves
+    any length up to its own, so that a fine-tune can go on at longer inputs; with ``backbone``
+    the base's tokenizer and encoder weights. Otherwise the
     tokenizer is the resumed run's (``saved_tokenizer``) or one trained on ``train_texts``. The
     method's recipe settings are applied to the config (``Allocator.trained_config``).
     """
@@ -180,7 +184,7 @@ def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainCo
         base = load_base(start.meta["backbone"])  # what it was built on, and what it left unchanged
     if start is not None:
         tok = start.tokenizer
-        shape = {k: getattr(start.config, k) for k in SHAPE_FIELDS}
+        shape = {k: getattr(start.config, k) for k in SHAPE_FIELDS if k != "max_len" or base is None}
         model_cfg = dataclasses.replace(model_cfg, **shape)
     elif base is not None:
         tok = base.tokenizer
@@ -190,9 +194,9 @@ def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainCo
         tok = distributed.same_tokenizer(train_tokenizer(train_texts, model_cfg.vocab_size))
     model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size(), n_classes=dataset.n_classes)
     model_cfg = method_class(model_cfg).trained_config(model_cfg, train_cfg)
-    model = (base.build(model_cfg) if backbone is not None else BudgetFormer(model_cfg)).to(device)
-    if start is not None:
-        warm_start(model, start.model)
+    model = (base.build(model_cfg) if base is not None else BudgetFormer(model_cfg)).to(device)
+    if start is not None:  # (the tensors it kept as the base's are the model's already, at its length)
+        warm_start(model, start.model, skip=base.unchanged(start.model) if base is not None else ())
     return model, tok, base
 
 
@@ -341,6 +345,21 @@ def epoch_summary(epoch: int, sums: dict[str, float], s_sum: torch.Tensor, n_tra
     }
 
 
+def by_length(perm: list[int], lengths: list[int], batch_size: int, groups: int,
+              generator: torch.Generator) -> list[int]:
+    """``perm`` with inputs of similar length batched together (``TrainConfig.length_groups``):
+    every ``groups`` batches of it sorted by length and cut into batches, the full batches
+    shuffled, a last short batch kept last. ``groups`` 0: ``perm`` itself."""
+    if not groups:
+        return perm
+    size = batch_size * groups
+    ordered = [i for g in range(0, len(perm), size) for i in sorted(perm[g : g + size], key=lengths.__getitem__)]
+    batches = [ordered[b : b + batch_size] for b in range(0, len(ordered), batch_size)]
+    full = len(perm) // batch_size  # the batches of batch_size inputs; the one after them is short
+    order = torch.randperm(full, generator=generator).tolist() + list(range(full, len(batches)))
+    return [i for b in order for i in batches[b]]
+
+
 def run_epochs(run: Training, train_ids: list[list[int]], labels: torch.Tensor, val_ids: list[list[int]],
                val_labels: list[int], train_cfg: TrainConfig, device: torch.device, progress: bool,
                state_dir: Path, record: dict[str, Any], tok, saved: dict[str, Any] | None) -> None:
@@ -360,6 +379,8 @@ def run_epochs(run: Training, train_ids: list[list[int]], labels: torch.Tensor, 
                 sums = {**dict.fromkeys(SUMS, 0.0), "correct": 0}
                 s_sum = torch.zeros(model_cfg.n_layers)
                 perm = torch.randperm(len(train_ids), generator=run.streams["order"]).tolist()
+                perm = by_length(perm, [min(len(x), model_cfg.max_len) for x in train_ids],
+                                 train_cfg.batch_size, train_cfg.length_groups, run.streams["order"])
             bar = tqdm(range(first_batch, steps_per_epoch), desc=f"epoch {epoch + 1}/{train_cfg.epochs}",
                        disable=not progress, leave=False)
             first_batch = 0

@@ -101,7 +101,7 @@ for col, side, (model, text, settings) in zip(columns, SIDES, sides, strict=True
         results.append(None)
         continue
     try:
-        results.append(explore(model, prepared.text, settings.canonical(), measure=False).current)
+        results.append(explore(model, prepared.text, settings.canonical()).current)
     except ValueError as e:
         col.error(f"{md_escape(model)} cannot analyse text {side}: {md_escape(e)}")
         results.append(None)

@@ -348,7 +348,7 @@ indices = [
 analyses = {}
 for side, index in zip("ab", indices, strict=True):
     try:
-        analyses[side] = explore(name, table.iloc[int(index)]["text"], Settings(), measure=False).full
+        analyses[side] = explore(name, table.iloc[int(index)]["text"], Settings()).full
     except ValueError as e:
         analyses[side] = e
 # the two maps share one colour scale, so that the same colour is the same p in both

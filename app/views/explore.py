@@ -26,6 +26,7 @@ from app.explore_page import (
     explain_help,
     explanation,
     export_record,
+    latency_card,
     metric_cards,
     offline_report,
     prepare_text,
@@ -41,7 +42,7 @@ from app.explore_page import (
 )
 from app.links import link_caption, link_params, link_state, read_link
 from app.live import explanation as token_attribution
-from app.live import explore, head_attention, precomputed_speed
+from app.live import explore, head_attention, precomputed_speed, timing
 from app.local_copy import copy_name
 from app.settings import Settings
 from app.speed import slower_note
@@ -292,12 +293,13 @@ except Exception as e:  # never a traceback on the page; the server log keeps th
         f"Something went wrong while analysing this input ({type(e).__name__}). Try another text."
     )
     st.stop()
-a, full, timing = res.current, res.full, res.timing
+a, full = res.current, res.full
 # a setting that runs just what the model runs on its own (bba at its default b) changes nothing
 changed = not settings.is_full_model and not same_run(full, a)
 read = tokens_read(ckpt, prepared.text)
 unknown = unknown_share(read)
-cards = metric_cards(a, timing, settings, H, method, precomputed_speed(name, settings.canonical(), sym))
+precomputed = precomputed_speed(name, settings.canonical(), sym)
+cards = metric_cards(a, None, settings, H, method, precomputed)  # latency: timed at the end
 relevance_top = relevance_zmax([a.relevance, full.relevance], H)  # one scale for both runs
 
 # ----------------------------------------------------------------------------- results
@@ -360,12 +362,10 @@ with right:
         )
 
 st.subheader("What the model did" + (f" — {settings.describe(sym)}" if changed else ""))
-for col, card in zip(st.columns(2), cards[3:], strict=True):
-    col.metric(
-        card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help
-    )
-if why_slower := slower_note(timing, a.n_tokens):
-    st.caption(why_slower)
+slots = [col.empty() for col in st.columns(2)]  # FLOPs, latency
+for slot, card in zip(slots, cards[3:], strict=True):
+    slot.metric(card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help)
+slower_slot = st.empty()
 if a.truncated or prepared.cut:  # said beside the text itself
     left.caption(f"This text is **truncated to {cfg.max_len} tokens**, all the model reads: the rest plays no part.")
 st.caption(f"The model read {a.n_tokens} tokens.")
@@ -511,6 +511,17 @@ if budgeted and st.toggle(
 
 write_link()  # with the head whose attention is drawn, picked above
 
+# the latency last: its interleaved rounds take longer than everything above, which is shown first
+try:
+    measured = timing(name, prepared.text, settings.canonical())
+except Exception:  # never a traceback on the page; the server log keeps the details
+    log.exception("timing failed")
+    measured = None
+card = latency_card(measured, precomputed, failed=measured is None)
+slots[1].metric(card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help)
+if why_slower := slower_note(measured, a.n_tokens):
+    slower_slot.caption(why_slower)
+
 # ----------------------------------------------------------------------------- export & details
 st.subheader("Export")
 record = export_record(
@@ -523,7 +534,7 @@ record = export_record(
     control=res.control_repr,
     current=a,
     full=full,
-    timing=timing,
+    timing=measured,
     tokens=read,
     explanation=explained,
     symbol=sym,

@@ -283,6 +283,19 @@ def test_train_fine_tunes_the_backbone_and_warm_starts_bba_from_it(backbone, tin
         out = bba.model(b.ids, b.mask, control=Control(budget=0.25))
     assert out.logits.shape == (3, 2) and all((t.k == 3).all() for t in out.layers)
 
+    # a warm start reads the init's length unless told another; on the base any length up to its
+    # 512 positions, the frozen embeddings still the base's (a fine-tune going on at longer inputs)
+    same, longer = tmp_path / "same", tmp_path / "longer"
+    unsized = ["--set", "epochs=1", "--set", "batch_size=8", "--set", "freeze_embeddings=true", "--quiet"]
+    assert main(["train", "--dataset", str(tiny_csv), "--variant", "dense", "--init", str(dense_dir),
+                 "--out", str(same), *unsized]) == 0
+    assert load_checkpoint(same).config.max_len == 32
+    assert main(["train", "--dataset", str(tiny_csv), "--variant", "dense", "--init", str(dense_dir),
+                 "--out", str(longer), *quick, "--set", "max_len=48"]) == 0
+    grown = load_checkpoint(longer)
+    assert grown.config.max_len == 48 and grown.meta["backbone"]["tensors"] == frozen
+    assert all(torch.equal(grown.model.state_dict()[k], backbone.encoder_weights(48)[k]) for k in frozen)
+
     config = json.loads((dense_dir / "config.json").read_text())
     config["backbone"]["sha256"] = "0" * 64  # another base than the one it was fine-tuned from
     (dense_dir / "config.json").write_text(json.dumps(config))

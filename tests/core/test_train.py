@@ -10,7 +10,7 @@ from budgetformer_core.budget import Control
 from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides
 from budgetformer_core.data import Split, TextDataset
 from budgetformer_core.model import BudgetFormer
-from budgetformer_core.train import keep_ranking, lr_at, param_groups, set_seed, train
+from budgetformer_core.train import by_length, keep_ranking, lr_at, param_groups, set_seed, train
 
 from ..conftest import small_config, train_tiny
 
@@ -63,6 +63,28 @@ def test_new_lr_is_the_rate_of_the_classifier_and_the_allocators_only(variant):
     assert {round(peak * g["lr_scale"], 12) for g in groups} == {1e-4, 2e-3}
     plain = param_groups(model, TrainConfig(weight_decay=0.01))  # new_lr 0: lr everywhere, decayed group first
     assert [g["lr_scale"] for g in plain] == [1.0, 1.0] and plain[0]["weight_decay"] == 0.01
+
+
+@pytest.mark.parametrize("n", [1000, 1003])
+def test_length_groups_batch_inputs_of_similar_length_and_keep_each_once(n):
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(5, 128, (n,), generator=g).tolist()
+    perm = torch.randperm(n, generator=g).tolist()
+    assert by_length(perm, lengths, 32, 0, g) == perm  # off
+    grouped = by_length(perm, lengths, 32, 5, torch.Generator().manual_seed(1))
+    assert sorted(grouped) == list(range(n))  # every input once
+    assert grouped == by_length(perm, lengths, 32, 5, torch.Generator().manual_seed(1))  # the generator decides
+    batches = [grouped[b : b + 32] for b in range(0, n, 32)]
+    # each batch comes from one group of 5 × 32 consecutive inputs of perm
+    group_of = {i: p // 160 for p, i in enumerate(perm)}
+    assert all(len({group_of[i] for i in batch}) == 1 for batch in batches)
+    assert all(len(batch) == 32 for batch in batches[:-1]) and len(batches[-1]) == (n % 32 or 32)
+    assert [group_of[i] for i in batches[-1]] == [group_of[perm[-1]]] * len(batches[-1])  # the short one last
+
+    def padded(order):  # token positions computed: each batch as long as its longest input
+        return sum(max(lengths[i] for i in order[b : b + 32]) * len(order[b : b + 32]) for b in range(0, n, 32))
+
+    assert padded(grouped) < 0.75 * padded(perm)
 
 
 def test_set_seed_returns_seed():
