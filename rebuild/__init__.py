@@ -12,7 +12,9 @@ imports this package. The rebuild has four stages:
    deterministic: the same run writes the same bytes). ``--dry-run`` lists what would be
    trained and why. The shipped models go to ``precomputed/checkpoints/<dataset>-<model>/``;
    the per-budget baselines (static gates, post-hoc pruning, recovered specialists) go to
-   ``runs/precompute/`` and only their results are shipped.
+   ``runs/precompute/`` and only their results are shipped. So do the first stages of the
+   models fine-tuned in two (:attr:`rebuild.recipes.Pretrained.stage`), which are neither
+   evaluated nor shipped, and made only when the model going on from one is to be made.
 2. **Evaluate** (:mod:`rebuild.measure`). Every model on the test split, in parallel workers: its
    own operating point, and for the models that take a budget the sweep 0.05 … 1.0. Accuracy,
    macro-F1, heads run, estimated attention cost and FLOPs. Shipped models also get a

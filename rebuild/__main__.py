@@ -16,7 +16,7 @@ import time
 import pandas as pd
 
 from . import __doc__ as PACKAGE_DOC
-from .jobs import OUT, ROOT, dry_run, plan, run_all, select
+from .jobs import NOT_NEEDED, OUT, ROOT, dry_run, plan, run_all, select
 from .manifest import write_manifest
 from .measure import TEXT_BASELINE, accuracy_changes, evaluate_all, local_copy, retime, text_baseline
 from .recipes import DATA_ROOT, RECIPES
@@ -49,8 +49,9 @@ def print_plan(jobs, force: bool) -> None:
     """The dry run's listing: one line per model, ``current`` or why it would be built."""
     listing = dry_run(jobs, force)
     for job, why in listing:
-        print(f"{job.key:34} {'shipped ' if job.shipped else 'baseline'}  {why}")
-    built = sum(why != "current" for _, why in listing)
+        kind = "shipped " if job.shipped else "stage   " if job.stage else "baseline"
+        print(f"{job.key:34} {kind}  {why}")
+    built = sum(why != "current" and not why.startswith(NOT_NEEDED) for _, why in listing)
     print(f"{len(jobs) - built} of {len(jobs)} current; {built} would be trained")
 
 
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.skip_train:
         jobs = run_all(jobs, args.workers, args.force)
+    jobs = [j for j in jobs if not j.stage]  # a first stage is not evaluated
     print(f"training done in {time.perf_counter() - t0:.0f} s; evaluating", flush=True)
     history = ROOT / OUT / "results" / "history"
     history.mkdir(parents=True, exist_ok=True)

@@ -51,6 +51,8 @@ class Job:
     """The budget a per-budget specialist was made for (None: any budget / its own)."""
     overrides: dict[str, Any] = field(default_factory=dict)
     """Typed config overrides, passed as ``--set key=value``."""
+    stage: bool = False
+    """A first stage (:attr:`rebuild.recipes.Pretrained.stage`)."""
     seconds: float = field(default=0.0, compare=False)
 
     @property
@@ -89,10 +91,12 @@ def dataset_jobs(ds: str, data_root: str | Path = DATA_ROOT) -> list[Job]:
     data = ["--data-dir", str(local)] if local else []
     jobs: list[Job] = []
 
-    def job(name: str, argv: list[str], overrides: Overrides | None = None, after=(), budget=None) -> None:
+    def job(name: str, argv: list[str], overrides: Overrides | None = None, after=(), budget=None,
+            stage=False) -> None:
         overrides = dict(overrides or {})
         apply_overrides(ModelConfig(), TrainConfig(), overrides)  # a typo or a wrong type fails here
-        jobs.append(Job(ds, name, argv, tuple(after), name in (*SHIPPED, *SHIPPED_PRETRAINED), budget, overrides))
+        jobs.append(Job(ds, name, argv, tuple(after), name in (*SHIPPED, *SHIPPED_PRETRAINED), budget, overrides,
+                        stage))
 
     def train(name: str, variant: str, *groups: Overrides, init: str | None = None, after=(), budget=None) -> None:
         start = ["--init", str(out_of(ds, init))] if init else []
@@ -127,7 +131,8 @@ def dataset_jobs(ds: str, data_root: str | Path = DATA_ROOT) -> list[Job]:
             job(m.name, ["prune", "--checkpoint", str(out_of(ds, m.init)), *data], after=after)
             continue
         start = ["--backbone", "minilm-l6"] if m.init is None else ["--init", str(out_of(ds, m.init))]
-        job(m.name, ["train", "--dataset", ds, *data, "--variant", m.variant, *start], m.overrides, after, m.budget)
+        job(m.name, ["train", "--dataset", ds, *data, "--variant", m.variant, *start], m.overrides, after, m.budget,
+            m.stage)
     return jobs
 
 
@@ -222,6 +227,23 @@ def is_current(job: Job, command: str) -> bool:
     return staleness(job, command) is None
 
 
+NOT_NEEDED = "not needed"
+"""How a first stage that need not be made is listed."""
+
+
+def unneeded(job: Job, jobs: list[Job], force: bool = False) -> str | None:
+    """Why a first stage that is not here need not be made: every job going on from it is current
+    or a first stage that need not be made either (None: it is needed, or it is here, or it is
+    no first stage)."""
+    if force or not job.stage or (ROOT / job.out / "config.json").is_file():
+        return None
+    after = [j for j in jobs if job.key in j.after]
+    if not after or not all(unneeded(j, jobs) or is_current(resolve(dataclasses.replace(j)), shlex.join(j.command()))
+                            for j in after):
+        return None
+    return f"{NOT_NEEDED}: what goes on from it is current ({', '.join(j.key for j in after)})"
+
+
 def run_job(job: Job, force: bool = False) -> tuple[Job, bool]:
     """Run one job in a one-thread subprocess unless it is current (and not ``force``d).
 
@@ -292,8 +314,15 @@ def run_all(jobs: list[Job], workers: int, force: bool = False) -> list[Job]:
     with ThreadPoolExecutor(workers) as pool:
         while order.is_active():
             for key in order.get_ready():
+                if why := unneeded(by_key[key], jobs, force):
+                    print(f"= {key}: {why}", flush=True)
+                    finished[key] = by_key[key]
+                    order.done(key)
+                    continue
                 stale = force or any(a in rebuilt for a in by_key[key].after)
                 running[pool.submit(run_job, by_key[key], stale)] = key
+            if not running:
+                continue
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 key = running.pop(future)
@@ -307,7 +336,8 @@ def run_all(jobs: list[Job], workers: int, force: bool = False) -> list[Job]:
 
 def dry_run(jobs: list[Job], force: bool = False) -> list[tuple[Job, str]]:
     """What :func:`run_all` would do with ``jobs``, without running anything: per job ``current``,
-    or why it would be (re)built — missing, stale (and how), or starting from a rebuilt job."""
+    why it would be (re)built — missing, stale (and how), or starting from a rebuilt job — or
+    why a first stage need not be made (:data:`NOT_NEEDED`)."""
     rebuilt: set[str] = set()
     out = []
     for job in jobs:  # plan order: a job comes after those it starts from
@@ -321,6 +351,9 @@ def dry_run(jobs: list[Job], force: bool = False) -> list[tuple[Job, str]]:
             why = "forced"
         elif why is None and sources:
             why = f"rebuilt after {', '.join(sources)}"
+        elif skip := unneeded(job, jobs):
+            out.append((job, skip))
+            continue
         if why is not None:
             rebuilt.add(job.key)
         out.append((job, "current" if why is None else why))

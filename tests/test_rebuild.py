@@ -23,6 +23,9 @@ from rebuild.jobs import Job, plan, run_all
 from rebuild.measure import TEXT_BASELINE, accuracy_changes, text_baseline
 from rebuild.recipes import RECIPES, SHIPPED
 
+ROOT_DIR = Path(__file__).resolve().parents[1]
+TOKENIZER = ROOT_DIR / "precomputed" / "checkpoints" / "bbc-dense" / "tokenizer.json"
+
 
 def test_plan_orders_warm_starts_after_their_source():
     jobs = plan(list(RECIPES))
@@ -55,9 +58,11 @@ def test_shipped_models_and_baselines():
 
 def test_models_on_the_pretrained_encoder_start_from_it_or_from_its_dense_fine_tune():
     jobs = {j.name: j for j in plan(["ag_news"])}
-    dense, bba = jobs["minilm-dense"], jobs["minilm-bba"]
-    assert dense.shipped and bba.shipped and not jobs["minilm-static-0.5"].shipped
-    assert dense.argv[dense.argv.index("--backbone") + 1] == "minilm-l6" and "--init" not in dense.argv
+    first, dense, bba = jobs["minilm-dense-epoch1"], jobs["minilm-dense"], jobs["minilm-bba"]
+    assert dense.shipped and bba.shipped and not jobs["minilm-static-0.5"].shipped and not first.shipped
+    assert first.argv[first.argv.index("--backbone") + 1] == "minilm-l6" and "--init" not in first.argv
+    # the second stage goes on from the first
+    assert dense.argv[dense.argv.index("--init") + 1] == str(first.out) and dense.after == (first.key,)
     assert bba.argv[bba.argv.index("--init") + 1] == str(dense.out) and bba.after == (dense.key,)
     assert jobs["minilm-posthoc"].argv[:1] == ["prune"]
     assert jobs["minilm-recovery-0.5"].after == ("ag_news-minilm-posthoc",)
@@ -112,6 +117,20 @@ def test_the_dry_run_lists_the_shipped_models_of_bbc_and_synthetic_var_as_curren
         "bbc-minilm-dense", "bbc-minilm-budgetformer"}
     assert set(listed.values()) == {"current"}, listed
     assert lines[-1] == f"{len(listed)} of {len(listed)} current; 0 would be trained"
+
+
+@pytest.mark.artifacts
+def test_the_dry_run_lists_the_shipped_minilm_models_of_ag_news_as_current(capsys):
+    """Their first stage is current where it was made, or need not be made (a fresh clone)."""
+    if not (ROOT_DIR / "../shared/data/ag_news").is_dir():
+        pytest.skip("the AG News copy is not here")
+    assert main(["--dry-run", "--datasets", "ag_news", "--models", "minilm-dense*", "minilm-bba"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    listed = {line.split()[0]: line.split(None, 2)[2] for line in lines[:-1]}
+    assert listed.pop("ag_news-minilm-dense-epoch1") in {
+        "current", "not needed: what goes on from it is current (ag_news-minilm-dense)"}
+    assert listed == {"ag_news-minilm-dense": "current", "ag_news-minilm-bba": "current"}
+    assert lines[-1].endswith("; 0 would be trained")
 
 
 def test_run_times_are_recorded_once_per_model_and_an_interrupted_run_is_resumed(tmp_path, monkeypatch):
@@ -183,6 +202,42 @@ def test_run_all_runs_in_parallel_after_sources_and_rebuilds_what_starts_from_a_
         run_all([Job("t", "x", ["train"], ("t-y",)), Job("t", "y", ["train"], ("t-x",))], workers=1)
     with pytest.raises(RuntimeError, match="not among them"):
         run_all([Job("t", "x", ["train"], ("t-nowhere",))], workers=1)
+
+
+def test_a_first_stage_is_made_only_for_a_model_to_be_made(tmp_path, monkeypatch):
+    """A first stage that is not here is skipped while the model going on from it is current; it is
+    made (and that model after it) when the model is out of date, and checked when it is here."""
+    monkeypatch.setattr(rebuild_jobs, "ROOT", tmp_path)
+    jobs = [j for j in plan(["ag_news"]) if j.name in ("minilm-dense-epoch1", "minilm-dense")]
+    stage, second = jobs
+    assert stage.stage and not second.stage and second.after == (stage.key,)
+
+    def made_by(job, command):  # a checkpoint on the pretrained base recording ``command``
+        (tmp_path / job.out).mkdir(parents=True, exist_ok=True)
+        (tmp_path / job.out / "config.json").write_text(json.dumps({"command": command, "backbone": {}}))
+        (tmp_path / job.out / "tokenizer.json").write_bytes(TOKENIZER.read_bytes())
+
+    ran = []
+
+    def fake_run(job, force=False):
+        ran.append((job.key, force))
+        return job, force or job.key == stage.key
+
+    monkeypatch.setattr(rebuild_jobs, "run_job", fake_run)
+    made_by(second, " ".join(second.command()))
+    run_all(jobs, workers=1)
+    assert ran == [(second.key, False)]  # the second stage is current: its first need not be here
+    assert [why for _, why in rebuild_jobs.dry_run(jobs)] == [
+        f"not needed: what goes on from it is current ({second.key})", "current"]
+    made_by(second, " ".join(second.command()).replace("epochs=1", "epochs=3"))  # out of date
+    ran.clear()
+    run_all(jobs, workers=1)
+    assert ran == [(stage.key, False), (second.key, True)]
+    ran.clear()
+    made_by(second, " ".join(second.command()))
+    made_by(stage, "budgetformer train --other")  # here, so checked (and rebuilt when out of date)
+    run_all(jobs, workers=1)
+    assert ran == [(stage.key, False), (second.key, True)]
 
 
 def test_evaluation_frame_written_per_example(small_model):
