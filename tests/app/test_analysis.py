@@ -24,6 +24,7 @@ from app.explore_page import (
     explanation,
     export_record,
     flops_fraction,
+    latency_card,
     metric_cards,
     per_layer_value,
     prepare_text,
@@ -317,7 +318,8 @@ def test_metric_cards(bbc_budgetformer, dense):
     d = run_analysis(dense, SPORT)
     dense_cards = metric_cards(d, None, Settings(), 8)
     assert dense_cards[1].note == "dense: every head" and dense_cards[3].value == "100%"
-    assert dense_cards[4].value == "—"
+    assert dense_cards[4].value == "timing…"  # shown until the input is timed, after the rest of the page
+    assert latency_card(None, failed=True).value == "—"
     bba = method_of(ModelConfig(variant="bba", default_budget=0.5))
     bba_cards = metric_cards(full, None, Settings(budget_mode="slider", budget=0.25), 8, bba)
     assert bba_cards[1].label == "Requested budget b per layer" and bba_cards[1].note == "requested: b = 0.25"
