@@ -13,8 +13,3 @@ class Card:
     value: str
     note: str | None = None
     help: str | None = None
-
-    def show(self, target) -> None:
-        """Draw it with ``target.metric`` (``st``, a column or an ``st.empty`` placeholder), its
-        note as a plain grey line."""
-        target.metric(self.label, self.value, self.note, delta_color="off", delta_arrow="off", help=self.help)

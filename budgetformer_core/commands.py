@@ -17,7 +17,7 @@ import torch
 from . import distributed
 from .bench import bench, bench_lengths
 from .budget import Control, ablation
-from .checkpoint import Checkpoint, check_out_dir, json_safe, load_checkpoint, read_json
+from .checkpoint import Checkpoint, check_out_dir, json_safe, load_checkpoint
 from .config import ModelConfig, TrainConfig, apply_overrides
 from .data import Split, load_dataset, source_path
 from .infer import MAX_CHARS, check_texts, evaluate_split, predict_rows
@@ -103,8 +103,8 @@ def init_length(init: str | Path) -> int:
     """The ``max_len`` of the checkpoint ``init`` (the default's when its config cannot be read:
     loading it then says why)."""
     try:
-        return int(read_json(Path(init) / "config.json")["model"]["max_len"])
-    except (ValueError, KeyError, TypeError):  # (CheckpointError is a ValueError)
+        return int(json.loads((Path(init) / "config.json").read_text())["model"]["max_len"])
+    except (OSError, ValueError, KeyError, TypeError):
         return ModelConfig().max_len
 
 
