@@ -45,6 +45,7 @@ from .budget import (
     Control,
     HeadScorer,
     StaticGate,
+    SummaryNorm,
     TrainingControl,
     batch_ranking,
     gated_weights,
@@ -288,6 +289,12 @@ class BudgetAllocator(Allocator):
     def __init__(self, cfg: ModelConfig, budget_net: BudgetNet | None, scorer: HeadScorer | None):
         super().__init__(cfg)
         self.budget_net, self.scorer = budget_net, scorer
+        self.norm = SummaryNorm(cfg.d_model) if cfg.summary_norm else None
+
+    def summary(self, xn: Tensor, ctx: ForwardContext) -> Tensor:
+        """(B, D) what f_θ and g_φ read: the layer input's summary, standardised with ``summary_norm``."""
+        h = summarize(xn, ctx.mask, ctx.pooling)
+        return h if self.norm is None else self.norm(h)
 
     @classmethod
     def network_flops(cls, cfg: ModelConfig, control: Control) -> int:
@@ -295,7 +302,8 @@ class BudgetAllocator(Allocator):
         runs_f = cfg.use_budget_net and control.budget is None
         runs_g = cfg.head_choice == "learned" and (control.head_choice or "learned") == "learned"
         return (mlp_flops(cfg.d_model, cfg.budget_hidden, 1) * runs_f
-                + mlp_flops(cfg.d_model, cfg.budget_hidden, cfg.n_heads) * runs_g)
+                + mlp_flops(cfg.d_model, cfg.budget_hidden, cfg.n_heads) * runs_g
+                + 2 * cfg.d_model * (cfg.summary_norm and (runs_f or runs_g)))
 
     @classmethod
     def budget_is_set(cls, cfg: ModelConfig, control: Control | None) -> bool:
@@ -326,13 +334,13 @@ class BudgetAllocator(Allocator):
         return control
 
     def networks(self, xn: Tensor, ctx: ForwardContext) -> object:
-        return run_budget_nets(self.budget_net, self.scorer, summarize(xn, ctx.mask, ctx.pooling))
+        return run_budget_nets(self.budget_net, self.scorer, self.summary(xn, ctx))
 
     def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
         cfg, control = self.cfg, ctx.control
         training = control if isinstance(control, TrainingControl) else NO_TRAINING
         B, H = xn.shape[0], cfg.n_heads
-        h = summarize(xn, ctx.mask, ctx.pooling)  # (B, D) global summary of the layer input
+        h = self.summary(xn, ctx)  # (B, D) global summary of the layer input
         choice = control.head_choice or cfg.head_choice
         if choice == "learned" and self.scorer is None:
             raise ValueError("this model has no head-scoring network g_φ; choose uniform or random")

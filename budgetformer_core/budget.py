@@ -77,6 +77,23 @@ class BudgetNet(nn.Module):
         return torch.sigmoid(mlp(self.net, h)).squeeze(-1)  # (B, D) -> (B,)
 
 
+class SummaryNorm(nn.BatchNorm1d):
+    """h (B, D) standardised per feature, without scale or shift (``ModelConfig.summary_norm``):
+    with the batch's statistics in training (which also update the running ones), with the
+    running statistics at inference, so an input's s and z never depend on its batch there. A
+    training batch of one input, which has no variance, uses the running statistics too."""
+
+    def __init__(self, d_model: int):
+        super().__init__(d_model, affine=False)
+
+    def forward(self, h: Tensor) -> Tensor:
+        batch_stats = self.training and h.shape[0] > 1
+        if batch_stats:
+            self.num_batches_tracked.add_(1)
+        return F.batch_norm(h, self.running_mean, self.running_var, training=batch_stats,
+                            momentum=self.momentum, eps=self.eps)
+
+
 class HeadScorer(nn.Module):
     """g_φ (and bba's per-input gate): a two-layer MLP mapping a pooled input to head logits z ∈ R^H."""
 

@@ -25,6 +25,7 @@ far finer than float16 for the small changes fine-tuning makes.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -98,11 +99,11 @@ class Checkpoint:
 
 
 def round_weights(model: BudgetFormer, dtype: torch.dtype = torch.float16, keep: Collection[str] = ()) -> None:
-    """Round every parameter but those named in ``keep`` to ``dtype``-representable values in
-    place (storage precision)."""
+    """Round every parameter and floating-point buffer but those named in ``keep`` to
+    ``dtype``-representable values in place (storage precision)."""
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name not in keep:
+        for name, p in itertools.chain(model.named_parameters(), model.named_buffers()):
+            if name not in keep and p.is_floating_point():
                 p.copy_(p.to(dtype).to(p.dtype))
 
 

@@ -34,10 +34,11 @@ from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides, 
     ("activation=relu", "activation must be 'gelu' or 'gelu_tanh'"),
     ("type_vocab_size=-1", "type_vocab_size must be >= 0"),
     ("layer_norm_eps=0", r"layer_norm_eps must be in \(0, 1\)"),
+    ("variant=bba,summary_norm=true", "a bba model has neither"),
 ])
 def test_bad_overrides_are_refused_with_the_field_named(item, message):
     with pytest.raises(ValueError, match=message):
-        apply_overrides(ModelConfig(), TrainConfig(), [item])
+        apply_overrides(ModelConfig(), TrainConfig(), item.split(","))
 
 
 @pytest.mark.parametrize("field, value, message", [

@@ -15,7 +15,7 @@ from budgetformer_core.budget import (
 )
 from budgetformer_core.model import BudgetFormer
 
-from ..conftest import small_config
+from ..conftest import small_config, spread
 
 
 def batch(B=4, T=12, seed=0):
@@ -361,3 +361,41 @@ def test_first_token_pooling_reads_the_first_real_token():
         a, b = model(ids, full), model(ids, occluded)
     assert not torch.allclose(a.layers[0].budget, b.layers[0].budget)  # f_θ read another token
     assert not torch.allclose(a.logits, b.logits)
+
+
+def test_summary_norm_spreads_inputs_that_share_most_of_their_summary_and_survives_saving(tmp_path):
+    """Summaries that differ little next to what they share (token states of one common mean, as
+    pooled pretrained embeddings are) give f_θ nearly one s; standardised (``summary_norm``), the
+    same f_θ tells them apart. At inference an input's s does not depend on its batch, the
+    structural path equals the masked one, and the running statistics are saved and loaded."""
+    from budgetformer_core.checkpoint import load_checkpoint, save_checkpoint
+    from budgetformer_core.tokenizer import train_tokenizer
+
+    torch.manual_seed(0)
+    plain = spread(BudgetFormer(small_config(n_layers=1))).train()
+    normed = BudgetFormer(small_config(n_layers=1, summary_norm=True))
+    normed.load_state_dict(plain.state_dict(), strict=False)  # the same f_θ, g_φ and encoder
+    common = torch.randn(32) * 3
+    with torch.no_grad():
+        plain.tok_emb.weight.copy_(common + 0.05 * torch.randn_like(plain.tok_emb.weight))
+        normed.tok_emb.weight.copy_(plain.tok_emb.weight)
+    ids, mask = batch(B=4)
+    train_ids = torch.randint(3, 50, (64, 12))
+    normed.train()
+    with torch.no_grad():
+        for _ in range(30):  # training batches: the running statistics settle on them
+            normed(train_ids, torch.ones_like(train_ids, dtype=torch.bool), mode="soft")
+        normed(ids[:1], mask[:1], mode="soft")  # a training batch of one runs on the running statistics
+    plain.eval(), normed.eval()
+    with torch.no_grad():
+        s_plain, s_normed = plain(ids, mask).layers[0].budget, normed(ids, mask).layers[0].budget
+        assert s_normed.std() > 10 * s_plain.std()
+        alone = torch.cat([normed(ids[b:b + 1], mask[b:b + 1]).layers[0].budget for b in range(4)])
+        torch.testing.assert_close(alone, s_normed, atol=1e-6, rtol=0)
+        structural, masked = normed(ids, mask, mode="structural"), normed(ids, mask, mode="masked")
+        torch.testing.assert_close(structural.logits, masked.logits, atol=1e-5, rtol=0)
+        path = save_checkpoint(tmp_path / "normed", normed, train_tokenizer(["a b c"], 50), ["x", "y", "z"], {})
+        loaded = load_checkpoint(path).model
+        assert int(loaded.allocators[0].norm.num_batches_tracked) == 30
+        torch.testing.assert_close(loaded.allocators[0].norm.running_var, normed.allocators[0].norm.running_var)
+        torch.testing.assert_close(loaded(ids, mask).logits, normed(ids, mask).logits, atol=0, rtol=0)
