@@ -17,7 +17,7 @@ import torch
 from . import distributed
 from .bench import bench, bench_lengths
 from .budget import Control, ablation
-from .checkpoint import Checkpoint, check_out_dir, json_safe, load_checkpoint
+from .checkpoint import Checkpoint, check_out_dir, json_safe, load_checkpoint, read_json
 from .config import ModelConfig, TrainConfig, apply_overrides
 from .data import Split, load_dataset, source_path
 from .infer import MAX_CHARS, check_texts, evaluate_split, predict_rows
@@ -86,6 +86,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         shape = ModelConfig(variant=args.variant)
     model_cfg, train_cfg = apply_overrides(shape, TrainConfig(), args.set)
+    if args.init is not None and model_cfg.max_len != shape.max_len and not init_on_base(args.init):
+        raise ValueError(f"--init {args.init} was trained from scratch at max_len={shape.max_len}: its position "
+                         f"table has {shape.max_len} rows, so it cannot go on at max_len={model_cfg.max_len} "
+                         "(a model fine-tuned from a pretrained base can)")
     check_out_dir(args.out, force=args.force)  # before the data is read and the run starts
     dataset = load_dataset(args.dataset, args.data_dir, seed=args.split_seed)
     # --force only lets an existing checkpoint be replaced: the recorded command is the one without it
@@ -103,9 +107,18 @@ def init_length(init: str | Path) -> int:
     """The ``max_len`` of the checkpoint ``init`` (the default's when its config cannot be read:
     loading it then says why)."""
     try:
-        return int(json.loads((Path(init) / "config.json").read_text())["model"]["max_len"])
+        return int(read_json(Path(init) / "config.json")["model"]["max_len"])
     except (OSError, ValueError, KeyError, TypeError):
         return ModelConfig().max_len
+
+
+def init_on_base(init: str | Path) -> bool:
+    """Whether the checkpoint ``init`` was fine-tuned from a pretrained base (True when its config
+    cannot be read: loading it then says why)."""
+    try:
+        return bool(read_json(Path(init) / "config.json").get("backbone"))
+    except (OSError, ValueError, AttributeError):
+        return True
 
 
 def open_model(args: argparse.Namespace) -> Checkpoint:

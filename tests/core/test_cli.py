@@ -140,6 +140,17 @@ def test_train_stops_when_the_loss_is_not_finite(capsys, tmp_path, test_rows):
     assert stdout == "" and not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["small.csv"]
 
 
+def test_a_warm_start_from_scratch_refuses_another_length_by_name(capsys, tmp_path, tiny_checkpoint):
+    """A model trained from scratch learnt its position table at its own length (64 here): a warm
+    start asked for another length is refused by name before anything is read or written
+    (one on a pretrained base may change it: test_backbone)."""
+    out = tmp_path / "longer"
+    code, _, err = run(capsys, "train", "--dataset", "synthetic", "--variant", "bba", "--init", str(tiny_checkpoint),
+                       "--set", "max_len=128", "--out", str(out), "--quiet")
+    assert code == 2 and "trained from scratch at max_len=64" in err and "max_len=128" in err
+    assert not out.exists()
+
+
 def test_train_checks_out_before_reading_data(capsys, tmp_path):
     (tmp_path / "taken").write_text("keep")
     for out, message in ((tmp_path / "taken", "existing file"), (tmp_path / "taken" / "sub", "is a file")):
