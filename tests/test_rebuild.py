@@ -112,11 +112,13 @@ def test_the_dry_run_lists_the_shipped_models_of_bbc_and_synthetic_var_as_curren
                  "no-*", "minilm-*"]) == 0
     lines = capsys.readouterr().out.splitlines()
     listed = {line.split()[0]: line.split(None, 2)[2] for line in lines[:-1]}
+    assert listed.pop("bbc-minilm-dense-128") in {  # a first stage: made where it was needed
+        "current", "not needed: what goes on from it is current (bbc-minilm-dense)"}
     assert set(listed) == {f"{d}-{m}" for d in ("bbc", "synthetic_var") for m in (
         "dense", "budgetformer", "budgetformer-paper", "no-budget-net", "no-head-scorer")} | {
         "bbc-minilm-dense", "bbc-minilm-budgetformer"}
     assert set(listed.values()) == {"current"}, listed
-    assert lines[-1] == f"{len(listed)} of {len(listed)} current; 0 would be trained"
+    assert lines[-1].endswith("; 0 would be trained")
 
 
 @pytest.mark.artifacts
