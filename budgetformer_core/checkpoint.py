@@ -363,20 +363,28 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     """
     path = Path(path)
     try:
-        folder = path.stat().st_ino  # a save puts a new folder in place: another inode
+        folder = _folder_identity(path)
     except OSError:
         folder = None
     try:
         return _read_checkpoint(path)
     except (CheckpointError, OSError):
         try:
-            replaced = folder is not None and path.stat().st_ino != folder
+            replaced = folder is not None and _folder_identity(path) != folder
         except OSError:  # between a save's two renames, no folder at all
             replaced = folder is not None
         if replaced:
             raise CheckpointError(f"checkpoint {path} was being rewritten (a run saved over it) while it was read: "
                                   "try again") from None
         raise
+
+
+def _folder_identity(path: Path) -> tuple[int, int, int, int]:
+    """What tells a folder from the one a save puts in its place: its inode, and its change and
+    modification times (a folder saved twice while a reader reads can get the first one's inode
+    number back once that folder is deleted)."""
+    st = path.stat()
+    return st.st_dev, st.st_ino, st.st_ctime_ns, st.st_mtime_ns
 
 
 def _read_checkpoint(path: Path) -> Checkpoint:
