@@ -77,16 +77,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     missing = [f"--{name}" for name in ("dataset", "out") if getattr(args, name) is None]
     if missing:
         raise ValueError(f"train needs {' and '.join(missing)} (or --resume DIR)")
+    on_base = True  # whether the model may read another length than it starts at
     if args.backbone is not None:  # the pretrained encoder's shape; --set changes the rest
         from .backbone import backbone_config
 
         shape = dataclasses.replace(backbone_config(args.backbone), variant=args.variant)
     elif args.init is not None:  # the warm start's input length unless --set changes it
-        shape = ModelConfig(variant=args.variant, max_len=init_length(args.init))
+        length, on_base = init_length(args.init)
+        shape = ModelConfig(variant=args.variant, max_len=length)
     else:
         shape = ModelConfig(variant=args.variant)
     model_cfg, train_cfg = apply_overrides(shape, TrainConfig(), args.set)
-    if args.init is not None and model_cfg.max_len != shape.max_len and not init_on_base(args.init):
+    if model_cfg.max_len != shape.max_len and not on_base:
         raise ValueError(f"--init {args.init} was trained from scratch at max_len={shape.max_len}: its position "
                          f"table has {shape.max_len} rows, so it cannot go on at max_len={model_cfg.max_len} "
                          "(a model fine-tuned from a pretrained base can)")
@@ -103,22 +105,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def init_length(init: str | Path) -> int:
-    """The ``max_len`` of the checkpoint ``init`` (the default's when its config cannot be read:
-    loading it then says why)."""
-    try:
-        return int(read_json(Path(init) / "config.json")["model"]["max_len"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return ModelConfig().max_len
-
-
-def init_on_base(init: str | Path) -> bool:
-    """Whether the checkpoint ``init`` was fine-tuned from a pretrained base (True when its config
+def init_length(init: str | Path) -> tuple[int, bool]:
+    """The ``max_len`` of the checkpoint ``init``, and whether it was fine-tuned from a pretrained
+    base, whose position table serves other lengths (the default length and True when its config
     cannot be read: loading it then says why)."""
     try:
-        return bool(read_json(Path(init) / "config.json").get("backbone"))
-    except (OSError, ValueError, AttributeError):
-        return True
+        config = read_json(Path(init) / "config.json")
+        return int(config["model"]["max_len"]), bool(config.get("backbone"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return ModelConfig().max_len, True
 
 
 def open_model(args: argparse.Namespace) -> Checkpoint:
