@@ -33,7 +33,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-train", action="store_true", help="only evaluate and write the manifest")
     p.add_argument("--force", action="store_true", help="retrain every model, even unchanged ones")
     p.add_argument("--models", nargs="+", help="only these models (names or patterns, e.g. budgetformer* bba; "
-                   f"{TEXT_BASELINE}: TF-IDF + logistic regression); the other rows of sweeps.csv are kept")
+                   f"{TEXT_BASELINE}: TF-IDF + logistic regression); only their rows of sweeps.csv are evaluated and "
+                   "timed (each beside its dense reference), the other rows are kept as they are")
     p.add_argument("--skip-timing", action="store_true",
                    help="leave the latency columns of the rows evaluated now empty (time them later with --retime)")
     p.add_argument("--retime", action="store_true",
@@ -104,10 +105,12 @@ def main(argv: list[str] | None = None) -> int:
             rebuilt &= (old["dataset"] + "-" + old["model"]).isin({j.key for j in jobs}) | (
                 (old["model"] == TEXT_BASELINE) & baseline)
         sweeps = pd.concat([old[~rebuilt], sweeps], ignore_index=True)
-    # timing, a phase of its own: every model of each dataset rebuilt now and its dense reference
+    # timing, a phase of its own: the models rebuilt now (every model of a dataset rebuilt whole),
+    # each beside its dense reference; the other rows keep their latency
     print(f"evaluation done in {time.perf_counter() - t0:.0f} s; {'no ' if args.skip_timing else ''}timing", flush=True)
+    keys = {j.key for j in jobs} if args.models else None
     sweeps, timing = (sweeps, {}) if args.skip_timing else retime(sweeps, sorted({j.dataset for j in jobs}),
-                                                                  args.data_root)
+                                                                  args.data_root, keys)
     sweeps.round(6).to_csv(path, index=False)
     write_manifest(plan(list(RECIPES), args.data_root), timing, args.data_root)
     print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)

@@ -33,9 +33,19 @@ def slice_accuracy(path: Path, data: Path | None) -> float:
     return evaluate_split(ckpt, split.head(SLICE)).accuracy
 
 
+def merged_timing(old: dict, new: dict) -> dict:
+    """The manifest's timing entries: ``new`` over ``old``. An entry is a dataset timed whole
+    (``bbc``) or one model re-timed alone beside its dense reference (``bbc-minilm-dense``); a
+    dataset timed whole drops the older entries of its models."""
+    whole = [name for name in new if "-" not in name]
+    kept = {name: e for name, e in old.items() if not any(name.startswith(f"{ds}-") for ds in whole)}
+    return {**kept, **new}
+
+
 def write_manifest(jobs: list[Job], timing: dict | None = None, data_root: str | Path = DATA_ROOT) -> dict:
     """precomputed/manifest.json: every file with sha256 and size, every run with its command, and
-    how latency was timed (``timing``: this run's entries by dataset, merged into the old ones).
+    how latency was timed (``timing``: this run's entries, merged into the old ones by
+    :func:`merged_timing`).
 
     A run whose checkpoint files and command are those the old manifest lists keeps its slice
     accuracy (the same files give the same predictions); the others are evaluated afresh."""
@@ -80,7 +90,7 @@ def write_manifest(jobs: list[Job], timing: dict | None = None, data_root: str |
                      "tokenizers": tokenizers.__version__, "safetensors": safetensors.__version__,
                      "numpy": np.__version__, "pandas": pd.__version__},
         "machine": machine_info(1).cpu_model,
-        "timing": {**old.get("timing", {}), **(timing or {})},
+        "timing": merged_timing(old.get("timing", {}), timing or {}),
         "total_bytes": sum(f["bytes"] for f in files.values()),
         "runs": runs,
         "files": files,

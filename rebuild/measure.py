@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -157,22 +158,30 @@ def time_all(frame: pd.DataFrame, jobs: list[Job], data_root: str | Path = DATA_
     return timed
 
 
-def retime(frame: pd.DataFrame, datasets: list[str], data_root: str | Path = DATA_ROOT) -> tuple[pd.DataFrame, dict]:
+def retime(frame: pd.DataFrame, datasets: list[str], data_root: str | Path = DATA_ROOT,
+           keys: Collection[str] | None = None) -> tuple[pd.DataFrame, dict]:
     """``frame`` (all of sweeps.csv) with the rows of ``datasets`` timed again (:func:`time_all`),
-    and the manifest's timing entries of those datasets."""
+    and the manifest's timing entries: one per dataset timed whole, or with ``keys``
+    (``dataset-model``) only those models' rows are timed, each beside its dense reference in the
+    same rounds, and each gets an entry of its own; the other rows keep their latency."""
     from budgetformer_core.latency import BATCH, CLOCK, ROUNDS, TIMED_INPUTS
     from budgetformer_core.timing import machine_info
 
     chosen = frame["dataset"].isin(datasets)
+    if keys is not None:
+        chosen &= (frame["dataset"] + "-" + frame["model"]).isin(keys)
     entries = {}
     parts = []
-    for ds in [d for d in datasets if (frame["dataset"] == d).any()]:
+    for ds in [d for d in datasets if (chosen & (frame["dataset"] == d)).any()]:
         t0 = time.perf_counter()
         load = machine_info(1).load_average
-        parts.append(time_all(frame[frame["dataset"] == ds], plan([ds], data_root), data_root))
-        entries[ds] = {"clock": CLOCK, "threads": 1, "rounds": ROUNDS, "timed_inputs": TIMED_INPUTS,
-                       "batch": BATCH, "load_average": load, "seconds": round(time.perf_counter() - t0, 1),
-                       "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        rows = frame[chosen & (frame["dataset"] == ds)]
+        parts.append(time_all(rows, plan([ds], data_root), data_root))
+        entry = {"clock": CLOCK, "threads": 1, "rounds": ROUNDS, "timed_inputs": TIMED_INPUTS,
+                 "batch": BATCH, "load_average": load, "seconds": round(time.perf_counter() - t0, 1),
+                 "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        names = [ds] if keys is None else sorted(set(ds + "-" + rows["model"]))
+        entries |= {name: entry for name in names}
     timed = pd.concat([frame[~chosen], *parts], ignore_index=True)
     order = [c for c in frame.columns if c not in LATENCY_COLUMNS and c != "machine"]
     first = [c for c in order if not c.startswith("acc_need")]

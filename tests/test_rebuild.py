@@ -20,7 +20,8 @@ from budgetformer_core.shipped import dense_reference
 from rebuild import jobs as rebuild_jobs
 from rebuild.__main__ import main, parser
 from rebuild.jobs import Job, plan, run_all
-from rebuild.measure import TEXT_BASELINE, accuracy_changes, text_baseline
+from rebuild.manifest import merged_timing
+from rebuild.measure import TEXT_BASELINE, accuracy_changes, retime, text_baseline
 from rebuild.recipes import RECIPES, SHIPPED
 
 ROOT_DIR = Path(__file__).resolve().parents[1]
@@ -292,6 +293,26 @@ def test_live_check_times_the_shipped_points_again_beside_their_figures():
     assert judged.tolist() == [False, True, True, True, False]
     with pytest.raises(ValueError, match="no rows"):
         live_check(frame, ["bbc"])
+
+
+def test_retiming_chosen_models_times_them_beside_their_dense_reference_and_keeps_the_other_rows():
+    frame = pd.DataFrame({"dataset": ["synthetic_var"] * 3 + ["bbc"], "model": ["dense", "budgetformer", "bba", "bba"],
+                          "budget": ["own", "own", "0.5", "own"], "accuracy": [0.9, 0.8, 0.7, 0.6],
+                          "latency_ms": [-1.0, -2.0, -3.0, -4.0], "machine": "elsewhere"})
+    timed, entries = retime(frame, ["synthetic_var", "bbc"], keys={"synthetic_var-bba"})
+    timed = timed.set_index(["dataset", "model"])
+    assert list(timed.index) == [("synthetic_var", "dense"), ("synthetic_var", "budgetformer"), ("bbc", "bba"),
+                                 ("synthetic_var", "bba")]
+    kept = timed.drop(("synthetic_var", "bba"))
+    assert kept.latency_ms.tolist() == [-1.0, -2.0, -4.0] and (kept.machine == "elsewhere").all()
+    bba = timed.loc[("synthetic_var", "bba")]
+    assert bba.latency_ms > 0 and bba.dense_latency_ms > 0 and bba.dense_model == "dense"
+    assert bba.speedup_b1 == pytest.approx(bba.dense_latency_ms / bba.latency_ms) and bba.accuracy == 0.7
+    assert list(entries) == ["synthetic_var-bba"] and entries["synthetic_var-bba"]["threads"] == 1
+    # an entry per model re-timed alone; a dataset timed whole drops its models' older entries
+    old = {"bbc": {"when": 1}, "bbc-bba": {"when": 2}, "ag_news-bba": {"when": 3}}
+    assert merged_timing(old, {"bbc-dense": {"when": 4}}) == {**old, "bbc-dense": {"when": 4}}
+    assert merged_timing(old, {"bbc": {"when": 5}}) == {"bbc": {"when": 5}, "ag_news-bba": {"when": 3}}
 
 
 def test_text_baseline_is_a_row_of_its_own_on_the_test_split():
