@@ -13,3 +13,8 @@ class Card:
     value: str
     note: str | None = None
     help: str | None = None
+
+    def show(self, where) -> None:
+        """Draw the card with ``where.metric`` (a Streamlit column, container or placeholder); the
+        note is grey text under the value, not a change with an arrow."""
+        where.metric(self.label, self.value, self.note, delta_color="off", delta_arrow="off", help=self.help)

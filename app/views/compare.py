@@ -121,7 +121,7 @@ for col, side, (model, _, settings), a, method, H in zip(columns, SIDES, sides, 
     cards = side_cards(a, settings, H, method, side)
     for i in range(0, len(cards), 2):  # two to a row: half a page holds "0.43 / 0.36" at a metric's size
         for c, card in zip(col.columns(2), cards[i : i + 2]):
-            c.metric(card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help)
+            card.show(c)
     # half a page at 1280 px leaves a head's cell ~20 px: ★ and "—" alone, the values on hover
     if method.is_dense:
         fig = head_heatmap(a.head_weights, a.selected_heads, f"{side}: {method.weight_title}",

@@ -330,9 +330,7 @@ with right:
         )
     # widths that fit the longest class name, "0.43 / 0.36" and "3 / 2" at a metric's size
     for col, card in zip(st.columns([13, 10, 7], gap="small"), cards[:3], strict=True):
-        col.metric(
-            card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help
-        )
+        card.show(col)
     if budgeted:
         show_chart(
             st,
@@ -364,7 +362,7 @@ with right:
 st.subheader("What the model did" + (f" — {settings.describe(sym)}" if changed else ""))
 slots = [col.empty() for col in st.columns(2)]  # FLOPs, latency
 for slot, card in zip(slots, cards[3:], strict=True):
-    slot.metric(card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help)
+    card.show(slot)
 slower_slot = st.empty()
 if a.truncated or prepared.cut:  # said beside the text itself
     left.caption(f"This text is **truncated to {cfg.max_len} tokens**, all the model reads: the rest plays no part.")
@@ -518,7 +516,7 @@ except Exception:  # never a traceback on the page; the server log keeps the det
     log.exception("timing failed")
     measured = None
 card = latency_card(measured, precomputed, failed=measured is None)
-slots[1].metric(card.label, card.value, card.note, delta_color="off", delta_arrow="off", help=card.help)
+card.show(slots[1])
 if why_slower := slower_note(measured, a.n_tokens):
     slower_slot.caption(why_slower)
 

@@ -186,7 +186,7 @@ if abs(row["b"] - budget) > 1e-6:
 cards = results.sweep_cards(row, results.own_point(rows, "dense"), sym)
 for i in range(0, len(cards), 3):  # three to a row: a card's note names the dense reference in full at 1280 px
     for col, card in zip(st.columns(3), cards[i : i + 3]):
-        col.metric(card.label, card.value, card.note, help=card.help, delta_color="off", delta_arrow="off")
+        card.show(col)
 
 # ----------------------------------------------------------------------------- curves
 for pair in (CHARTS[:2], CHARTS[2:]):
