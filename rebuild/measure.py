@@ -8,8 +8,8 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import ProcessPoolExecutor
 from collections.abc import Collection
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
