@@ -255,6 +255,13 @@ class TrainConfig:
     the input is for the model right now — the rank of its task loss within the batch, mapped
     linearly onto [s_min, s_max] — with λ_d · mean (s − target)². The budget network then learns
     to predict difficulty from the pooled layer input, and the inputs it finds hard get more heads."""
+    difficulty_from: Literal["model", "init"] = "model"
+    """Whose task loss ranks the inputs for λ_d: ``model``, the model in training, batch by batch;
+    ``init``, the warm start (``--init``, e.g. the dense fine-tune), measured once on every
+    training input before the first step (its start of ``max_len`` tokens, no augmentation) and
+    fixed for the run. The first follows the model as it changes, and its ranking drifts as
+    training fits the inputs; the second is the difficulty that ``budgetformer adaptivity
+    --reference`` judges a model by."""
     lambda_balance: float = 0.0
     """λ_u (``adaptive`` recipe; 0 = off): weight of H·Σ_h (mean over the batch of p_h)², which is
     1 when the inputs of a batch favour different heads evenly and H when all favour one, so that
@@ -381,6 +388,8 @@ class TrainConfig:
             raise ValueError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
         if self.recipe not in ("adaptive", "paper"):
             raise ValueError(f"recipe must be 'adaptive' or 'paper', got {self.recipe!r}")
+        if self.difficulty_from not in ("model", "init"):
+            raise ValueError(f"difficulty_from must be 'model' or 'init', got {self.difficulty_from!r}")
         if min(self.lambda_cost, self.lambda_difficulty, self.lambda_balance) < 0:
             raise ValueError(f"lambda_cost, lambda_difficulty and lambda_balance must be >= 0, got "
                              f"{self.lambda_cost}, {self.lambda_difficulty}, {self.lambda_balance}")

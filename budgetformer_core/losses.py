@@ -9,7 +9,8 @@
   fraction of heads run — so that heads have a price and an input buys more of them only where
   they lower its task loss (its head weights are gated: the task loss sees how many heads run);
   with λ_d > 0 it also pulls s towards a per-input target from the rank of the input's task loss
-  in the batch (:func:`difficulty_targets`).
+  in the batch (:func:`difficulty_targets`), or of a loss given per input (the warm start's,
+  ``TrainConfig.difficulty_from``).
 """
 
 from __future__ import annotations
@@ -82,8 +83,10 @@ class LossTerms:
     """λ_u's term before weighting: :func:`head_load` (adaptive recipe with λ_u > 0; else 0)."""
 
 
-def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: float, task_only: bool) -> LossTerms:
-    """L_task, plus λ_b·L_budget + λ_e·β(t)·H(p) unless ``task_only`` (dense and bba models)."""
+def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: float, task_only: bool,
+               difficulty: Tensor | None = None) -> LossTerms:
+    """L_task, plus λ_b·L_budget + λ_e·β(t)·H(p) unless ``task_only`` (dense and bba models).
+    ``difficulty`` (B,): the per-input losses that λ_d ranks (None: the model's own task loss)."""
     task = F.cross_entropy(out.logits, labels, label_smoothing=cfg.label_smoothing)
     beta = beta_at(progress, cfg.beta_start, cfg.beta_end, cfg.beta_schedule)
     if task_only:
@@ -95,14 +98,15 @@ def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: flo
     total = task + cfg.lambda_budget * lb + entropy_term
     cost = s.mean() if cfg.recipe == "adaptive" else s.new_zeros(())
     total = total + cfg.lambda_cost * cost
-    difficulty = balance = s.new_zeros(())
+    gap = balance = s.new_zeros(())
     if cfg.recipe == "adaptive" and cfg.lambda_difficulty:
-        per_input = F.cross_entropy(out.logits.detach(), labels, reduction="none")  # (B,)
-        target = difficulty_targets(per_input, cfg.s_min, cfg.s_max)
-        difficulty = ((s - target[None, :]) ** 2).mean()
-        total = total + cfg.lambda_difficulty * difficulty
+        if difficulty is None:
+            difficulty = F.cross_entropy(out.logits.detach(), labels, reduction="none")  # (B,)
+        target = difficulty_targets(difficulty, cfg.s_min, cfg.s_max).to(s)  # (B,)
+        gap = ((s - target[None, :]) ** 2).mean()
+        total = total + cfg.lambda_difficulty * gap
     if cfg.recipe == "adaptive" and cfg.lambda_balance:
         balance = head_load(p)
         total = total + cfg.lambda_balance * balance
     return LossTerms(total, task.item(), lb.item(), ent.item(), beta, cost.item(), entropy_term.item(),
-                     difficulty.item(), balance.item())
+                     gap.item(), balance.item())

@@ -200,6 +200,21 @@ def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainCo
     return model, tok, base
 
 
+@torch.no_grad()
+def input_losses(model: BudgetFormer, ids: list[list[int]], labels: list[int], batch_size: int = 64) -> torch.Tensor:
+    """(N,) ``model``'s task loss on each input, its first ``max_len`` tokens, in float64 (the
+    losses of inputs it fits well differ in digits that float32 rounds away)."""
+    model.eval()
+    device = next(model.parameters()).device
+    losses = []
+    for start in range(0, len(ids), batch_size):
+        batch = pad([x[: model.cfg.max_len] for x in ids[start : start + batch_size]])
+        logits = model(batch.ids.to(device), batch.mask.to(device)).logits.double()  # (B, C)
+        y = torch.tensor(labels[start : start + batch_size], device=device)
+        losses.append(torch.nn.functional.cross_entropy(logits, y, reduction="none").cpu())
+    return torch.cat(losses)
+
+
 def init_embeddings(model: BudgetFormer, train_ids: list[list[int]], cfg: TrainConfig) -> None:
     """Token embeddings from an LSA of the training split (``embed_init``) and sinusoidal
     positions (``pos_init``), for a model that does not start pretrained."""
@@ -245,6 +260,8 @@ class Training:
     ``heads`` (random heads)."""
     heads: Control
     """Carries the ``heads`` stream: random heads (``head_choice="random"``) fresh every step."""
+    difficulty: torch.Tensor | None = None
+    """(N,) the warm start's task loss on each training input (``difficulty_from="init"``)."""
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     step: int = 0
 
@@ -303,7 +320,8 @@ def train_step(run: Training, net: nn.Module, views: list[list[int]], rows: list
     if isinstance(control.k, list):  # random k per row (random_k): this process's rows'
         control = dataclasses.replace(control, k=[control.k[j] for j in mine])
     out = net(batch.ids.to(device), batch.mask.to(device), mode=step_mode(model_cfg, train_cfg, t), control=control)
-    terms = total_loss(out, y, train_cfg, t, not method.predicts_budget)
+    difficulty = None if run.difficulty is None else run.difficulty[[rows[j] for j in mine]]
+    terms = total_loss(out, y, train_cfg, t, not method.predicts_budget, difficulty)
     if not torch.isfinite(terms.total):  # diverged: stop before the weights are overwritten
         raise Diverged(f"training stopped at {where}: the loss is {terms.total.item()} (try a lower lr); "
                                  "no checkpoint was written")
@@ -455,6 +473,8 @@ def train(
     state_dir = resume_dir(out_dir)
     if backbone is not None and init is not None:
         raise ValueError("give a backbone or an init checkpoint, not both (a checkpoint carries its backbone)")
+    if train_cfg.difficulty_from == "init" and init is None:
+        raise ValueError("difficulty_from=init ranks inputs by the warm start's loss: give an init checkpoint")
     record = {"command": (meta or {}).get("command"), "dataset": dataset.name, "split_seed": dataset.split_seed,
               "model": to_dict(model_cfg), "train": to_dict(train_cfg), "init": None if init is None else str(init),
               "out": str(out_dir), "force": force, **({"backbone": str(backbone)} if backbone is not None else {})}
@@ -479,6 +499,8 @@ def train(
     freeze(model, train_cfg)
     distributed.check_batches(len(train_ids), train_cfg.batch_size)
     run = Training.start(model, train_cfg)
+    if train_cfg.difficulty_from == "init":
+        run.difficulty = input_losses(load_checkpoint(init).model.to(device), train_ids, train_split.labels)
     if saved is not None:
         run.restore(saved)
     try:

@@ -35,6 +35,7 @@ from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides, 
     ("type_vocab_size=-1", "type_vocab_size must be >= 0"),
     ("layer_norm_eps=0", r"layer_norm_eps must be in \(0, 1\)"),
     ("variant=bba,summary_norm=true", "a bba model has neither"),
+    ("difficulty_from=dense", "difficulty_from must be 'model' or 'init'"),
 ])
 def test_bad_overrides_are_refused_with_the_field_named(item, message):
     with pytest.raises(ValueError, match=message):

@@ -72,6 +72,28 @@ def test_difficulty_targets_map_loss_ranks_onto_the_band():
     assert difficulty_targets(torch.tensor([1.0]), 0.1, 0.7).tolist() == pytest.approx([0.1])
 
 
+def test_a_given_difficulty_sets_the_targets_instead_of_the_models_own_loss():
+    """λ_d's term ranks the losses it is given (the warm start's), not the model's: the term is
+    mean (s − target)² with the targets of the given ranks, and the ranks reversed change it."""
+    from budgetformer_core.config import TrainConfig
+    from budgetformer_core.losses import difficulty_targets, total_loss
+    from budgetformer_core.model import BudgetFormer
+
+    from ..conftest import small_config
+
+    torch.manual_seed(0)
+    out = BudgetFormer(small_config()).train()(torch.randint(3, 50, (4, 7)), torch.ones(4, 7, dtype=torch.bool))
+    y, cfg = torch.tensor([0, 1, 2, 0]), TrainConfig(lambda_difficulty=2.0, s_min=0.1, s_max=0.7)
+    s = torch.stack([t.budget for t in out.layers]).detach()  # (L, B)
+    given = torch.tensor([1e-9, 3e-9, 2e-9, 4e-9], dtype=torch.float64)  # apart only in float64
+    for d in (given, -given):
+        terms = total_loss(out, y, cfg, 0.5, task_only=False, difficulty=d)
+        target = difficulty_targets(d, cfg.s_min, cfg.s_max).float()
+        assert terms.difficulty == pytest.approx(((s - target) ** 2).mean().item(), rel=1e-5)
+    own = total_loss(out, y, cfg, 0.5, task_only=False)
+    assert own.difficulty != pytest.approx(total_loss(out, y, cfg, 0.5, False, difficulty=given).difficulty)
+
+
 def test_head_load_is_one_when_inputs_spread_over_heads_and_h_when_they_agree():
     from budgetformer_core.losses import head_load
 

@@ -10,7 +10,7 @@ from budgetformer_core.budget import Control
 from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides
 from budgetformer_core.data import Split, TextDataset
 from budgetformer_core.model import BudgetFormer
-from budgetformer_core.train import by_length, keep_ranking, lr_at, param_groups, set_seed, train
+from budgetformer_core.train import by_length, input_losses, keep_ranking, lr_at, param_groups, set_seed, train
 
 from ..conftest import small_config, train_tiny
 
@@ -186,3 +186,68 @@ def test_after_random_k_f_theta_alone_learns():
     assert "alloc.scorer" not in kept and {"tok_emb", "head", "ff.0", "ln1.weight", "attn.qkv"} <= kept
     assert all(p.grad is None for p in ablation.layers[0].attn.parameters())
     assert all(p.grad is not None for p in ablation.layers[1].attn.parameters())
+
+
+def test_input_losses_are_the_per_example_losses_of_evaluate_on_a_whole_split(tiny_checkpoint):
+    """The warm start's loss per training input (``difficulty_from="init"``) is the loss that
+    ``evaluate``'s probabilities give, on every input of the split, kept in float64."""
+    import numpy as np
+
+    from budgetformer_core.adaptivity import per_example_loss
+    from budgetformer_core.checkpoint import load_checkpoint
+    from budgetformer_core.data import load_synthetic
+    from budgetformer_core.infer import evaluate
+    from budgetformer_core.tokenizer import encode
+
+    ckpt, split = load_checkpoint(tiny_checkpoint), load_synthetic().split("train").head(300)
+    ids, _ = encode(ckpt.tokenizer, split.texts, 10**9)  # uncut: input_losses reads the first max_len
+    losses = input_losses(ckpt.model, ids, split.labels)
+    assert losses.dtype == torch.float64 and losses.shape == (300,)
+    cut = [x[: ckpt.model.cfg.max_len] for x in ids]
+    expected = per_example_loss(evaluate(ckpt.model, cut, split.labels).probs, split.labels)
+    np.testing.assert_allclose(losses.numpy(), expected, atol=1e-4, rtol=1e-4)
+
+
+def test_difficulty_from_init_ranks_by_the_warm_start_and_needs_one(tiny_checkpoint, tmp_path):
+    """A run with ``difficulty_from="init"`` pulls s towards the warm start's ranking: on one
+    thread, where the same run gives the same sums, its λ_d term differs from that of the run
+    that ranks by the model's own loss (the two start alike: the model is its warm start).
+    Without a warm start it is refused before anything runs."""
+    from budgetformer_core.data import load_synthetic
+    from budgetformer_core.timing import torch_threads
+
+    data = load_synthetic()
+    data.splits = {k: v.head(96) for k, v in data.splits.items()}
+    cfg = small_config(vocab_size=200, max_len=64, head_weighting="gated", gate_source="embedding")
+    gaps = {}
+    for source in ("model", "init"):
+        train_cfg = TrainConfig(epochs=2, batch_size=32, lr=1e-2, lambda_difficulty=5.0, difficulty_from=source)
+        with torch_threads(1):
+            result = train(data, cfg, train_cfg, tmp_path / source, progress=False, init=tiny_checkpoint)
+        gaps[source] = result.history[-1]["difficulty_loss"]
+    assert gaps["model"] > 0 and gaps["init"] > 0 and gaps["model"] != gaps["init"]
+    with pytest.raises(ValueError, match="give an init checkpoint"):
+        train(data, cfg, TrainConfig(lambda_difficulty=5.0, difficulty_from="init"), tmp_path / "none", progress=False)
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_training_step_ranks_its_rows_by_their_own_entries_of_the_warm_starts_losses():
+    """``train_step`` hands the loss the warm start's losses of the batch's rows, in the batch's
+    order: λ_d's term is mean (s − target)² with the targets of those rows' ranks."""
+    from budgetformer_core.losses import difficulty_targets
+    from budgetformer_core.train import Training, train_step
+
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config(head_weighting="gated")).train()
+    cfg = TrainConfig(lambda_difficulty=5.0, difficulty_from="init", s_min=0.1, s_max=0.7)
+    run = Training.start(model, cfg)
+    run.difficulty = torch.arange(10, 0, -1, dtype=torch.float64)  # (N,) input 0 the hardest
+    rows, labels = [5, 2, 9, 0], torch.zeros(10, dtype=torch.long)
+    views = [torch.randint(3, 50, (7,)).tolist() for _ in rows]
+    terms, out, _ = train_step(run, model, views, rows, labels, cfg, 10, torch.device("cpu"), "test")
+    s = torch.stack([t.budget for t in out.layers]).detach()  # (L, B)
+    target = difficulty_targets(run.difficulty[rows], cfg.s_min, cfg.s_max).float()  # ranks 1, 2, 0, 3
+    assert target.tolist() == pytest.approx([0.3, 0.5, 0.1, 0.7])
+    own = torch.nn.functional.cross_entropy(out.logits.detach(), labels[rows], reduction="none")
+    assert difficulty_targets(own, cfg.s_min, cfg.s_max).tolist() != target.tolist()  # the model would rank otherwise
+    assert terms.difficulty == pytest.approx(((s - target) ** 2).mean().item(), rel=1e-5)
