@@ -48,12 +48,13 @@ MINILM: Overrides = {"max_len": 128, "freeze_embeddings": True, "random_crop": F
 rate for the encoder and a larger one for the networks it does not bring (classifier, f_θ, g_φ,
 gates)."""
 
-MINILM_ADAPTIVE: Overrides = {"lambda_difficulty": 20, "s_min": 0.05, "s_max": 0.6, "structural_from": 0,
-                              "summary_norm": True}
+MINILM_ADAPTIVE: Overrides = {"lambda_difficulty": 20, "difficulty_from": "init", "label_smoothing": 0.1,
+                              "s_min": 0.05, "s_max": 0.6, "structural_from": 0, "summary_norm": True}
 """The adaptive recipe for 12 heads: the band [0.05, 0.6] (k = 1 … 7 of 12), s pulled firmly
-towards each input's difficulty rank (λ_d 20), f_θ and g_φ reading the layer summary standardised
-(pooled pretrained embeddings share most of their vector across inputs), no head balancing (g_φ
-reading standardised summaries spreads head use over the inputs already)."""
+(λ_d 20) towards each input's difficulty rank by the loss of the dense fine-tune it starts from,
+label smoothing 0.1, f_θ and g_φ reading the layer summary standardised (pooled pretrained
+embeddings share most of their vector across inputs), no head balancing (g_φ reading
+standardised summaries spreads head use over the inputs already)."""
 
 BBC_MINILM: Overrides = {**MINILM, "max_len": 256}
 """Fine-tuning MiniLM on BBC News: the first 256 tokens of an article (the median test article has

@@ -263,7 +263,8 @@ def pretrained_results(sweeps: pd.DataFrame) -> str:
         [gap] = compare({m: pd.read_parquet(tables_dir / f"bbc-{m}.parquet") for m in ("minilm-budgetformer",
                          "minilm-dense")}, [("minilm-budgetformer", "minilm-dense")]).itertuples()
         bar("no more than 0.5 points below `bbc-minilm-dense`",
-            f"{(dense - bf) * 100:.2f} points below ({dense:.2%}); 95 % paired bootstrap interval of the "
+            f"{abs(dense - bf) * 100:.2f} points {'below' if dense > bf else 'above'} ({dense:.2%}); 95 % paired "
+            "bootstrap interval of the "
             f"difference [{gap.low * 100:+.2f}, {gap.high * 100:+.2f}] points", dense - bf <= 0.005 + 1e-12)
         bar("≤ 35 % of heads run", f"{figures.mean_heads_fraction:.1%}", figures.mean_heads_fraction <= 0.35)
         bar("ρ(s, dense loss) ≥ +0.3", f"{figures.rho_s_reference_loss:+.3f}", figures.rho_s_reference_loss >= 0.3)
