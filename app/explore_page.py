@@ -375,7 +375,7 @@ def metric_cards(
     return [
         Card("Prediction", a.label, f"{max(a.probs):.1%} confident"),
         Card(method.budget_name + " per layer", budget, s_note, budget_help),
-        Card("Heads run per layer", heads, f"of {n_heads} per layer", heads_help),
+        Card("Heads run", heads, f"of {n_heads} per layer", heads_help),
         Card(
             "FLOPs vs dense",
             f"{flops_fraction(a):.0%}",

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "precomputed" / "checkpoints"
-DEFAULT_MODEL = "bbc-budgetformer"
+DEFAULT_MODEL = "bbc-minilm-budgetformer"
+"""The model a first visit opens: BBC News's most accurate model, whose heads follow difficulty most."""
 MODEL_KEY = "model"
 """Session-state key of the model picked in the sidebar."""
 OFFLINE_DATASETS = ("bbc", "synthetic", "synthetic_var")

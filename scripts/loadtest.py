@@ -5,7 +5,7 @@ only. One headless chromium (Debian's ``/usr/bin/chromium`` through the ``playwr
 package's client; never ``playwright install``) opens one page per session, each in its own
 browser context. Every session, all at the same time:
 
-1. *warm-up*: loads the "Explore an input" page, types its own BBC test text (each session a
+1. *warm-up*: loads the "Explore an input" page on :data:`MODEL`, types its own BBC test text (each session a
    different one, of a different length in tokens) and picks "set s with the slider";
 2. moves the budget slider with the keyboard, one step per interaction, to a budget it has not
    asked for before (0.55 … 1.00, then 0.05 … 0.45; so no answer comes from the cache of
@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MODEL = "bbc-budgetformer"
-"""The app's default model: what a visitor's first page shows."""
+"""The model every session opens (its link, ``?model=``): BBC's BudgetFormer trained from scratch."""
 MAX_SESSIONS = 24
 MAX_INTERACTIONS = 19
 """Slider moves per session: the budgets 0.55 … 1.00 and 0.05 … 0.45, each new to the session."""
@@ -92,7 +92,7 @@ class Shown:
     confidence: str
     """As the page prints it, e.g. ``"93.1% confident"``."""
     heads: str
-    """Heads run per layer, e.g. ``"4 / 4"``."""
+    """Heads run, e.g. ``"4 / 4"``."""
     n_tokens: int
 
 
@@ -242,7 +242,7 @@ class Session:
             return (await self.metric(label).locator(f'[data-testid="{part}"]').inner_text()).strip()
 
         return Shown(await value("Prediction", "stMetricValue"), await value("Prediction", "stMetricDelta"),
-                     await value("Heads run per layer", "stMetricValue"),
+                     await value("Heads run", "stMetricValue"),
                      int(TOKENS_READ.match(await self.tokens_caption()).group(1)))
 
     async def server_ms(self) -> float:
@@ -427,7 +427,7 @@ async def drive(url: str, texts: list[str], moves: int, expected: dict, server: 
                 context = await browser.new_context(viewport={"width": 1400, "height": 900})
                 await context.route(lambda u: not u.startswith(url + "/") and u != url, block)
                 sessions.append(Session(i, await context.new_page(), text, expected, seen.steps))
-            await asyncio.gather(*(s.warm_up(url) for s in sessions))
+            await asyncio.gather(*(s.warm_up(f"{url}/?model={MODEL}") for s in sessions))
             seen.rss_mb.append(server.rss_mb())
             await asyncio.gather(*(s.move_slider(moves) for s in sessions))
             seen.rss_mb.append(server.rss_mb())

@@ -39,6 +39,14 @@ NUMBERED_HEADS = 8
 12 heads of MiniLM) has cells too narrow for "0.09" at a readable size and shows ★ alone."""
 
 
+ROW_HEIGHT = 85
+"""Pixels per layer of a head map."""
+TALLEST_LAYERS = 2
+"""A map is as tall as one of this many layers at most (320 px), so that Explore's first screen
+at 1280×720 holds it under the cards: a deeper model's rows share that height (six layers of
+MiniLM: rows of 28 px, about as tall as its twelve heads' cells are wide)."""
+
+
 def head_heatmaps(
     maps: Sequence[tuple[Sequence[Sequence[float]], Sequence[Sequence[int]], str]],
     title: str,
@@ -139,7 +147,7 @@ def head_heatmaps(
     narrow = text_size < 16 and len(maps) == 1  # one map half a page wide: the legend takes two rows
     layout = base_layout(
         title,
-        150 + 85 * n_layers + (24 if notes else 0),
+        150 + ROW_HEIGHT * min(n_layers, TALLEST_LAYERS) + (24 if notes else 0),
         margin=dict(
             l=82, r=108, b=(112 if narrow else 90) + (24 if any_tie else 0), t=MARGIN["t"] + (24 if notes else 0)
         ),

@@ -45,7 +45,22 @@ BUSINESS = (
 MARKUP = "<script>alert(1)</script><b>x</b>"
 
 
-def config(name: str = DEFAULT_MODEL) -> dict:
+BF = "bbc-budgetformer"
+"""The BudgetFormer trained from scratch on BBC (2 layers × 4 heads), shipped beside ``bbc-bba``,
+the per-budget baselines, the ablations and the seeds: the model most page tests open (the
+app's default, :data:`app.state.DEFAULT_MODEL`, is its MiniLM fine-tune)."""
+
+
+def start(model: str | None = BF) -> AppTest:
+    """A session opened on ``model`` (its link, ``?model=``), run once; None: as a visitor first
+    sees the app, on its default model."""
+    at = AppTest.from_file(str(MAIN), default_timeout=TIMEOUT)
+    if model is not None:
+        at.query_params["model"] = model
+    return run(at)
+
+
+def config(name: str = BF) -> dict:
     return json.loads((CHECKPOINTS / name / "config.json").read_text())
 
 

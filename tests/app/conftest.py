@@ -7,12 +7,19 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from .apptest import MAIN, TIMEOUT, WRONG, fake_per_example, fake_sweeps, run
+from .apptest import WRONG, fake_per_example, fake_sweeps, start
 
 
 @pytest.fixture
 def at() -> AppTest:
-    return run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
+    """A session on Explore with ``bbc-budgetformer`` (:data:`apptest.BF`)."""
+    return start()
+
+
+@pytest.fixture
+def default_at() -> AppTest:
+    """A session as a visitor first sees the app: Explore on the default model."""
+    return start(None)
 
 
 @pytest.fixture

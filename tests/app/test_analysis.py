@@ -307,7 +307,7 @@ def test_metric_cards(bbc_budgetformer, dense):
     assert [c.label for c in cards] == [
         "Prediction",
         "Budget s per layer",
-        "Heads run per layer",
+        "Heads run",
         "FLOPs vs dense",
         "Latency (1 thread)",
     ]

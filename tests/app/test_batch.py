@@ -10,17 +10,15 @@ import io
 
 import pandas as pd
 import pytest
-from streamlit.testing.v1 import AppTest
 
-from app.state import DEFAULT_MODEL, available_models
+from app.state import available_models
 
 from .apptest import (
     BBA,
+    BF,
     BUSINESS,
-    MAIN,
     MARKUP,
     SPORT,
-    TIMEOUT,
     chart,
     config,
     metric,
@@ -28,12 +26,13 @@ from .apptest import (
     pick_model,
     requires_default_model,
     run,
+    start,
 )
 
 pytestmark = requires_default_model
 
 
-@pytest.mark.parametrize("model", [DEFAULT_MODEL, BBA])
+@pytest.mark.parametrize("model", [BF, BBA])
 def test_batch_page_rows_are_the_engines(model):
     from app.batch_page import BATCH_MAX_BYTES
     from app.state import get_checkpoint
@@ -42,7 +41,7 @@ def test_batch_page_rows_are_the_engines(model):
 
     if model not in available_models():
         pytest.skip(f"no {model}")
-    at = pick_model(run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT)), model)
+    at = pick_model(start(), model)
     open_page(at, "batch")
     data = f'id,text\n1,"{SPORT}"\n2,"{BUSINESS}"\n3,{MARKUP}\n4,"   "\n'.encode()
     at.file_uploader(key="batch_file").set_value(("texts.csv", data, "text/csv"))
@@ -84,12 +83,12 @@ def test_batch_accuracy_from_a_label_column(downloads):
     sport, business = labels.index("sports"), labels.index("business")
     data = (f'text,label\n"{SPORT}",Sports\n"{BUSINESS}",{business}\n"{SPORT}",business\n"  ",sports\n'
             f'"{BUSINESS}",weather\n').encode()
-    at = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
+    at = start()
     open_page(at, "batch")
     at.file_uploader(key="batch_file").set_value(("labelled.csv", data, "text/csv"))
     run(at)
     predicted = [p.row["label"] if p.row else None
-                 for p in predict_rows(get_checkpoint(DEFAULT_MODEL), read_text_table(data, "labelled.csv"))]
+                 for p in predict_rows(get_checkpoint(BF), read_text_table(data, "labelled.csv"))]
     truth = ["sports", labels[business], "business", "sports", ""]
     judged = [(t, p) for t, p in zip(truth, predicted, strict=True) if t and p]  # row 4 empty, row 5 no class
     expected = sum(t == p for t, p in judged) / len(judged)
@@ -99,7 +98,7 @@ def test_batch_accuracy_from_a_label_column(downloads):
     table = at.dataframe[0].value
     assert table.columns.tolist()[:4] == ["row", "text", "error", "label"]  # the reason is seen first
     assert table["label"].tolist() == truth and table["error"].tolist()[3] == "blank line"
-    carried = pd.read_csv(io.BytesIO(downloads[f"batch-{DEFAULT_MODEL}.csv"]), keep_default_na=False)
+    carried = pd.read_csv(io.BytesIO(downloads[f"batch-{BF}.csv"]), keep_default_na=False)
     assert carried["label"].tolist() == truth
     assert carried["correct"].tolist()[:3] == [str(t == p) for t, p in zip(truth[:3], predicted[:3], strict=True)]
     assert any("1 row(s) have no label" in c.value for c in at.caption)

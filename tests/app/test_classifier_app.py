@@ -57,7 +57,7 @@ def test_the_app_opens_it_and_its_sweep_comes_from_the_zero_shot_ranking(listed)
     pick(at, "bbc", "my-bert")
     assert not at.error
     assert any("BertForSequenceClassification" in c.value for c in at.sidebar.caption)
-    assert metric(at, "Heads run per layer") == "4 / 4"  # the default budget is the whole classifier
+    assert metric(at, "Heads run") == "4 / 4"  # the default budget is the whole classifier
 
     # what the sweep must show: the heads ranked on the validation split, the test split at k / H
     data = load_dataset("bbc")

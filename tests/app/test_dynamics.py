@@ -10,13 +10,11 @@ import json
 import math
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
-from app.state import CHECKPOINTS, DEFAULT_MODEL, available_models
+from app.state import CHECKPOINTS, available_models
 
 from .apptest import (
-    MAIN,
-    TIMEOUT,
+    BF,
     all_markdown,
     chart,
     config,
@@ -24,7 +22,7 @@ from .apptest import (
     open_page,
     pick_model,
     requires_default_model,
-    run,
+    start,
 )
 
 pytestmark = requires_default_model
@@ -33,7 +31,7 @@ pytestmark = requires_default_model
 def test_training_dynamics_page(at):
     cfg = config()
     n_layers, n_heads = cfg["model"]["n_layers"], cfg["model"]["n_heads"]
-    history = json.loads((CHECKPOINTS / DEFAULT_MODEL / "history.json").read_text())
+    history = json.loads((CHECKPOINTS / BF / "history.json").read_text())
     open_page(at, "dynamics")
     assert at.title[0].value == "Training dynamics"
 
@@ -79,7 +77,7 @@ def test_training_dynamics_page(at):
 }.values()))
 def test_the_loss_terms_drawn_add_up_to_the_total(model):
     """One shipped model of each recipe (variant, recipe and which of λ_d, λ_u are on)."""
-    at = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
+    at = start()
     open_page(at, "dynamics")
     pick_model(at, model)
     loss_terms_add_up(at, json.loads((CHECKPOINTS / model / "history.json").read_text()))

@@ -8,9 +8,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from app.state import DEFAULT_MODEL
-
 from .apptest import (
+    BF,
     PER_EXAMPLE,
     all_markdown,
     chart,
@@ -65,7 +64,7 @@ def test_easy_vs_hard_page(at):
         assert len(trace["z"]) == n_layers
 
     c = min(set(range(3)) - {a, b})
-    at.number_input(key=f"eh_b_{DEFAULT_MODEL}").set_value(c)
+    at.number_input(key=f"eh_b_{BF}").set_value(c)
     run(at)
     assert [n["text"] for n in chart(at, "Head relevance p")["layout"]["annotations"]] == [f"A: #{a}", f"B: #{c}"]
 
@@ -79,12 +78,12 @@ def expected_adaptivity(model: str, needed: list[int] | None = None):
     return from_frames(frame, config(model)["model"]["n_heads"], reference, needed)
 
 
-@pytest.mark.skipif(not shipped(DEFAULT_MODEL, "bbc-dense"), reason="no shipped bbc tables")
+@pytest.mark.skipif(not shipped(BF, "bbc-dense"), reason="no shipped bbc tables")
 @pytest.mark.artifacts
 def test_easy_vs_hard_adaptivity_figures(at):
     from app.examples import adaptivity_reading
 
-    expected = expected_adaptivity(DEFAULT_MODEL)
+    expected = expected_adaptivity(BF)
     open_page(at, "easy_hard")
     assert metric(at, "Accuracy") == f"{expected.accuracy:.1%}"
     assert metric(at, "Mean heads fraction") == f"{expected.mean_heads_fraction:.1%}"
@@ -141,14 +140,14 @@ def test_easy_vs_hard_needed_heads_on_a_synthetic_task(at):
     assert [int(n) for n in bars["data"][0]["x"]] == sorted(set(needed))
 
 
-@pytest.mark.skipif(not shipped(DEFAULT_MODEL, "bbc-dense"), reason="no shipped bbc tables")
+@pytest.mark.skipif(not shipped(BF, "bbc-dense"), reason="no shipped bbc tables")
 @pytest.mark.artifacts
 def test_easy_vs_hard_per_class_rho_is_scipys(at):
     """Within each class, ρ(s, dense loss) is scipy's Spearman ρ on the per-example tables' rows
     of that class."""
     from scipy.stats import spearmanr
 
-    frame = pd.read_parquet(PER_EXAMPLE / f"{DEFAULT_MODEL}.parquet")
+    frame = pd.read_parquet(PER_EXAMPLE / f"{BF}.parquet")
     dense = pd.read_parquet(PER_EXAMPLE / "bbc-dense.parquet")
     open_page(at, "easy_hard")
     [shown] = [t.value for t in at.table if "ρ(s, dense loss)" in t.value.columns]

@@ -7,9 +7,8 @@ Through Streamlit's AppTest: real widgets and the real models; assertions on ren
 from __future__ import annotations
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
-from .apptest import MAIN, TIMEOUT, chart, config, metric, open_page, requires_default_model, run
+from .apptest import chart, config, metric, open_page, requires_default_model, run, start
 
 pytestmark = requires_default_model
 
@@ -82,6 +81,6 @@ def test_errors_keeps_its_filters_and_picked_text_across_pages(at):
     assert at.multiselect(key="err_true").value == [cls] and at.slider(key="err_conf").value == (0.2, 1.0)
     assert at.toggle(key="err_all").value and at.selectbox(key="errors_pick").value == picked
     assert at.dataframe[0].value.equals(shown)
-    other = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))  # another session: its own
+    other = start()  # another session: its own
     open_page(other, "errors")
     assert other.multiselect(key="err_true").value == [] and not other.toggle(key="err_all").value

@@ -16,12 +16,11 @@ from streamlit.testing.v1 import AppTest
 from app.state import DEFAULT_MODEL, available_models
 
 from .apptest import (
+    BF,
     BUSINESS,
-    MAIN,
     MARKUP,
     PER_EXAMPLE,
     SPORT,
-    TIMEOUT,
     all_markdown,
     chart,
     config,
@@ -29,19 +28,20 @@ from .apptest import (
     requires_default_model,
     run,
     shipped,
+    start,
     type_text,
 )
 
 pytestmark = requires_default_model
 
 
-def test_default_page_shows_the_analysis(at):
-    cfg = config()
+def test_default_page_shows_the_analysis(default_at):
+    at, cfg = default_at, config(DEFAULT_MODEL)
     n_layers, n_heads = cfg["model"]["n_layers"], cfg["model"]["n_heads"]
     assert at.title[0].value == "Explore an input"
     assert at.sidebar.selectbox(key="model_for_bbc").value == DEFAULT_MODEL
     assert metric(at, "Prediction") == "sports"  # the default text is about a football match
-    heads = metric(at, "Heads run per layer").split(" / ")
+    heads = metric(at, "Heads run").split(" / ")
     assert len(heads) == n_layers and all(1 <= int(k) <= n_heads for k in heads)
     assert metric(at, "FLOPs vs dense").endswith("%")
     assert metric(at, "Latency (1 thread)").endswith(" ms")
@@ -61,7 +61,7 @@ def test_default_page_shows_the_analysis(at):
     ]
 
 
-def test_the_picked_models_per_example_tables_are_read_in_the_background(at):
+def test_the_picked_models_per_example_tables_are_read_in_the_background(default_at):
     from app import state
 
     thread = state.PREFETCH[DEFAULT_MODEL]  # started by the run that picked the model, after its page
@@ -83,7 +83,7 @@ def test_typing_a_text_updates_the_prediction(at):
 
 def test_budget_slider_overrides_s_and_heads(at):
     type_text(at, SPORT)
-    learned = metric(at, "Heads run per layer")
+    learned = metric(at, "Heads run")
     # in the model's own mode the sliders are off: they would show values the model does not use
     assert at.slider(key="budget_s").disabled and at.slider(key="force_k").disabled
     assert any(c.value.startswith("The sliders are off") for c in at.caption)
@@ -92,19 +92,19 @@ def test_budget_slider_overrides_s_and_heads(at):
     assert not at.slider(key="budget_s").disabled and at.slider(key="force_k").disabled
     at.slider(key="budget_s").set_value(1.0)
     run(at)
-    assert metric(at, "Heads run per layer") == "8 / 8" != learned
+    assert metric(at, "Heads run") == "8 / 8" != learned
     assert metric(at, "Budget s per layer") == "1.00 / 1.00"
     assert metric(at, "FLOPs vs dense") in ("100%", "101%")  # all heads, plus f_θ and g_φ
     assert any(s.value.startswith("Compared with the full model") for s in at.subheader)
 
     at.slider(key="budget_s").set_value(0.25)
     run(at)
-    assert metric(at, "Heads run per layer") == "2 / 2"
+    assert metric(at, "Heads run") == "2 / 2"
     assert "red line: full model" in chart(at, "Budget s per layer")["layout"]["title"]["text"]
 
     at.radio(key="budget_mode").set_value("learned")
     run(at)
-    assert metric(at, "Heads run per layer") == learned
+    assert metric(at, "Heads run") == learned
     assert not any(s.value.startswith("Compared with") for s in at.subheader)
 
 
@@ -114,7 +114,7 @@ def test_force_k(at):
     assert at.slider(key="budget_s").disabled and not at.slider(key="force_k").disabled
     at.slider(key="force_k").set_value(3)
     run(at)
-    assert metric(at, "Heads run per layer") == "3 / 3"
+    assert metric(at, "Heads run") == "3 / 3"
     # the budget card says s decides nothing now (no "predicted by f_θ" beside 3 / 3)
     [card] = [m for m in at.metric if m.label == "Budget s per layer"]
     assert card.value == "not in use" and "k = 3 forced" in card.delta
@@ -128,7 +128,7 @@ def test_force_k_on_bba_says_b_is_not_in_use(at):
     run(at)
     [card] = [m for m in at.metric if m.label == "Requested budget b per layer"]
     assert card.value == "not in use" and "k = 8 forced" in card.delta
-    assert metric(at, "Heads run per layer") == "8 / 8"
+    assert metric(at, "Heads run") == "8 / 8"
 
 
 def test_ablation_no_budget_net_uses_the_validation_mean_budget(at, bbc_budgetformer):
@@ -149,7 +149,7 @@ def test_ablation_no_head_scorer_changes_the_heads(at):
     run(at)  # the head-choice radio is enabled once the ablation is on
     at.radio(key="head_ablation").set_value("uniform")
     run(at)
-    ks = [int(k) for k in metric(at, "Heads run per layer").split(" / ")]
+    ks = [int(k) for k in metric(at, "Heads run").split(" / ")]
     ran, grey = chart(at, "Head relevance p")["data"][:2]
     for k, row, text, unrun in zip(ks, ran["z"], ran["text"], grey["text"], strict=True):
         assert row[:k] == pytest.approx([row[0]] * k) and row[k:] == [None] * (len(row) - k)
@@ -235,7 +235,7 @@ def test_dense_checkpoint_disables_budget_controls(at):
     # no budget to set and nothing to ablate: no budget controls, no toggles
     assert not at.slider and not at.toggle and "budget_mode" not in [r.key for r in at.radio]
     n_heads = config("bbc-dense")["model"]["n_heads"]
-    assert set(metric(at, "Heads run per layer").split(" / ")) == {str(n_heads)}
+    assert set(metric(at, "Heads run").split(" / ")) == {str(n_heads)}
     assert metric(at, "FLOPs vs dense") == "100%"
     assert metric(at, "Prediction") in config("bbc-dense")["label_names"]
 
@@ -252,15 +252,15 @@ def test_any_unicode_is_fine(at):
 
 
 def test_sessions_do_not_share_settings(at):
-    learned = metric(at, "Heads run per layer")
+    learned = metric(at, "Heads run")
     at.radio(key="budget_mode").set_value("slider")
     run(at)
     at.slider(key="budget_s").set_value(1.0)
     run(at)
-    other = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
+    other = start()
     assert other.radio(key="budget_mode").value == "learned"
-    assert metric(other, "Heads run per layer") == learned
-    assert metric(at, "Heads run per layer") == "8 / 8"
+    assert metric(other, "Heads run") == learned
+    assert metric(at, "Heads run") == "8 / 8"
 
 
 @pytest.mark.skipif("bbc-bba" not in available_models(), reason="no shipped bba model")
@@ -275,10 +275,10 @@ def test_bba_model_runs_the_requested_budget(at):
     run(at)
     at.slider(key="budget_s").set_value(0.25)
     run(at)
-    assert metric(at, "Heads run per layer") == "2 / 2"
+    assert metric(at, "Heads run") == "2 / 2"
     at.slider(key="budget_s").set_value(0.75)
     run(at)
-    assert metric(at, "Heads run per layer") == "6 / 6"
+    assert metric(at, "Heads run") == "6 / 6"
 
 
 def test_a_text_of_mostly_unknown_tokens_is_flagged(at):
@@ -341,14 +341,14 @@ def test_bba_at_its_default_budget_has_nothing_to_compare(at):
 def test_the_json_export_holds_what_is_in_effect(at, downloads):
     """The export: the settings in effect only (no greyed-out slider), the dataset, test index and
     true label of a test text, and the attention map once it is shown."""
-    samples = pd.read_parquet(PER_EXAMPLE / f"{DEFAULT_MODEL}.parquet") if shipped(DEFAULT_MODEL) else None
+    samples = pd.read_parquet(PER_EXAMPLE / f"{BF}.parquet") if shipped(BF) else None
     at.radio(key="pick_how").set_value("By index")
     run(at).number_input(key="pick_index").set_value(7)
     run(at).button(key="pick_index_go").click()
     run(at).radio(key="budget_mode").set_value("force_k")
     run(at).slider(key="force_k").set_value(3)
     run(at)
-    record = json.loads(downloads[f"analysis-{DEFAULT_MODEL}.json"])
+    record = json.loads(downloads[f"analysis-{BF}.json"])
     assert record["settings"] == {"budget_mode": "force_k", "no_budget_net": False, "head_ablation": None,
                                   "k": 3, "description": "k = 3"}  # no slider s, no seed
     assert record["source"]["dataset"] == "bbc" and record["source"]["test_index"] == 7
@@ -358,7 +358,7 @@ def test_the_json_export_holds_what_is_in_effect(at, downloads):
     assert record["input"]["text"] == at.text_area(key="text").value and record["attention"] is None
     at.toggle(key="attention_on").set_value(True)
     run(at)
-    record = json.loads(downloads[f"analysis-{DEFAULT_MODEL}.json"])
+    record = json.loads(downloads[f"analysis-{BF}.json"])
     attention = record["attention"]
     assert attention["layer"] == 0 and attention["head"] in record["analysis"]["selected_heads"][0]
     assert len(attention["rows"]) == len(attention["tokens"]) == record["input"]["n_tokens_read"]

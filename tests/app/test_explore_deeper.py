@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from app.links import LINK_TEXT_LIMIT, link_params, read_link
 from app.method import method_of
 from app.settings import Settings
-from app.state import available_models
+from app.state import DEFAULT_MODEL, available_models
 from budgetformer_core.checkpoint import load_checkpoint
 from budgetformer_core.config import ModelConfig
 from budgetformer_core.data import load_dataset
@@ -130,7 +130,7 @@ def test_a_link_reopens_the_same_view():
     assert any(c.value.startswith("Test text #7 of bbc") for c in at.caption)
     assert at.radio(key="budget_mode").value == "force_k" and at.slider(key="force_k").value == 3
     assert at.toggle(key="no_g").value and at.radio(key="head_ablation").value == "uniform"
-    assert metric(at, "Heads run per layer") == "3 / 3"
+    assert metric(at, "Heads run") == "3 / 3"
     ran = chart(at, "Head relevance p")["data"][0]["z"]
     assert [[v is not None for v in row] for row in ran] == [[h < 3 for h in range(8)]] * 2  # no g_φ: heads 0-2
     assert dict(at.query_params) == {"model": "bbc-budgetformer", "index": "7", "mode": "force_k", "k": "3",
@@ -138,7 +138,7 @@ def test_a_link_reopens_the_same_view():
     # a change is written back
     at.slider(key="force_k").set_value(5)
     run(at)
-    assert at.query_params["k"] == "5" and metric(at, "Heads run per layer") == "5 / 5"
+    assert at.query_params["k"] == "5" and metric(at, "Heads run") == "5 / 5"
     type_text(at, TEXT)
     assert at.query_params["text"] == TEXT and "index" not in at.query_params
 
@@ -151,9 +151,9 @@ def test_bad_link_values_fall_back_with_a_message():
     warnings = " ".join(w.value for w in at.warning)
     for name in ("model", "index", "mode", "budget", "k", "ablation", "seed"):
         assert f"link's {name}" in warnings or (name == "model" and "names a model that is not here" in warnings)
-    assert at.sidebar.selectbox(key="model_for_bbc").value == "bbc-budgetformer"
+    assert at.sidebar.selectbox(key="model_for_bbc").value == DEFAULT_MODEL
     assert at.radio(key="budget_mode").value == "learned" and metric(at, "Prediction") == "sports"  # the default text
-    assert at.query_params["model"] == "bbc-budgetformer" and at.query_params["mode"] == "learned"
+    assert at.query_params["model"] == DEFAULT_MODEL and at.query_params["mode"] == "learned"
 
 
 def test_link_parameters_round_trip():

@@ -21,7 +21,7 @@ from app.state import available_models
 from budgetformer_core.checkpoint import load_checkpoint
 
 from ..conftest import PRECOMPUTED
-from .apptest import MAIN, TIMEOUT, chart, run, type_text
+from .apptest import MAIN, TIMEOUT, chart, run, start, type_text
 
 MODELS = ["bbc-budgetformer", "bbc-bba"]
 shipped = pytest.mark.skipif(not set(MODELS) <= set(available_models()), reason="the shipped bbc models are missing")
@@ -120,7 +120,7 @@ def test_explore_marks_exactly_the_heads_tied_at_the_cut():
             break
     else:
         pytest.skip("no tie at the cut on these texts with this checkpoint")
-    at = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
+    at = start()
     type_text(at, text)
     spec = chart(at, "Head relevance p")
     marked = [

@@ -12,10 +12,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.charts.style import SCATTER_POINTS
-from app.state import CHECKPOINTS, DEFAULT_MODEL, OFFLINE_DATASETS, available_models
+from app.state import CHECKPOINTS, OFFLINE_DATASETS, available_models
 
 from .apptest import (
     AG_NEWS,
+    BF,
     MAIN,
     ROOT,
     TIMEOUT,
@@ -48,13 +49,13 @@ def test_broken_checkpoint_gives_a_clear_error(tmp_path, monkeypatch, damage):
     import app.state
 
     broken = tmp_path / "bbc-broken"
-    shutil.copytree(CHECKPOINTS / DEFAULT_MODEL, broken)
+    shutil.copytree(CHECKPOINTS / BF, broken)
     if damage == "truncated weights":
         weights = broken / "model.safetensors"
         weights.write_bytes(weights.read_bytes()[:1000])
     else:
         (broken / "config.json").write_text('{"dataset": "bbc", "model": ')
-    shutil.copytree(CHECKPOINTS / DEFAULT_MODEL, tmp_path / DEFAULT_MODEL)
+    shutil.copytree(CHECKPOINTS / BF, tmp_path / BF)
     monkeypatch.setattr(app.state, "CHECKPOINTS", tmp_path)
 
     at = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
@@ -96,10 +97,10 @@ def test_pages_without_the_dataset_texts(tmp_path, monkeypatch):
     import app.state
 
     other = tmp_path / "agnews-budgetformer"
-    shutil.copytree(CHECKPOINTS / DEFAULT_MODEL, other)
+    shutil.copytree(CHECKPOINTS / BF, other)
     cfg = config()
     (other / "config.json").write_text(json.dumps({**cfg, "dataset": "ag_news"}))
-    shutil.copytree(CHECKPOINTS / DEFAULT_MODEL, tmp_path / DEFAULT_MODEL)
+    shutil.copytree(CHECKPOINTS / BF, tmp_path / BF)
     monkeypatch.setattr(app.state, "CHECKPOINTS", tmp_path)
 
     at = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
@@ -271,7 +272,7 @@ def check_explore(at, mcfg, labels, history, texts_here):
         assert not at.toggle and not at.slider  # nothing to set, nothing to ablate
     if variant != "dense":  # heads not computed: grey, no colour, w shown as —
         ran, grey, *legend = chart(at, "Head weight w")["data"]
-        ks = [int(k) for k in metric(at, "Heads run per layer").split(" / ")]
+        ks = [int(k) for k in metric(at, "Heads run").split(" / ")]
         assert [sum(v is not None for v in row) for row in ran["z"]] == ks
         assert [row.count("—") for row in grey["text"]] == [mcfg["n_heads"] - k for k in ks]
         relevance = chart(at, "Gate scores z" if variant == "bba" else "Head relevance p")
@@ -324,7 +325,7 @@ def check_dynamics(at, mcfg, labels, history, texts_here):
 
 def check_compare(at, mcfg, labels, history, texts_here):
     # by default the picked model against its dataset's dense model (or the budgetformer of a dense one)
-    ks = [metric(at, f"{side} · Heads run per layer") for side in "AB"]
+    ks = [metric(at, f"{side} · Heads run") for side in "AB"]
     layers = [config(at.selectbox(key=f"sbs_model_{side}").value)["model"]["n_layers"] for side in "AB"]
     assert layers[0] == mcfg["n_layers"]  # side A is the picked model; B may have another depth
     assert [len(k.split(" / ")) for k in ks] == layers

@@ -17,13 +17,13 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import results, speed
-from app.state import CHECKPOINTS, DEFAULT_MODEL, available_models
+from app.state import CHECKPOINTS, available_models
 from budgetformer_core.latency import Latency
 
-from .apptest import MAIN, SPORT, TIMEOUT, run, typed_arrays_as_lists
+from .apptest import BF, SPORT, run, start, typed_arrays_as_lists
 
 pytestmark = pytest.mark.skipif(
-    not {DEFAULT_MODEL, "bbc-dense"} <= set(available_models()), reason=f"{CHECKPOINTS} lacks the bbc models"
+    not {BF, "bbc-dense"} <= set(available_models()), reason=f"{CHECKPOINTS} lacks the bbc models"
 )
 BUDGETS = [0.25, 0.5, 0.75, 1.0]
 MODELS = ("budgetformer", "no-budget-net", "no-head-scorer", "bba")
@@ -75,8 +75,8 @@ def page_charts(page: AppTest) -> dict[str, dict]:
 
 @pytest.fixture
 def page() -> AppTest:
-    """The app, run once: the Explore page on the default model."""
-    return run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
+    """The app, run once: the Explore page on bbc-budgetformer."""
+    return start()
 
 
 def row_of(frame: pd.DataFrame, model: str, budget: str) -> pd.Series:

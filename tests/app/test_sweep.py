@@ -13,9 +13,7 @@ from app import results as results_module
 from app.state import available_models
 
 from .apptest import (
-    MAIN,
     SWEEP_BUDGETS,
-    TIMEOUT,
     chart,
     charts,
     csv_value,
@@ -25,6 +23,7 @@ from .apptest import (
     open_page,
     requires_default_model,
     run,
+    start,
 )
 
 pytestmark = requires_default_model
@@ -120,7 +119,7 @@ def test_sweep_and_ablation_pages_without_results(tmp_path, monkeypatch, case):
     elif case == "no sweep":
         fake_sweeps(without=("budgetformer",)).to_csv(csv, index=False)
     monkeypatch.setattr(app.state, "RESULTS", tmp_path)
-    at = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
+    at = start()
     expected = {
         "missing": "sweeps\\.csv is missing",
         "unreadable": "dataset, accuracy are missing",

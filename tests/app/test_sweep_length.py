@@ -12,8 +12,13 @@ from streamlit.testing.v1 import AppTest
 from app.state import DEFAULT_MODEL
 from budgetformer_core.bench import read_length_sweep
 
+from .apptest import BF, start
+
 ROOT = Path(__file__).resolve().parents[2]
-SAVED = ROOT / "benchmarks" / f"{DEFAULT_MODEL}-lengths.json"
+
+
+def saved_sweep(model: str) -> Path:
+    return ROOT / "benchmarks" / f"{model}-lengths.json"
 
 
 def length_chart(at: AppTest) -> dict:
@@ -22,10 +27,10 @@ def length_chart(at: AppTest) -> dict:
     return spec
 
 
-def test_the_default_model_has_its_cost_vs_length_chart():
-    saved = read_length_sweep(SAVED)
-    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=120)
-    at.run()
+@pytest.mark.parametrize("model", sorted({DEFAULT_MODEL, BF}))
+def test_the_model_has_its_cost_vs_length_chart(model):
+    saved = read_length_sweep(saved_sweep(model))
+    at = start(model)
     at.switch_page("views/sweep.py").run()
     assert not at.exception, [e.value for e in at.exception]
     spec = length_chart(at)
@@ -47,4 +52,4 @@ def test_the_default_model_has_its_cost_vs_length_chart():
 def test_the_chart_shows_the_saved_budget_nearest_the_slider(budget, shown):
     from budgetformer_core.bench import length_curve
 
-    assert {p["budget"] for p in length_curve(read_length_sweep(SAVED), budget)} == {shown}
+    assert {p["budget"] for p in length_curve(read_length_sweep(saved_sweep(BF)), budget)} == {shown}
