@@ -500,6 +500,8 @@ def train(
     distributed.check_batches(len(train_ids), train_cfg.batch_size)
     run = Training.start(model, train_cfg)
     if train_cfg.difficulty_from == "init":
+        # (read again rather than kept from build_model: building it draws from torch's global
+        # generator, and the shipped runs' dropout masks follow those draws)
         run.difficulty = input_losses(load_checkpoint(init).model.to(device), train_ids, train_split.labels)
     if saved is not None:
         run.restore(saved)
