@@ -26,10 +26,10 @@ def true_label(value: str | None, label_names: list[str]) -> str | None:
 
 def batch_table(predictions: list, symbol: str = "s", labels: dict[int, str] | None = None,
                 label_names: list[str] | None = None):
-    """A DataFrame, a row per input of :func:`budgetformer_core.infer.predict_rows`: its number, the text,
+    """A DataFrame, a row per input of :func:`budgetformer_core.analysis.infer.predict_rows`: its number, the text,
     why it was not classified (``error``, "" when it was), prediction, confidence, per layer the
     budget (``symbol``: s, or bba's b), k and the heads that ran, tokens read and FLOPs vs dense.
-    With ``labels`` (a file's label per row number, :func:`budgetformer_core.inputs.read_labels`)
+    With ``labels`` (a file's label per row number, :func:`budgetformer_core.io.inputs.read_labels`)
     it has the true ``label`` (one of ``label_names``, or "" when the cell names no class) and
     whether the prediction is ``correct``."""
     import pandas as pd

@@ -11,7 +11,7 @@ from app.explore_page import metric_cards
 if TYPE_CHECKING:
     from app.method import Method
     from app.settings import Settings
-    from budgetformer_core.infer import Analysis
+    from budgetformer_core.analysis.infer import Analysis
 
 
 # --------------------------------------------------------------------------- side by side

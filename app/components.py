@@ -409,8 +409,8 @@ def sweeps_or_stop(dataset: str):
 
 def csv_download(table, file_name: str, key: str, label: str | None = None) -> None:
     """A button that downloads ``table`` (a DataFrame) as CSV that a spreadsheet opens as data
-    (:func:`budgetformer_core.inputs.table_csv`: no text runs as a formula)."""
-    from budgetformer_core.inputs import table_csv
+    (:func:`budgetformer_core.io.inputs.table_csv`: no text runs as a formula)."""
+    from budgetformer_core.io.inputs import table_csv
 
     st.download_button(
         label or f"Download this table ({len(table)} rows, CSV)",

@@ -17,9 +17,9 @@ class ErrorBars:
     """Paired bootstrap intervals of one dataset's shipped models (their per-example tables)."""
 
     compared: pd.DataFrame
-    """:func:`budgetformer_core.bootstrap.compare`'s rows, one per pair with both tables."""
+    """:func:`budgetformer_core.measure.bootstrap.compare`'s rows, one per pair with both tables."""
     intervals: dict
-    """Each model's accuracy :class:`~budgetformer_core.bootstrap.Interval`."""
+    """Each model's accuracy :class:`~budgetformer_core.measure.bootstrap.Interval`."""
     missing: list[str]
     """Models of :data:`app.results.INTERVAL_MODELS` without a readable per-example table."""
     n: int = 0
@@ -29,7 +29,7 @@ class ErrorBars:
 
 @st.cache_data(max_entries=16, show_spinner="Resampling the test split…")
 def _error_bars(dataset: str, versions: tuple, pairs: tuple) -> ErrorBars:
-    from budgetformer_core import bootstrap
+    from budgetformer_core.measure import bootstrap
 
     tables, missing = {}, []
     for model in INTERVAL_MODELS:
@@ -60,7 +60,7 @@ def error_bars(dataset: str, pairs: tuple[tuple[str, str], ...]) -> ErrorBars:
 
 @st.cache_data(max_entries=2, show_spinner=False)
 def _seed_runs(path: str, version: tuple) -> pd.DataFrame | None:
-    from budgetformer_core.bootstrap import read_seed_runs
+    from budgetformer_core.measure.bootstrap import read_seed_runs
 
     return read_seed_runs(path)
 
@@ -72,7 +72,7 @@ def seed_spread(dataset: str) -> pd.DataFrame | None:
     Raises:
         ValueError: the file is unreadable or lacks columns.
     """
-    from budgetformer_core.bootstrap import seed_spread as spread
+    from budgetformer_core.measure.bootstrap import seed_spread as spread
 
     path = state.RESULTS / "seeds.csv"
     version = state.file_stamp(path)

@@ -1,11 +1,11 @@
 """Per-example tables for the "Errors", "Easy vs hard" and "Ablations" pages (no Streamlit here).
 
 The pages work on one table: a row per text of a split, built from
-:meth:`budgetformer_core.infer.Evaluation.to_frame` (predictions, probabilities, s per layer),
+:meth:`budgetformer_core.analysis.infer.Evaluation.to_frame` (predictions, probabilities, s per layer),
 computed live or read from the precomputed per-example tables; :func:`per_example_table` adds the
 class names and texts. The filters, confusion matrix, extremes and the models' disagreements are
 computed from those tables, and so is the reading of the adaptivity figures
-(:func:`budgetformer_core.adaptivity.from_frames` on a model's table and its dense reference's).
+(:func:`budgetformer_core.analysis.adaptivity.from_frames` on a model's table and its dense reference's).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def search_texts(texts: list[str], query: str, limit: int = 50) -> list[int]:
 def per_example_table(frame: pd.DataFrame, texts: list[str] | None, label_names: list[str]) -> pd.DataFrame:
     """The pages' table: a per-example frame plus class names and texts.
 
-    ``frame`` is :meth:`budgetformer_core.infer.Evaluation.to_frame`'s (columns ``index``,
+    ``frame`` is :meth:`budgetformer_core.analysis.infer.Evaluation.to_frame`'s (columns ``index``,
     ``label``, ``prediction``, ``correct``, ``confidence``, ``p_true``, ``loss``, ``entropy``,
     ``mean_s``, ``s{l}`` / ``k{l}`` / ``heads{l}`` per layer, ``tokens``), computed live or read
     from precomputed/results. Adds ``true`` and ``predicted`` (class names) and ``text`` (empty
@@ -261,7 +261,7 @@ def in_terms_of(text: str, symbol: str) -> str:
 
 
 def adaptivity_reading(figures) -> str:
-    """One line in plain words of what an :class:`~budgetformer_core.adaptivity.Adaptivity` says.
+    """One line in plain words of what an :class:`~budgetformer_core.analysis.adaptivity.Adaptivity` says.
 
     Difficulty is the reference model's loss: "harder inputs get more heads: 1.4× on the hardest
     third (ρ = +0.41)" or "the budget does not follow difficulty here: ρ = +0.06"; with known
@@ -299,12 +299,12 @@ def adaptivity_figures(
     needed: list[int] | None = None,
     reference_name: str = "the dense model",
 ):
-    """:func:`budgetformer_core.adaptivity.from_frames` of a model's table, with a note for every
+    """:func:`budgetformer_core.analysis.adaptivity.from_frames` of a model's table, with a note for every
     figure left null because the reference or the needed heads are missing or do not fit.
 
     Imports the engine (and torch) on the first call only, so the pages can draw before that.
     """
-    from budgetformer_core.adaptivity import from_frames
+    from budgetformer_core.analysis.adaptivity import from_frames
 
     notes = []
     if reference is None:
@@ -374,8 +374,8 @@ def per_class_adaptivity(table: pd.DataFrame, reference: pd.DataFrame | None, la
     easiest (by that loss) — so a budget that follows difficulty can be told from one that
     follows the class. ``table`` is :func:`per_example_table`'s (``label``, ``mean_s``, ``k{l}``);
     ``reference`` the dense model's on the same inputs, or None (ρ and the ratio are then None)."""
-    from budgetformer_core.adaptivity import hard_easy_ratio
-    from budgetformer_core.infer import spearman
+    from budgetformer_core.analysis.adaptivity import hard_easy_ratio
+    from budgetformer_core.analysis.infer import spearman
 
     ks = [c for c in table.columns if c[:1] == "k" and c[1:].isdigit()]
     heads = table[ks].to_numpy(dtype=float).mean(axis=1)  # (N,) mean k over layers

@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     import numpy as np
 
     from app.speed import LiveSpeed
-    from budgetformer_core.budget import Control
-    from budgetformer_core.checkpoint import Checkpoint
-    from budgetformer_core.explain import Explanation
-    from budgetformer_core.infer import Analysis
+    from budgetformer_core.analysis.explain import Explanation
+    from budgetformer_core.analysis.infer import Analysis
+    from budgetformer_core.io.checkpoint import Checkpoint
+    from budgetformer_core.model.budget import Control
 
 
 # --------------------------------------------------------------------------- input
@@ -79,7 +79,7 @@ class PreparedInput:
     n_chars: int
     """Length of the text as given."""
     limit: int
-    """The engine's limit, :data:`budgetformer_core.infer.MAX_CHARS`."""
+    """The engine's limit, :data:`budgetformer_core.io.inputs.MAX_CHARS`."""
 
     @property
     def cut(self) -> bool:
@@ -92,20 +92,20 @@ def prepare_text(text: str | None) -> PreparedInput:
 
     The CLI refuses a longer text; the page keeps its start and says so.
     """
-    from budgetformer_core.infer import MAX_CHARS
+    from budgetformer_core.io.inputs import MAX_CHARS
 
     text = text or ""
     return PreparedInput(text[:MAX_CHARS], len(text), MAX_CHARS)
 
 
 def run_analysis(ckpt: Checkpoint, text: str, control: Control | None = None) -> Analysis:
-    """One input through :func:`budgetformer_core.infer.analyze` (ValueError for a bad input).
+    """One input through :func:`budgetformer_core.analysis.infer.analyze` (ValueError for a bad input).
 
     Runs on one thread: at batch size 1 more threads barely help, and on a busy machine their
     synchronisation can make a 5 ms forward pass take hundreds.
     """
-    from budgetformer_core.infer import analyze
-    from budgetformer_core.timing import torch_threads
+    from budgetformer_core.analysis.infer import analyze
+    from budgetformer_core.measure.timing import torch_threads
 
     with torch_threads(1):
         [a] = analyze(ckpt, [text], control if is_budgeted(ckpt) else None)
@@ -114,7 +114,7 @@ def run_analysis(ckpt: Checkpoint, text: str, control: Control | None = None) ->
 
 def tokens_read(ckpt: Checkpoint, text: str) -> list[str]:
     """The tokens the model reads of ``text`` (its first ``max_len``), as strings."""
-    from budgetformer_core.tokenizer import reading_prefix
+    from budgetformer_core.io.tokenizer import reading_prefix
 
     max_len = ckpt.config.max_len
     return ckpt.tokenizer.encode(reading_prefix(ckpt.tokenizer, text, max_len)).tokens[:max_len]
@@ -124,10 +124,10 @@ def tokens_read(ckpt: Checkpoint, text: str) -> list[str]:
 
 
 def explain_input(ckpt: Checkpoint, text: str, control: Control | None = None) -> Explanation:
-    """:func:`budgetformer_core.explain.explain` of one input on one thread (as
+    """:func:`budgetformer_core.analysis.explain.explain` of one input on one thread (as
     :func:`run_analysis`): per layer, what each token did to s (bba: the gate margin)."""
-    from budgetformer_core.explain import explain
-    from budgetformer_core.timing import torch_threads
+    from budgetformer_core.analysis.explain import explain
+    from budgetformer_core.measure.timing import torch_threads
 
     with torch_threads(1):
         [e] = explain(ckpt, [text], control)
@@ -139,8 +139,8 @@ def head_attention(ckpt: Checkpoint, text: str, control: Control | None, layer: 
     structural path computed it (``capture_attention``); NaN for the heads that did not run."""
     import torch
 
-    from budgetformer_core.timing import torch_threads
-    from budgetformer_core.tokenizer import encode_batch, reading_prefix
+    from budgetformer_core.io.tokenizer import encode_batch, reading_prefix
+    from budgetformer_core.measure.timing import torch_threads
 
     max_len = ckpt.config.max_len
     batch = encode_batch(ckpt.tokenizer, [reading_prefix(ckpt.tokenizer, text, max_len)], max_len)
@@ -151,10 +151,10 @@ def head_attention(ckpt: Checkpoint, text: str, control: Control | None, layer: 
 
 
 def offline_report(ckpt: Checkpoint, text: str, settings: Settings, name: str, symbol: str = "s") -> str:
-    """:func:`budgetformer_core.report.build_report` of ``text`` under ``settings`` (what the
+    """:func:`budgetformer_core.analysis.report.build_report` of ``text`` under ``settings`` (what the
     Explore page shows): one self-contained HTML file. Runs on one thread, as :func:`run_analysis`."""
-    from budgetformer_core.report import build_report
-    from budgetformer_core.timing import torch_threads
+    from budgetformer_core.analysis.report import build_report
+    from budgetformer_core.measure.timing import torch_threads
 
     control = control_for(settings, ckpt.validation_budget) if is_budgeted(ckpt) else None
     with torch_threads(1):
@@ -238,7 +238,7 @@ def same_run(full: Analysis, current: Analysis) -> bool:
 
 def unknown_share(tokens: list[str]) -> float:
     """The share of ``tokens`` that are ``[UNK]`` (words outside the model's vocabulary)."""
-    from budgetformer_core.tokenizer import UNK
+    from budgetformer_core.io.tokenizer import UNK
 
     return sum(t == UNK for t in tokens) / len(tokens) if tokens else 0.0
 
@@ -466,7 +466,7 @@ def export_record(
     named ``symbol``), where the text comes from (``source``: dataset, test index and true label;
     None for a typed text), the token attribution of the budget when it was computed, and the
     attention map when one is shown (``attention``: layer, head, tokens and the (T, T) rows)."""
-    from budgetformer_core.timing import machine_info
+    from budgetformer_core.measure.timing import machine_info
 
     return {
         "source": source,

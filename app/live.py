@@ -21,8 +21,8 @@ from app.speed import LiveSpeed
 if TYPE_CHECKING:
     import pandas as pd
 
-    from budgetformer_core.checkpoint import Checkpoint
-    from budgetformer_core.infer import Analysis
+    from budgetformer_core.analysis.infer import Analysis
+    from budgetformer_core.io.checkpoint import Checkpoint
 
 
 def dense_reference(name: str) -> tuple[str, Checkpoint] | None:
@@ -132,8 +132,8 @@ def head_attention(name: str, text: str, settings: Settings, layer: int, head: i
 
 @st.cache_data(max_entries=8, show_spinner="Classifying the file's texts…")
 def _batch(name: str, version: tuple, rows: tuple, settings: Settings) -> list:
-    from budgetformer_core.infer import predict_rows
-    from budgetformer_core.timing import torch_threads
+    from budgetformer_core.analysis.infer import predict_rows
+    from budgetformer_core.measure.timing import torch_threads
 
     ckpt = state.get_checkpoint(name)
     with torch_threads(1):  # a shared server: one thread per request, as the Explore page
@@ -141,7 +141,7 @@ def _batch(name: str, version: tuple, rows: tuple, settings: Settings) -> list:
 
 
 def batch_predictions(name: str, rows: list[tuple[int, str]], settings: Settings) -> list:
-    """:func:`budgetformer_core.infer.predict_rows` of numbered texts (what ``budgetformer predict
+    """:func:`budgetformer_core.analysis.infer.predict_rows` of numbered texts (what ``budgetformer predict
     --input-file`` prints) under ``settings``; cached per model, texts and setting.
 
     Raises:
@@ -152,13 +152,13 @@ def batch_predictions(name: str, rows: list[tuple[int, str]], settings: Settings
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def _input_map(name: str, version: tuple, dataset: str, source: tuple, budget: float | None):
-    from budgetformer_core.atlas import input_map
+    from budgetformer_core.analysis.atlas import input_map
 
     return input_map(state._allocation(name, version, dataset, "test", source, budget).relevance)
 
 
 def input_map(name: str, budget: float | None = None):
-    """:func:`budgetformer_core.atlas.input_map` of the test split's relevance p (cached); None
+    """:func:`budgetformer_core.analysis.atlas.input_map` of the test split's relevance p (cached); None
     when the texts are not here."""
     dataset = state.dataset_of(name)
     if state.split_samples(dataset, "test") is None:
@@ -173,8 +173,8 @@ PROFILE_SAMPLE = 32
 @st.cache_data(max_entries=32, show_spinner=False)
 def _attention_profile(name: str, version: tuple, dataset: str, source: tuple, budget: float | None,
                        layer: int, head: int, rows: tuple):
-    from budgetformer_core.atlas import attention_profile
-    from budgetformer_core.budget import Control
+    from budgetformer_core.analysis.atlas import attention_profile
+    from budgetformer_core.model.budget import Control
 
     texts = state._split_samples(dataset, "test", *source).texts
     control = None if budget is None else Control(budget=budget)
@@ -183,7 +183,7 @@ def _attention_profile(name: str, version: tuple, dataset: str, source: tuple, b
 
 def attention_profile(name: str, budget: float | None, layer: int, head: int, rows: list[int]):
     """Where ``head`` of ``layer`` attends on the test inputs at positions ``rows``
-    (:func:`budgetformer_core.atlas.attention_profile`, cached); None when the texts are not here."""
+    (:func:`budgetformer_core.analysis.atlas.attention_profile`, cached); None when the texts are not here."""
     dataset = state.dataset_of(name)
     if state.split_samples(dataset, "test") is None:
         return None

@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from budgetformer_core.checkpoint import Checkpoint
     from budgetformer_core.config import ModelConfig
+    from budgetformer_core.io.checkpoint import Checkpoint
 
 
 @dataclass(frozen=True)

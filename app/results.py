@@ -21,7 +21,7 @@ from app.speed import HOW, NOT_TIMED, baseline_of, latency_versus, reference_of,
 from budgetformer_core.shipped import PRETRAINED
 
 if TYPE_CHECKING:
-    from budgetformer_core.checkpoint import Checkpoint
+    from budgetformer_core.io.checkpoint import Checkpoint
 
 SWEEP_KEYS = ("dataset", "model", "budget", "accuracy")
 """Columns sweeps.csv must have; the other numeric ones become NaN when absent."""
@@ -303,16 +303,16 @@ def live_sweep(
     """Evaluate ``ckpt`` on the texts at each requested budget, and time it; a row per budget,
     as it is done.
 
-    Latency is re-measured here the way sweeps.csv's is (:func:`budgetformer_core.latency.time_points`):
+    Latency is re-measured here the way sweeps.csv's is (:func:`budgetformer_core.measure.latency.time_points`):
     up to :data:`LIVE_TIMED` of the texts, evenly spaced, one at a time (batch 1, one thread),
     the model at budget b and its dense ``reference`` (name, checkpoint) in the same interleaved
     rounds; ``speedup_b1`` = the reference's latency / the model's (NaN without a reference).
     """
-    from budgetformer_core.budget import Control
-    from budgetformer_core.data import Split
-    from budgetformer_core.infer import evaluate_split
-    from budgetformer_core.latency import Point, time_points, timed_rows
-    from budgetformer_core.tokenizer import encode
+    from budgetformer_core.analysis.infer import evaluate_split
+    from budgetformer_core.io.data import Split
+    from budgetformer_core.io.tokenizer import encode
+    from budgetformer_core.measure.latency import Point, time_points, timed_rows
+    from budgetformer_core.model.budget import Control
 
     split = Split(list(texts), list(labels))
     timed = [texts[i] for i in timed_rows(len(texts), LIVE_TIMED)]
@@ -385,7 +385,7 @@ def sweep_pairs(chosen: str) -> tuple[tuple[str, str], ...]:
 
 
 def difference_table(compared: pd.DataFrame, names: dict[str, str] | None = None) -> pd.DataFrame:
-    """:func:`budgetformer_core.bootstrap.compare`'s rows as the pages show them: points, the
+    """:func:`budgetformer_core.measure.bootstrap.compare`'s rows as the pages show them: points, the
     interval written out, and whether it excludes 0 (``names``: how to call each model)."""
     name = (lambda m: names.get(m, m)) if names else (lambda m: m)
     return pd.DataFrame({
@@ -421,7 +421,7 @@ def accuracy_error_bars(intervals: dict, models: list[str]) -> tuple[list[float 
 
 
 def seed_table(spread: pd.DataFrame) -> pd.DataFrame:
-    """:func:`budgetformer_core.bootstrap.seed_spread` as the pages show it, in points."""
+    """:func:`budgetformer_core.measure.bootstrap.seed_spread` as the pages show it, in points."""
     return pd.DataFrame({
         "model": spread["model"], "seeds": spread["seeds"],
         "accuracy (mean)": spread["mean"],

@@ -28,9 +28,9 @@ import app.charts.explore  # noqa: E402, F401  (the default page's charts, and p
 import app.charts.heads  # noqa: E402, F401
 import app.explore_page  # noqa: E402, F401
 import app.links  # noqa: E402
-import budgetformer_core.checkpoint  # noqa: E402, F401
-import budgetformer_core.infer  # noqa: E402, F401
-import budgetformer_core.timing  # noqa: E402, F401
+import budgetformer_core.analysis.infer  # noqa: E402, F401
+import budgetformer_core.io.checkpoint  # noqa: E402, F401
+import budgetformer_core.measure.timing  # noqa: E402, F401
 
 REQUEST_HEAD_MAX = 2 * 2**20 + 2**16
 """Bytes of a request line and headers the server reads: Chromium sends addresses up to 2 MiB

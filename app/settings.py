@@ -2,7 +2,7 @@
 
 A page reads its budget mode, budget, forced k and ablations into a :class:`Settings` (hashable,
 so results are cached by it); :func:`control_for` turns it into the engine's
-:class:`budgetformer_core.budget.Control`.
+:class:`budgetformer_core.model.budget.Control`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from budgetformer_core.budget import Control
+    from budgetformer_core.model.budget import Control
 
 BUDGET_MODES = ("learned", "slider", "force_k")
 """``learned``: s from f_θ; ``slider``: s from the slider for every layer; ``force_k``: k heads."""
@@ -101,12 +101,12 @@ class Settings:
 
 
 def control_for(settings: Settings, validation_budget: float) -> Control | None:
-    """The :class:`budgetformer_core.budget.Control` implementing ``settings`` (``None`` for the full model).
+    """The :class:`budgetformer_core.model.budget.Control` implementing ``settings`` (``None`` for the full model).
 
     ``validation_budget`` is the model's mean s on its validation split, the "no f_θ" constant
     (``Checkpoint.validation_budget``), as in ``budgetformer eval --ablation no-budget-net``.
     """
-    from budgetformer_core.budget import Control
+    from budgetformer_core.model.budget import Control
 
     if settings.is_full_model:
         return None

@@ -3,7 +3,7 @@
 A model's speed-up is always against its dataset's **dense reference** — ``<dataset>-dense``, or
 ``<dataset>-minilm-dense`` for a model on the pretrained encoder
 (:func:`budgetformer_core.shipped.dense_reference`) — timed in the same interleaved rounds on
-the same inputs, one thread (:func:`budgetformer_core.latency.time_points`):
+the same inputs, one thread (:func:`budgetformer_core.measure.latency.time_points`):
 ``speed-up = reference latency / this latency``.
 
 sweeps.csv holds both latencies on every row (``latency_ms`` and ``dense_latency_ms``, at batch
@@ -25,9 +25,9 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from app.settings import Settings
-    from budgetformer_core.budget import Control
-    from budgetformer_core.checkpoint import Checkpoint
-    from budgetformer_core.latency import Latency
+    from budgetformer_core.io.checkpoint import Checkpoint
+    from budgetformer_core.measure.latency import Latency
+    from budgetformer_core.model.budget import Control
 
 HOW = "same rounds, 1 thread"
 """How a speed-up was timed, said after its reference."""
@@ -114,7 +114,7 @@ def baseline_of(rows: pd.DataFrame) -> str | None:
 @dataclass
 class LiveSpeed:
     """The chosen model at one setting and its dense reference, timed on one input in the same
-    interleaved rounds (:func:`budgetformer_core.latency.time_points`), ms per input."""
+    interleaved rounds (:func:`budgetformer_core.measure.latency.time_points`), ms per input."""
 
     latency: Latency
     reference: str | None
@@ -127,7 +127,7 @@ class LiveSpeed:
         return None if self.dense is None else self.dense.ms / self.latency.ms
 
     def to_dict(self) -> dict:
-        from budgetformer_core.latency import ROUNDS
+        from budgetformer_core.measure.latency import ROUNDS
 
         return {
             "latency_ms": self.latency.ms, "latency_iqr_ms": self.latency.iqr_ms,
@@ -142,10 +142,10 @@ def time_input(ckpt: Checkpoint, text: str, control: Control | None = None,
                reference: tuple[str, Checkpoint] | None = None) -> LiveSpeed:
     """Time ``ckpt`` on ``text`` with ``control`` (its own operating point when None) and the
     dense ``reference`` (name, checkpoint) in the same interleaved rounds, one thread, batch 1,
-    with the engine's timer (:func:`budgetformer_core.latency.time_points`, the timer of
+    with the engine's timer (:func:`budgetformer_core.measure.latency.time_points`, the timer of
     sweeps.csv). Each model reads the text through its own tokenizer."""
-    from budgetformer_core.latency import Point, time_points
-    from budgetformer_core.tokenizer import encode, reading_prefix
+    from budgetformer_core.io.tokenizer import encode, reading_prefix
+    from budgetformer_core.measure.latency import Point, time_points
 
     def point(c: Checkpoint, with_control: Control | None) -> Point:
         max_len = c.config.max_len

@@ -28,7 +28,7 @@ from app.method import Method, method_of
 from budgetformer_core.config import ModelConfig, model_config_from_dict
 
 if TYPE_CHECKING:
-    from budgetformer_core.checkpoint import Checkpoint
+    from budgetformer_core.io.checkpoint import Checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "precomputed" / "checkpoints"
@@ -43,7 +43,7 @@ OFFLINE_DATASETS = ("bbc", "synthetic", "synthetic_var")
 MODEL_ROOTS_ENV = "BUDGETFORMER_MODEL_DIRS"
 """Environment variable the operator sets before starting the app: folders (separated by
 ``os.pathsep``) holding researchers' own sequence classifiers in the Hugging Face layout
-(:mod:`budgetformer_core.classifier`). Each listed folder that is one, and each folder directly
+(:mod:`budgetformer_core.io.classifier`). Each listed folder that is one, and each folder directly
 inside a listed one that is one, joins the model list under its folder's name (a name a shipped
 checkpoint has is left out). Default: none. A visitor never names a folder."""
 
@@ -68,7 +68,7 @@ def unusable_models() -> dict[str, str]:
 def checkpoint_problem(name: str) -> str | None:
     """Why the pages cannot offer checkpoint ``name``, from its config.json (None: they can).
 
-    Loading checks every file (:func:`budgetformer_core.checkpoint.load_checkpoint`); this checks
+    Loading checks every file (:func:`budgetformer_core.io.loader.load_checkpoint`); this checks
     only what the pages read before loading: a JSON object with the model's shape and a list of
     class names. One damaged checkpoint then drops out of the model list instead of breaking
     every page that lists the models.
@@ -95,7 +95,7 @@ def classifier_models() -> dict[str, Path]:
     listed = [p for p in os.environ.get(MODEL_ROOTS_ENV, "").split(os.pathsep) if p.strip()]
     if not listed:
         return {}
-    from budgetformer_core.checkpoint import hf_layout
+    from budgetformer_core.io.loader import hf_layout
 
     found: dict[str, Path] = {}
     taken = set(_checkpoint_dirs())  # not shipped_models(): it reads configs, which asks for this list
@@ -142,7 +142,7 @@ def stamp(name: str) -> tuple:
 def checkpoint_path(name: str) -> Path:
     """The directory of a shipped checkpoint or a listed classifier; CheckpointError for a name
     that is neither."""
-    from budgetformer_core.checkpoint import CheckpointError
+    from budgetformer_core.io.files import CheckpointError
 
     if name not in available_models():
         raise CheckpointError(
@@ -166,9 +166,9 @@ def _classifier_config(name: str) -> dict:
     """What config.json would say of a listed classifier with its heads ranked, and its
     ``dataset``: the first whose classes are its ``id2label`` (a shipped model's dataset, then a
     hub dataset), else its own name. A folder that is not a classifier: ``error``, one line."""
-    from budgetformer_core.checkpoint import CheckpointError
-    from budgetformer_core.classifier import describe
-    from budgetformer_core.data import HUB_LABELS
+    from budgetformer_core.io.classifier import describe
+    from budgetformer_core.io.data import HUB_LABELS
+    from budgetformer_core.io.files import CheckpointError
 
     try:
         config = describe(model_dir(name))
@@ -251,15 +251,16 @@ def model_standing(name: str) -> results.Standing:
 
 @st.cache_resource(show_spinner="Loading model…", max_entries=8)
 def _checkpoint(name: str, version: tuple) -> Checkpoint:
-    from budgetformer_core.checkpoint import load_checkpoint
+    from budgetformer_core.io.loader import load_checkpoint
 
     return load_checkpoint(checkpoint_path(name))
 
 
 @st.cache_resource(show_spinner="Loading the classifier and ranking its heads…", max_entries=8)
 def _ranked(name: str, version: tuple, dataset: str, source: tuple | None) -> Checkpoint:
-    from budgetformer_core.checkpoint import CheckpointError, load_checkpoint
-    from budgetformer_core.classifier import rank_heads
+    from budgetformer_core.io.files import CheckpointError
+    from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.train.rank import rank_heads
 
     ckpt = load_checkpoint(checkpoint_path(name))
     samples = None if source is None else _split_samples(dataset, "validation", *source)
@@ -274,7 +275,7 @@ def _ranked(name: str, version: tuple, dataset: str, source: tuple | None) -> Ch
 def get_checkpoint(name: str) -> Checkpoint:
     """Load a shipped checkpoint once per server (read-only afterwards, so safe to share); a
     listed classifier with its heads ranked on the validation split of its dataset (zero-shot
-    post-hoc budgets, :func:`budgetformer_core.classifier.rank_heads`).
+    post-hoc budgets, :func:`budgetformer_core.train.rank.rank_heads`).
 
     Raises:
         CheckpointError: unknown name, missing / corrupt files, a folder that is not a
@@ -327,7 +328,7 @@ DATA_DIRS_KEY = "data_dirs"
 
 @st.cache_data(max_entries=4, show_spinner="Loading the dataset…")
 def _split_samples(dataset: str, split: str, data_dir: str | None, seed: int) -> Samples | None:
-    from budgetformer_core.data import ALIASES, HUB_LABELS, load_dataset
+    from budgetformer_core.io.data import ALIASES, HUB_LABELS, load_dataset
 
     try:
         if data_dir and Path(data_dir).is_file():  # one file is the split asked for, labelled as the dataset
@@ -377,9 +378,9 @@ def test_samples(dataset: str) -> Samples | None:
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def _allocation(name: str, version: tuple, dataset: str, split: str, source: tuple, budget: float | None):
-    from budgetformer_core.atlas import allocate
-    from budgetformer_core.budget import Control
-    from budgetformer_core.data import Split
+    from budgetformer_core.analysis.atlas import allocate
+    from budgetformer_core.io.data import Split
+    from budgetformer_core.model.budget import Control
 
     samples = _split_samples(dataset, split, *source)
     control = None if budget is None else Control(budget=budget)
@@ -416,14 +417,14 @@ def per_example(name: str, split: str = "test", budget: float | None = None) -> 
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def heads_ran(heads: pd.DataFrame, n_layers: int, n_heads: int):
-    """(N, L, H) bool: :func:`budgetformer_core.atlas.heads_matrix` of a per-example table's
+    """(N, L, H) bool: :func:`budgetformer_core.analysis.atlas.heads_matrix` of a per-example table's
     ``heads{l}`` columns, cached by their content (reading 7,600 × L cells anew would cost every
     run of a page over AG News more than the rest of it).
 
     Raises:
         ValueError: a layer's column is missing or names a head outside ``0 … n_heads − 1``.
     """
-    from budgetformer_core.atlas import heads_matrix
+    from budgetformer_core.analysis.atlas import heads_matrix
 
     return heads_matrix(heads, n_layers, n_heads)
 
@@ -511,7 +512,7 @@ def _manifest_files(path: str, version: tuple) -> dict:
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _file_sha256(path: str, version: tuple) -> str:
-    from budgetformer_core.checkpoint import file_sha256
+    from budgetformer_core.io.files import file_sha256
 
     return file_sha256(path)
 
@@ -582,7 +583,7 @@ def reference_model(name: str) -> str | None:
 
 @st.cache_data(max_entries=4, show_spinner="Loading the dataset…")
 def _needed_heads(dataset: str, split: str, seed: int) -> list[int] | None:
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.io.data import load_dataset
 
     try:
         needed = load_dataset(dataset, seed=seed).split(split).needed_heads

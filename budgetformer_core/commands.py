@@ -14,16 +14,18 @@ from pathlib import Path
 
 import torch
 
-from . import distributed
-from .bench import bench, bench_lengths
-from .budget import Control, ablation
-from .checkpoint import Checkpoint, check_out_dir, json_safe, load_checkpoint, read_json
+from .analysis.infer import check_texts, evaluate_split, predict_rows
 from .config import ModelConfig, TrainConfig, apply_overrides
-from .data import Split, load_dataset, source_path
-from .infer import MAX_CHARS, check_texts, evaluate_split, predict_rows
-from .inputs import input_rows
-from .model import BudgetFormer
+from .io.checkpoint import Checkpoint, check_out_dir
+from .io.data import Split, load_dataset, source_path
+from .io.files import json_safe, read_json
+from .io.inputs import MAX_CHARS, input_rows
+from .io.loader import load_checkpoint
+from .measure.bench import bench, bench_lengths
+from .model.budget import Control, ablation
+from .model.encoder import BudgetFormer
 from .shipped import PRECOMPUTED, model_table, resolve_checkpoints
+from .train import distributed
 
 
 def shown(text: str) -> str:
@@ -55,9 +57,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .cli import build_parser  # the parser of the run's recorded command
-    from .resume import read_run, resume_dir
-    from .train import train  # keeps `predict` start-up light
+    from .parser import build_parser  # the parser of the run's recorded command
+    from .train.loop import train  # keeps `predict` start-up light
+    from .train.resume import read_run, resume_dir
 
     if args.resume:  # the run's own arguments, as its resume folder records them
         given = [a for a in args.argv[1:] if a not in ("--resume", args.resume, f"--resume={args.resume}", "--quiet")]
@@ -79,7 +81,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ValueError(f"train needs {' and '.join(missing)} (or --resume DIR)")
     on_base = True  # whether the model may read another length than it starts at
     if args.backbone is not None:  # the pretrained encoder's shape; --set changes the rest
-        from .backbone import backbone_config
+        from .io.pretrained import backbone_config
 
         shape = dataclasses.replace(backbone_config(args.backbone), variant=args.variant)
     elif args.init is not None:  # the warm start's input length unless --set changes it
@@ -118,14 +120,14 @@ def init_length(init: str | Path) -> tuple[int, bool]:
 
 def open_model(args: argparse.Namespace) -> Checkpoint:
     """The model ``--checkpoint`` names, a classifier's heads ranked on ``--rank-file`` if given."""
-    from .classifier import open_checkpoint
+    from .train.rank import open_checkpoint
 
     return open_checkpoint(args.checkpoint, args.rank_file)
 
 
 def no_budget(ckpt: Checkpoint) -> str:
     """How a dense model might get a budget: a classifier's heads can be ranked; else none."""
-    from .classifier import RANK_HINT
+    from .train.rank import RANK_HINT
 
     return f" ({RANK_HINT})" if "classifier" in ckpt.meta else ""
 
@@ -150,8 +152,8 @@ def ablation_control(ckpt, args: argparse.Namespace, split) -> Control:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from .prune import head_importance, posthoc_checkpoint
-    from .tokenizer import encode
+    from .io.tokenizer import encode
+    from .train.prune import head_importance, posthoc_checkpoint
 
     dense = load_checkpoint(args.checkpoint)
     if dense.model.method.budgeted:
@@ -195,7 +197,7 @@ def checkpoint_split(ckpt, args: argparse.Namespace, default: str = "test") -> t
     if len(split) < n:
         rows = f"the first {len(split)} of {rows}"
     too_long = next((i for i, t in enumerate(split.texts) if len(t) > MAX_CHARS), None)
-    if too_long is not None:  # the rule of every surface (predict, the app): budgetformer_core.infer.MAX_CHARS
+    if too_long is not None:  # the rule of every surface (predict, the app): budgetformer_core.io.inputs.MAX_CHARS
         raise ValueError(f"text {too_long + 1} of {rows} has {len(split.texts[too_long]):,} characters; the limit "
                          f"is {MAX_CHARS:,} (the model reads only its first {ckpt.config.max_len} tokens: cut it)")
     return dataset_name, split, rows
@@ -217,7 +219,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_adaptivity(args: argparse.Namespace) -> int:
-    from .adaptivity import adaptivity, load_reference  # pandas / scipy: keeps `predict` start-up light
+    from .analysis.adaptivity import adaptivity, load_reference  # pandas / scipy: keeps `predict` start-up light
 
     ckpt = open_model(args)
     reference = load_reference(args.checkpoint, args.reference)
@@ -275,7 +277,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .explain import explain, top_tokens
+    from .analysis.explain import explain, top_tokens
 
     ckpt = open_model(args)
     method = ckpt.model.method
@@ -304,7 +306,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import build_report
+    from .analysis.report import build_report
 
     ckpt = load_checkpoint(args.checkpoint)
     control = Control(budget=args.budget) if args.budget is not None else None
@@ -358,8 +360,8 @@ def cmd_latency_check(args: argparse.Namespace) -> int:
     live speed-up is not within 25 % of the shipped one."""
     import pandas as pd
 
-    from .data import BUILTIN
-    from .latency import CHECK_MODELS, CHECK_TOLERANCE, agrees, live_check
+    from .io.data import BUILTIN
+    from .measure.latency import CHECK_MODELS, CHECK_TOLERANCE, agrees, live_check
     from .shipped import PRECOMPUTED
 
     path = PRECOMPUTED / "results" / "sweeps.csv"

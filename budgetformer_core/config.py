@@ -86,7 +86,7 @@ class ModelConfig:
     the first token's state alone (``first``: in a one-layer model only the first token's query
     then reaches the classifier, so what a head passes on is one attention pattern's reading), or
     that state through a dense layer and tanh (``pooler``: BERT's pooler, which a Hugging Face
-    sequence classifier brings trained, :mod:`budgetformer_core.classifier`)."""
+    sequence classifier brings trained, :mod:`budgetformer_core.io.classifier`)."""
     variant: Variant = "budgetformer"
     """``dense`` (plain multi-head attention), ``budgetformer`` (f_θ + g_φ per layer) or ``bba``
     (budgeted attention allocation: the caller requests a budget b, monotone head gates)."""
@@ -96,7 +96,7 @@ class ModelConfig:
     """One (f_θ, g_φ) pair shared by all layers instead of one pair per layer."""
     summary_norm: bool = False
     """BudgetFormer: f_θ and g_φ read the layer's summary h standardised per feature
-    (:class:`~budgetformer_core.budget.SummaryNorm`: the batch's mean and variance in training,
+    (:class:`~budgetformer_core.model.budget.SummaryNorm`: the batch's mean and variance in training,
     running averages of them at inference). The pooled embeddings of different texts differ
     little next to what they share (on MiniLM, 0.05 per feature around a mean of norm 2.3), so
     without it the first layer's f_θ gives nearly every input the same s."""
@@ -132,7 +132,7 @@ class ModelConfig:
     norm: Norm = "pre"
     """Where the layer norms sit. ``pre``: before each sublayer, plus a final one (our models
     trained from scratch). ``post``: BERT's layout — a layer norm of the embeddings, one after
-    each residual sum, none at the end (pretrained encoders, :mod:`budgetformer_core.backbone`)."""
+    each residual sum, none at the end (pretrained encoders, :mod:`budgetformer_core.io.pretrained`)."""
     activation: Activation = "gelu"
     """The feed-forward non-linearity: exact (erf) GELU, or its tanh approximation (``gelu_new``
     of some BERT-family checkpoints)."""

@@ -7,7 +7,7 @@ import csv
 import json
 from pathlib import Path
 
-from .budget import ABLATIONS
+from .model.budget import ABLATIONS
 
 PRECOMPUTED = Path(__file__).resolve().parents[1] / "precomputed"
 """The shipped models (manifest.json, checkpoints/) and their results (results/sweeps.csv)."""

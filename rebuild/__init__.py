@@ -23,7 +23,7 @@ imports this package. The rebuild has four stages:
 3. **Time.** A phase of its own, once every other stage is done: one process, one thread, one
    dataset after the other. Every operating point of a dataset's models and its dense reference
    are timed in the same interleaved rounds on the same test texts, at batch 1 and batch 32
-   (:func:`budgetformer_core.latency.time_dataset`); the speed-up of a row is its dense
+   (:func:`budgetformer_core.measure.latency.time_dataset`); the speed-up of a row is its dense
    reference's latency over its own. ``--retime`` runs this stage alone on the rows sweeps.csv
    has.
 4. **Manifest** (:mod:`rebuild.manifest`). ``precomputed/manifest.json``: every file with its

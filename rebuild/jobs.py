@@ -210,7 +210,7 @@ def staleness(job: Job, command: str) -> str | None:
     for a tokenizer trained here (not a pretrained encoder's), its ids are numbered canonically."""
     from tokenizers import Tokenizer
 
-    from budgetformer_core.tokenizer import is_canonical
+    from budgetformer_core.io.tokenizer import is_canonical
 
     try:
         config = json.loads((ROOT / job.out / "config.json").read_text())
@@ -273,7 +273,7 @@ def run_job(job: Job, force: bool = False) -> tuple[Job, bool]:
 
 def resumable(job: Job, command: str) -> Path | None:
     """The saved state of an interrupted run of ``command`` (``train``'s ``<out>.resume``), if any."""
-    from budgetformer_core.train import resume_dir
+    from budgetformer_core.train.loop import resume_dir
 
     state = ROOT / resume_dir(job.out)
     try:

@@ -24,9 +24,9 @@ MADE_BY = "make precompute (python -m rebuild)"
 
 def slice_accuracy(path: Path, data: Path | None) -> float:
     """The checkpoint's accuracy on the first :data:`SLICE` rows of its test split."""
-    from budgetformer_core.checkpoint import load_checkpoint
-    from budgetformer_core.data import load_dataset
-    from budgetformer_core.infer import evaluate_split
+    from budgetformer_core.analysis.infer import evaluate_split
+    from budgetformer_core.io.data import load_dataset
+    from budgetformer_core.io.loader import load_checkpoint
 
     ckpt = load_checkpoint(ROOT / path)
     split = load_dataset(ckpt.meta["dataset"], data, seed=ckpt.meta.get("split_seed", 0)).split("test")
@@ -55,8 +55,8 @@ def write_manifest(jobs: list[Job], timing: dict | None = None, data_root: str |
     import tokenizers
     import torch
 
-    from budgetformer_core.checkpoint import file_sha256
-    from budgetformer_core.timing import machine_info
+    from budgetformer_core.io.files import file_sha256
+    from budgetformer_core.measure.timing import machine_info
 
     path = ROOT / OUT / "manifest.json"
     try:

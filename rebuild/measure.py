@@ -2,7 +2,7 @@
 
 :func:`evaluate_all` evaluates every model on the test split in parallel one-thread processes
 (no latency); :func:`retime` times a dataset's rows afterwards, alone, with the engine's
-:func:`budgetformer_core.latency.time_dataset`.
+:func:`budgetformer_core.measure.latency.time_dataset`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from budgetformer_core.latency import LATENCY_COLUMNS, time_dataset
+from budgetformer_core.measure.latency import LATENCY_COLUMNS, time_dataset
 
 from .jobs import OUT, ROOT, Job, plan
 from .recipes import DATA_ROOT, data_dir
@@ -47,11 +47,11 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
     :data:`PRETRAINED_SWEEP`)."""
     import torch
 
-    from budgetformer_core.budget import Control
-    from budgetformer_core.checkpoint import load_checkpoint
-    from budgetformer_core.data import load_dataset
-    from budgetformer_core.infer import evaluate
-    from budgetformer_core.tokenizer import encode
+    from budgetformer_core.analysis.infer import evaluate
+    from budgetformer_core.io.data import load_dataset
+    from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.io.tokenizer import encode
+    from budgetformer_core.model.budget import Control
 
     ckpt = load_checkpoint(ROOT / path)
     split = load_dataset(dataset, data, seed=ckpt.meta.get("split_seed", 0)).split("test")
@@ -89,7 +89,7 @@ def text_baseline(dataset: str, data: Path | None) -> dict:
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import f1_score
 
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.io.data import load_dataset
 
     loaded = load_dataset(dataset, data, seed=0)
     train, test = loaded.split("train"), loaded.split("test")
@@ -143,10 +143,10 @@ def accuracy_changes(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 
 
 def time_all(frame: pd.DataFrame, jobs: list[Job], data_root: str | Path = DATA_ROOT) -> pd.DataFrame:
-    """:func:`~budgetformer_core.latency.time_dataset` for each dataset of ``frame``, one after the
+    """:func:`~budgetformer_core.measure.latency.time_dataset` for each dataset of ``frame``, one after the
     other in this process, on one thread, after every other stage is done (nothing of ours runs
     beside it)."""
-    from budgetformer_core.timing import machine_info
+    from budgetformer_core.measure.timing import machine_info
 
     one_thread()
     parts = []
@@ -164,8 +164,8 @@ def retime(frame: pd.DataFrame, datasets: list[str], data_root: str | Path = DAT
     and the manifest's timing entries: one per dataset timed whole, or with ``keys``
     (``dataset-model``) only those models' rows are timed, each beside its dense reference in the
     same rounds, and each gets an entry of its own; the other rows keep their latency."""
-    from budgetformer_core.latency import BATCH, CLOCK, ROUNDS, TIMED_INPUTS
-    from budgetformer_core.timing import machine_info
+    from budgetformer_core.measure.latency import BATCH, CLOCK, ROUNDS, TIMED_INPUTS
+    from budgetformer_core.measure.timing import machine_info
 
     chosen = frame["dataset"].isin(datasets)
     if keys is not None:

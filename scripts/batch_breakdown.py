@@ -23,9 +23,9 @@ from collections import Counter
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from budgetformer_core.bench import BUDGETS, per_input_ks
-from budgetformer_core.checkpoint import load_checkpoint
-from budgetformer_core.timing import machine_info, time_interleaved
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.measure.bench import BUDGETS, per_input_ks
+from budgetformer_core.measure.timing import machine_info, time_interleaved
 
 GROUPS = {  # profiler op name -> the part of the work it belongs to
     "aten::addmm": "projections (GEMM)",

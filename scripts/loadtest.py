@@ -79,7 +79,7 @@ def budgets(n: int) -> list[float]:
 @functools.cache
 def checkpoint():
     """The model the page shows, loaded by the engine here (once)."""
-    from budgetformer_core.checkpoint import load_checkpoint
+    from budgetformer_core.io.loader import load_checkpoint
 
     return load_checkpoint(ROOT / "precomputed" / "checkpoints" / MODEL)
 
@@ -115,7 +115,7 @@ def session_texts(n: int) -> list[str]:
     """``n`` BBC test texts, the classes taking turns, no two read as the same number of tokens
     (so a result shows whose text it is)."""
     from app.explore_page import tokens_read
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.io.data import load_dataset
 
     test, ckpt = load_dataset("bbc").split("test"), checkpoint()
     per_class = -(-n // len(ckpt.label_names))  # ceil

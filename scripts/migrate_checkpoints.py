@@ -29,7 +29,8 @@ from pathlib import Path
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from budgetformer_core.checkpoint import HASHED, file_sha256
+from budgetformer_core.io.checkpoint import HASHED
+from budgetformer_core.io.files import file_sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "precomputed" / "checkpoints"

@@ -16,10 +16,10 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from budgetformer_core.allocators import ForwardContext
-from budgetformer_core.budget import Control, rank_heads, select_top_k
-from budgetformer_core.checkpoint import load_checkpoint
-from budgetformer_core.timing import machine_info, time_interleaved
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.measure.timing import machine_info, time_interleaved
+from budgetformer_core.model.allocators import ForwardContext
+from budgetformer_core.model.budget import Control, rank_heads, select_top_k
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ START = "<!-- latency-check: written by scripts/performance_page.py from benchma
 END = "<!-- /latency-check -->"
 
 INTRO = """`budgetformer latency-check` times shipped models again, now, exactly as the rebuild's timing
-phase timed them (`budgetformer_core.latency.time_dataset`: the same evenly spaced test texts,
+phase timed them (`budgetformer_core.measure.latency.time_dataset`: the same evenly spaced test texts,
 batch 1 and batch 32, one thread, every point and the dataset's dense model in the same
 interleaved rounds) and sets the result beside `precomputed/results/sweeps.csv`. Absolute
 latencies follow the machine and its load; a speed-up over dense is a ratio of two latencies

@@ -85,7 +85,7 @@ and on the "Budget sweep" page.
 INTERVALS = """## Error bars: which gaps are beyond noise
 
 A paired bootstrap interval on each accuracy difference between shipped models
-(`budgetformer_core/bootstrap.py`: each of 2,000 resamples draws the test inputs once, with
+(`budgetformer_core/measure/bootstrap.py`: each of 2,000 resamples draws the test inputs once, with
 replacement, and scores both models on that draw; 95 % percentile interval; seed 0). "Only the
 first / second right" counts the inputs on which exactly one of the two models is right. The
 Ablations and Budget sweep pages show the same intervals.
@@ -204,7 +204,7 @@ def _bench(name: str) -> dict | None:
 
 def pretrained_results(sweeps: pd.DataFrame) -> str:
     """The generated part of docs/pretrained.md (empty when no MiniLM model has results)."""
-    from budgetformer_core.adaptivity import from_frames
+    from budgetformer_core.analysis.adaptivity import from_frames
 
     mine = sweeps[sweeps["model"].str.startswith(MINILM)]
     if mine.empty:
@@ -258,7 +258,7 @@ def pretrained_results(sweeps: pd.DataFrame) -> str:
         figures = from_frames(pd.read_parquet(tables_dir / "bbc-minilm-budgetformer.parquet"), 12,
                               pd.read_parquet(tables_dir / "bbc-minilm-dense.parquet"))
         bar("`bbc-minilm-budgetformer` ≥ 97.5 %", f"{bf:.2%}", bf >= 0.975)
-        from budgetformer_core.bootstrap import compare
+        from budgetformer_core.measure.bootstrap import compare
 
         [gap] = compare({m: pd.read_parquet(tables_dir / f"bbc-{m}.parquet") for m in ("minilm-budgetformer",
                          "minilm-dense")}, [("minilm-budgetformer", "minilm-dense")]).itertuples()

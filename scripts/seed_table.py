@@ -9,7 +9,7 @@ seed 0 is the shipped checkpoint itself (every shipped model is trained with see
 not trained again. The table reports test accuracy (mean ± sd over the seeds and each seed's),
 heads run and FLOPs, and the wall-clock time of each training subprocess as timed here.
 ``--csv`` writes a row per model and seed (the file the app's error bars read, see
-``budgetformer_core.bootstrap.read_seed_runs``); the rows of other datasets and models in it are
+``budgetformer_core.measure.bootstrap.read_seed_runs``); the rows of other datasets and models in it are
 kept, so models run by separate invocations (e.g. side by side, each with its own ``--out``) end
 up in one file.
 """

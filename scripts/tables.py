@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from budgetformer_core.infer import spearman
+from budgetformer_core.analysis.infer import spearman
 
 RESULTS = Path(__file__).resolve().parents[1] / "precomputed" / "results"
 BUDGETS = ("0.25", "0.5", "0.75", "1")
@@ -88,8 +88,8 @@ def adaptivity_table(dataset: str) -> str:
     also each input's built-in need."""
     import json
 
-    from budgetformer_core.adaptivity import from_frames
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.analysis.adaptivity import from_frames
+    from budgetformer_core.io.data import load_dataset
 
     tables = RESULTS / "per_example"
     dense = tables / f"{dataset}-dense.parquet"
@@ -133,9 +133,9 @@ INTERVAL_PAIRS = (("budgetformer", "dense"), ("budgetformer-paper", "dense"), ("
 
 def interval_table(dataset: str) -> str:
     """Accuracy differences between the shipped models with their paired bootstrap 95 % interval
-    over the test inputs (``budgetformer_core.bootstrap``, 2,000 resamples, seed 0), from the
+    over the test inputs (``budgetformer_core.measure.bootstrap``, 2,000 resamples, seed 0), from the
     per-example tables; "" when the dataset has none."""
-    from budgetformer_core.bootstrap import RESAMPLES, SEED, compare
+    from budgetformer_core.measure.bootstrap import RESAMPLES, SEED, compare
 
     tables = {m: pd.read_parquet(p) for m in {m for pair in INTERVAL_PAIRS for m in pair}
               if (p := RESULTS / "per_example" / f"{dataset}-{m}.parquet").is_file()}

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from budgetformer_core.checkpoint import load_checkpoint, save_checkpoint
 from budgetformer_core.config import ModelConfig, TrainConfig
-from budgetformer_core.data import load_synthetic
-from budgetformer_core.model import BudgetFormer
-from budgetformer_core.timing import torch_threads
-from budgetformer_core.tokenizer import load_tokenizer
-from budgetformer_core.train import train
+from budgetformer_core.io.checkpoint import save_checkpoint
+from budgetformer_core.io.data import load_synthetic
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.io.tokenizer import load_tokenizer
+from budgetformer_core.measure.timing import torch_threads
+from budgetformer_core.model.encoder import BudgetFormer
+from budgetformer_core.train.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]
 PRECOMPUTED = ROOT / "precomputed" / "checkpoints"

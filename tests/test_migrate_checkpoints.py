@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.io.loader import load_checkpoint
 from tests.core.test_checkpoint import older_layout
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from budgetformer_core.analysis.infer import evaluate
 from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides, parse_overrides
-from budgetformer_core.data import load_dataset
-from budgetformer_core.infer import evaluate
-from budgetformer_core.latency import agrees, live_check
+from budgetformer_core.io.data import load_dataset
+from budgetformer_core.measure.latency import agrees, live_check
 from budgetformer_core.shipped import dense_reference
 from rebuild import jobs as rebuild_jobs
 from rebuild.__main__ import main, parser

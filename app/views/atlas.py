@@ -2,7 +2,7 @@
 
 Thin on purpose: the per-example table (:func:`app.state.per_example`) says which heads each
 input ran; the relevance p, the input map and a head's attention profile come from the engine
-(:mod:`budgetformer_core.atlas`, cached in :mod:`app.state`); the figures from :mod:`app.charts`.
+(:mod:`budgetformer_core.analysis.atlas`, cached in :mod:`app.state`); the figures from :mod:`app.charts`.
 Each tab runs only when open.
 """
 
@@ -28,7 +28,7 @@ from app.state import (
     selected_model,
     test_samples,
 )
-from budgetformer_core.atlas import head_sets, head_usage, ranked, rows_with_heads, slice_rows
+from budgetformer_core.analysis.atlas import head_sets, head_usage, ranked, rows_with_heads, slice_rows
 
 SECTIONS = ["Head usage", "Head sets", "Input map", "Head card"]
 

@@ -1,7 +1,7 @@
 """Batch analysis: a CSV / JSONL file of texts through the model, a row per text, downloadable.
 
-The file is read by :func:`budgetformer_core.inputs.read_text_table` and classified by
-:func:`budgetformer_core.infer.predict_rows`, the two functions ``budgetformer predict
+The file is read by :func:`budgetformer_core.io.inputs.read_text_table` and classified by
+:func:`budgetformer_core.analysis.infer.predict_rows`, the two functions ``budgetformer predict
 --input-file`` uses: the table holds what that command prints, a row per input.
 """
 
@@ -53,7 +53,7 @@ if upload is None:
     st.info("Upload a file to classify its texts.")
     st.stop()
 
-from budgetformer_core.inputs import read_labels, read_text_table  # noqa: E402  (numpy only; after the widgets)
+from budgetformer_core.io.inputs import read_labels, read_text_table  # noqa: E402  (numpy only; after the widgets)
 
 try:
     rows = read_text_table(upload.getvalue(), upload.name, BATCH_MAX_BYTES, BATCH_MAX_ROWS)

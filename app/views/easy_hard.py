@@ -47,7 +47,7 @@ from app.state import (
     selected_model,
     train_config,
 )
-from budgetformer_core.infer import spearman
+from budgetformer_core.analysis.infer import spearman
 
 N_EXTREMES = 10
 METRICS_PER_ROW = 4  # more to a row cut their labels short at 1280 px

@@ -57,8 +57,8 @@ from app.state import (
     selected_model,
     test_samples,
 )
-from budgetformer_core.inputs import table_csv
-from budgetformer_core.report import attribution_html, attribution_legend_html, attribution_scale
+from budgetformer_core.analysis.report import attribution_html, attribution_legend_html, attribution_scale
+from budgetformer_core.io.inputs import table_csv
 
 log = logging.getLogger(__name__)
 

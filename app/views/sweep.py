@@ -30,7 +30,7 @@ from app.state import (
     sweeps,
     test_samples,
 )
-from budgetformer_core.bench import length_curve, read_length_sweep
+from budgetformer_core.measure.bench import length_curve, read_length_sweep
 
 # saved `budgetformer bench --seq-lens … --json` runs, one <model>-lengths.json per model
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"

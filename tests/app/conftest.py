@@ -26,7 +26,7 @@ def default_at() -> AppTest:
 def results(tmp_path, monkeypatch) -> pd.DataFrame:
     """Made-up precomputed results under tmp_path; returns sweeps.csv as written."""
     import app.state
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.io.data import load_dataset
 
     frame = fake_sweeps()
     frame.to_csv(tmp_path / "sweeps.csv", index=False)

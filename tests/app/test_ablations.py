@@ -52,7 +52,7 @@ def test_ablation_page(at, results):
     left_out = [c.value for c in at.caption if c.value.startswith("No per-example results")]
     assert left_out == ["No per-example results for: no\\-budget\\-net, bba; left out."]  # markdown-escaped
     assert any("3 of the 426 test inputs" in c.value for c in at.caption)
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.io.data import load_dataset
 
     assert at.text[0].value == load_dataset("bbc").split("test").texts[3][:3000]  # the first row, as text
     assert len(at.get("download_button")) == 3  # the table, its intervals, the disagreements
@@ -70,7 +70,7 @@ def test_ablation_page(at, results):
 def test_error_bars_on_the_ablation_and_sweep_pages(at):
     """The shipped per-example tables' paired bootstrap intervals, as the engine computes them, in
     the Ablations page's table and on its accuracy bars, and on the sweep page's every-method chart."""
-    from budgetformer_core import bootstrap
+    from budgetformer_core.measure import bootstrap
 
     tables = {m: pd.read_parquet(ROOT / "precomputed" / "results" / "per_example" / f"bbc-{m}.parquet")
               for m in results_module.INTERVAL_MODELS}  # fmt: skip
@@ -118,7 +118,7 @@ def test_error_bars_on_the_ablation_and_sweep_pages(at):
 
 
 def test_disagreements_and_extremes_open_in_explore(at, results):
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.io.data import load_dataset
 
     texts = load_dataset("bbc").split("test").texts
     open_page(at, "ablations")

@@ -39,10 +39,12 @@ from app.links import explore_link
 from app.method import Method, method_of
 from app.settings import Settings, control_for
 from app.state import CHECKPOINTS as PRECOMPUTED
-from budgetformer_core.checkpoint import file_sha256, load_checkpoint
+from budgetformer_core.analysis.infer import Evaluation, spearman
 from budgetformer_core.config import ModelConfig
-from budgetformer_core.infer import MAX_CHARS, Evaluation, spearman
-from budgetformer_core.tokenizer import encode, reading_prefix
+from budgetformer_core.io.files import file_sha256
+from budgetformer_core.io.inputs import MAX_CHARS
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.io.tokenizer import encode, reading_prefix
 
 SPORT = "The striker scored twice as the champions won the cup final after extra time."
 
@@ -519,7 +521,7 @@ def test_disagreements_joins_on_index_and_checks_the_texts():
 
 
 def adaptivity_of(rho_s, ratio, rho_k=None, frac=None, notes=()):
-    from budgetformer_core.adaptivity import Adaptivity
+    from budgetformer_core.analysis.adaptivity import Adaptivity
 
     return Adaptivity(n=9, accuracy=0.9, mean_heads_fraction=0.3, layers=[], rho_s_reference_loss=rho_s,
                       heads_ratio_hard_easy=ratio, rho_k_needed=rho_k, frac_k_at_least_needed=frac,

@@ -20,10 +20,10 @@ from streamlit.testing.v1 import AppTest
 
 import app.state
 from app.state import RESULTS, available_models
-from budgetformer_core.checkpoint import load_checkpoint
-from budgetformer_core.data import load_dataset
-from budgetformer_core.infer import evaluate_split
-from budgetformer_core.tokenizer import encode
+from budgetformer_core.analysis.infer import evaluate_split
+from budgetformer_core.io.data import load_dataset
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.io.tokenizer import encode
 
 from ..conftest import DEEP
 from .apptest import MAIN, TIMEOUT, chart, run

@@ -36,8 +36,8 @@ pytestmark = requires_default_model
 def test_batch_page_rows_are_the_engines(model):
     from app.batch_page import BATCH_MAX_BYTES
     from app.state import get_checkpoint
-    from budgetformer_core.infer import predict_rows
-    from budgetformer_core.inputs import read_text_table
+    from budgetformer_core.analysis.infer import predict_rows
+    from budgetformer_core.io.inputs import read_text_table
 
     if model not in available_models():
         pytest.skip(f"no {model}")
@@ -76,8 +76,8 @@ def test_batch_accuracy_from_a_label_column(downloads):
     """A ``label`` column (class names or indices) gives the accuracy and a confusion matrix of the
     rows it labels, and is carried into the table and its CSV; an empty row says so in its row."""
     from app.state import get_checkpoint
-    from budgetformer_core.infer import predict_rows
-    from budgetformer_core.inputs import read_text_table
+    from budgetformer_core.analysis.infer import predict_rows
+    from budgetformer_core.io.inputs import read_text_table
 
     labels = config()["label_names"]
     sport, business = labels.index("sports"), labels.index("business")

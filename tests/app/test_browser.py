@@ -700,7 +700,7 @@ def test_every_page_keeps_the_model_in_its_address(server, browser):
 def test_an_ag_news_test_index_link_reopens_its_text(server, browser):
     """A link to AG News test text #7 names the local copy by its name under the operator's
     folder (never a path of the machine) and reopens that text in a new session."""
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.io.data import load_dataset
 
     expected = load_dataset("ag_news", str(SHARED_AG_NEWS), seed=0).split("test").texts[7]
     page = browser.new_page(viewport=VIEWPORT)

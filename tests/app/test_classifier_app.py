@@ -14,11 +14,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.state import MODEL_ROOTS_ENV, available_models
-from budgetformer_core.budget import Control
-from budgetformer_core.checkpoint import load_checkpoint
-from budgetformer_core.classifier import rank_heads
-from budgetformer_core.data import load_dataset
-from budgetformer_core.infer import evaluate_split
+from budgetformer_core.analysis.infer import evaluate_split
+from budgetformer_core.io.data import load_dataset
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.model.budget import Control
+from budgetformer_core.train.rank import rank_heads
 
 from .apptest import MAIN, TIMEOUT, chart, metric, open_page, run
 

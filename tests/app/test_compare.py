@@ -18,7 +18,7 @@ pytestmark = requires_default_model
 def engine_analysis(model: str, text: str, budget: float | None = None):
     from app.explore_page import run_analysis
     from app.state import get_checkpoint
-    from budgetformer_core.budget import Control
+    from budgetformer_core.model.budget import Control
 
     return run_analysis(get_checkpoint(model), text, None if budget is None else Control(budget=budget))
 

@@ -71,7 +71,7 @@ def test_easy_vs_hard_page(at):
 
 def expected_adaptivity(model: str, needed: list[int] | None = None):
     """The figures the page should show, from the shipped per-example tables."""
-    from budgetformer_core.adaptivity import from_frames
+    from budgetformer_core.analysis.adaptivity import from_frames
 
     frame = pd.read_parquet(PER_EXAMPLE / f"{model}.parquet")
     reference = pd.read_parquet(PER_EXAMPLE / f"{model.split('-', 1)[0]}-dense.parquet")
@@ -121,7 +121,7 @@ def test_easy_vs_hard_bba_says_in_one_sentence_that_its_budget_is_fixed(at):
 @pytest.mark.skipif(not shipped("synthetic-budgetformer", "synthetic-dense"), reason="no shipped synthetic model")
 @pytest.mark.artifacts
 def test_easy_vs_hard_needed_heads_on_a_synthetic_task(at):
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.io.data import load_dataset
 
     needed = load_dataset("synthetic").split("test").needed_heads
     expected = expected_adaptivity("synthetic-budgetformer", needed)

@@ -21,11 +21,11 @@ from app.links import LINK_TEXT_LIMIT, link_params, read_link
 from app.method import method_of
 from app.settings import Settings
 from app.state import DEFAULT_MODEL, available_models
-from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.analysis.explain import explain
+from budgetformer_core.analysis.report import attribution_html
 from budgetformer_core.config import ModelConfig
-from budgetformer_core.data import load_dataset
-from budgetformer_core.explain import explain
-from budgetformer_core.report import attribution_html
+from budgetformer_core.io.data import load_dataset
+from budgetformer_core.io.loader import load_checkpoint
 
 from ..conftest import PRECOMPUTED
 from .apptest import MAIN, TIMEOUT, chart, metric, run, type_text

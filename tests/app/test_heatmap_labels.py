@@ -18,7 +18,7 @@ from app.charts.heads import head_heatmap
 from app.explore_page import run_analysis
 from app.head_cells import TIE, tied_at_cut
 from app.state import available_models
-from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.io.loader import load_checkpoint
 
 from ..conftest import PRECOMPUTED
 from .apptest import MAIN, TIMEOUT, chart, run, start, type_text

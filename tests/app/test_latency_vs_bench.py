@@ -1,7 +1,7 @@
 """The Explore page's latency and ``budgetformer bench`` time the same computation the same way.
 
 On one fixed text and budget the page's timing (:func:`app.speed.time_input`, the engine's
-:func:`budgetformer_core.latency.time_points`) and the benchmark at that text's length run the same
+:func:`budgetformer_core.measure.latency.time_points`) and the benchmark at that text's length run the same
 heads per layer and the same FLOPs. How far two timings agree on a machine is measured by
 ``budgetformer latency-check`` and ``budgetformer bench``, never asserted in a test.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from app import speed
 from app.explore_page import run_analysis
-from budgetformer_core.bench import bench
-from budgetformer_core.budget import Control
-from budgetformer_core.latency import Latency
+from budgetformer_core.measure.bench import bench
+from budgetformer_core.measure.latency import Latency
+from budgetformer_core.model.budget import Control
 
 TEXT = ("The striker scored twice as the champions won the cup final after extra time in London, "
         "and the manager praised a young side that had lost only once all season.")

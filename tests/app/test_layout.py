@@ -47,7 +47,7 @@ def test_no_engine_module_imports_the_rebuild_orchestrator():
 
 
 def test_the_app_pins_no_threads_itself():
-    # one timer and one thread pin, the engine's (budgetformer_core.timing)
+    # one timer and one thread pin, the engine's (budgetformer_core.measure.timing)
     calls = {
         name
         for name, tree in app_modules().items()

@@ -139,7 +139,7 @@ def test_unshipped_texts_precomputed_results_then_a_local_copy(at):
     assert not any("not on this machine" in c.value for c in at.caption)
     assert not at.button(key="err_open").disabled
     # AG News' texts carry entity leftovers ("it#39;s"): the page shows them decoded
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.io.data import load_dataset
 
     raw = load_dataset("ag_news", SHARED_AG_NEWS).split("test").texts
     shown = at.dataframe[0].value

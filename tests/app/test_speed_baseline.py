@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import results, speed
 from app.state import CHECKPOINTS, available_models
-from budgetformer_core.latency import Latency
+from budgetformer_core.measure.latency import Latency
 
 from .apptest import BF, SPORT, run, start, typed_arrays_as_lists
 
@@ -197,8 +197,8 @@ def test_explore_times_the_model_beside_its_reference_and_shows_the_precomputed_
 
 
 def test_live_speedup_is_the_references_latency_over_the_runs(bbc_budgetformer):
-    from budgetformer_core.budget import Control
-    from budgetformer_core.checkpoint import load_checkpoint
+    from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.model.budget import Control
 
     dense = load_checkpoint(CHECKPOINTS / "bbc-dense")
     live = speed.time_input(bbc_budgetformer, SPORT, Control(budget=0.25), ("bbc-dense", dense))

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.state import DEFAULT_MODEL
-from budgetformer_core.bench import read_length_sweep
+from budgetformer_core.measure.bench import read_length_sweep
 
 from .apptest import BF, start
 
@@ -50,6 +50,6 @@ def test_the_model_has_its_cost_vs_length_chart(model):
 
 @pytest.mark.parametrize("budget, shown", [(0.05, "0.125"), (0.7, "0.75"), (1.0, "1")])
 def test_the_chart_shows_the_saved_budget_nearest_the_slider(budget, shown):
-    from budgetformer_core.bench import length_curve
+    from budgetformer_core.measure.bench import length_curve
 
     assert {p["budget"] for p in length_curve(read_length_sweep(saved_sweep(BF)), budget)} == {shown}

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from budgetformer_core.adaptivity import (
+from budgetformer_core.analysis.adaptivity import (
     adaptivity,
     default_reference,
     from_arrays,
@@ -23,10 +23,10 @@ from budgetformer_core.adaptivity import (
     hard_easy_ratio,
     layer_adaptivity,
 )
-from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.analysis.infer import evaluate_split, spearman
 from budgetformer_core.cli import main
-from budgetformer_core.data import Split, load_dataset
-from budgetformer_core.infer import evaluate_split, spearman
+from budgetformer_core.io.data import Split, load_dataset
+from budgetformer_core.io.loader import load_checkpoint
 
 from ..conftest import PRECOMPUTED
 

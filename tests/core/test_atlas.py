@@ -1,4 +1,4 @@
-"""The head atlas's engine (budgetformer_core.atlas) on a tiny trained model and on made-up tables.
+"""The head atlas's engine (budgetformer_core.analysis.atlas) on a tiny trained model and on made-up tables.
 
 Usage shares are counts over n; slices, head sets and the input map are checked against numbers
 worked out here; a head's attention profile against the attention maps the structural path
@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 import torch
 
-from budgetformer_core import atlas
-from budgetformer_core.budget import Control
-from budgetformer_core.checkpoint import load_checkpoint
-from budgetformer_core.data import Split, load_synthetic
-from budgetformer_core.tokenizer import encode_batch
+from budgetformer_core.analysis import atlas
+from budgetformer_core.io.data import Split, load_synthetic
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.io.tokenizer import encode_batch
+from budgetformer_core.model.budget import Control
 
 FRAME = pd.DataFrame({
     "index": [0, 1, 2, 3, 4],

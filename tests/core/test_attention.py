@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from budgetformer_core.attention import HeadAttention
+from budgetformer_core.model.attention import HeadAttention
 
 
 @pytest.fixture(params=[0, 1, 6], ids=["width-D/H", "width-1", "width-6"])
@@ -134,8 +134,8 @@ def test_unit_weights_skip_equals_plain_structural_shared_heads(attn, k):
 def test_models_mark_unit_weights_only_where_the_weights_are_one(variant):
     """The model's structural pass (unit weights skipped) equals its masked pass, per-input k and
     a shared budget, and the flag is set exactly when the trace's weights are the selection."""
-    from budgetformer_core.budget import Control
-    from budgetformer_core.model import BudgetFormer
+    from budgetformer_core.model.budget import Control
+    from budgetformer_core.model.encoder import BudgetFormer
 
     from ..conftest import small_config
 
@@ -167,8 +167,8 @@ def test_a_budget_buying_every_head_runs_the_dense_kernel_and_keeps_the_ranking(
     """At b = 1 (k = H, weights 1) a layer runs as plain attention: the dense path's output and
     attention, each head's attention under its own index although the trace ranks the heads by
     relevance, and s or b, p and that ranking kept for what is shown."""
-    from budgetformer_core.budget import Control, rank_heads
-    from budgetformer_core.model import BudgetFormer
+    from budgetformer_core.model.budget import Control, rank_heads
+    from budgetformer_core.model.encoder import BudgetFormer
 
     from ..conftest import small_config
 
@@ -212,8 +212,8 @@ def check_rows(probs: torch.Tensor, mask: torch.Tensor, ran: torch.Tensor) -> No
 
 
 def test_captured_attention_is_the_structural_paths_and_equals_dense_at_k_h(bbc_budgetformer):
-    from budgetformer_core.budget import Control
-    from budgetformer_core.tokenizer import encode_batch
+    from budgetformer_core.io.tokenizer import encode_batch
+    from budgetformer_core.model.budget import Control
 
     model, H = bbc_budgetformer.model.eval(), bbc_budgetformer.config.n_heads
     batch = encode_batch(bbc_budgetformer.tokenizer, ["the striker scored twice in the cup final"], 512)
@@ -236,7 +236,7 @@ def test_captured_attention_is_the_structural_paths_and_equals_dense_at_k_h(bbc_
 
 
 def test_capture_with_per_input_head_sets_padding_and_pruned_heads(small_model):
-    from budgetformer_core.budget import Control
+    from budgetformer_core.model.budget import Control
 
     torch.manual_seed(3)
     ids = torch.randint(3, 50, (4, 9))

@@ -1,4 +1,4 @@
-"""Pretrained BERT-family encoders (budgetformer_core.backbone) on the shipped MiniLM weights.
+"""Pretrained BERT-family encoders (budgetformer_core.io.pretrained) on the shipped MiniLM weights.
 
 Our dense forward pass equals transformers' BertModel on the same weights and tokens, offline;
 the structural path runs on the pretrained encoder as on ours (k = H equals dense, k < H equals
@@ -16,10 +16,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from budgetformer_core.backbone import PACKAGED, load_backbone, read_tokenizer
-from budgetformer_core.budget import Control, heads_for_budget_value
-from budgetformer_core.checkpoint import CheckpointError
-from budgetformer_core.tokenizer import encode_batch
+from budgetformer_core.io.files import CheckpointError
+from budgetformer_core.io.pretrained import PACKAGED, load_backbone, read_tokenizer
+from budgetformer_core.io.tokenizer import encode_batch
+from budgetformer_core.model.budget import Control, heads_for_budget_value
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # the parity reference reads the same local folder, never the hub
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -230,9 +230,10 @@ def tiny_csv(tmp_path_factory):
 
 
 def test_train_fine_tunes_the_backbone_and_warm_starts_bba_from_it(backbone, tiny_csv, tmp_path):
-    from budgetformer_core.checkpoint import dequantize_delta, load_checkpoint, quantize_delta, save_checkpoint
     from budgetformer_core.cli import main
-    from budgetformer_core.prune import posthoc_checkpoint
+    from budgetformer_core.io.checkpoint import dequantize_delta, quantize_delta, save_checkpoint
+    from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.train.prune import posthoc_checkpoint
 
     quick = ["--set", "epochs=1", "--set", "batch_size=8", "--set", "max_len=32", "--set", "freeze_embeddings=true",
              "--quiet"]

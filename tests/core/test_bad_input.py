@@ -6,7 +6,7 @@ The cases: labels a checkpoint does not
 know, a dataset of another task, non-finite or out-of-range settings, sizes that would allocate
 gigabytes, a checkpoint in the way, changed or damaged checkpoint files, input files that are not
 UTF-8 or hold blank lines, and texts that are empty, odd or over the one length limit
-(:data:`budgetformer_core.infer.MAX_CHARS`).
+(:data:`budgetformer_core.io.inputs.MAX_CHARS`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from budgetformer_core.checkpoint import CheckpointError, file_sha256, load_checkpoint
 from budgetformer_core.cli import main
-from budgetformer_core.infer import MAX_CHARS
+from budgetformer_core.io.files import CheckpointError, file_sha256
+from budgetformer_core.io.inputs import MAX_CHARS
+from budgetformer_core.io.loader import load_checkpoint
 
 from ..conftest import PRECOMPUTED
 
@@ -39,7 +40,7 @@ def snapshot(*roots: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def ws(tiny_checkpoint, tmp_path_factory) -> Path:
     """Good files: the tiny synthetic checkpoint (classes 00, 10, 01, 11) and data files for it."""
-    from budgetformer_core.data import load_synthetic
+    from budgetformer_core.io.data import load_synthetic
 
     ws = tmp_path_factory.mktemp("ws")
     shutil.copytree(tiny_checkpoint, ws / "ckpt")
@@ -90,7 +91,7 @@ def damaged(ws: Path, tmp_path: Path, how: str) -> Path:
         cfg["label_names"] = json.loads(how.split("=", 1)[1])
         config.write_text(json.dumps(cfg))
     elif how == "other tokenizer":
-        from budgetformer_core.tokenizer import train_tokenizer
+        from budgetformer_core.io.tokenizer import train_tokenizer
 
         other = train_tokenizer(["shares rose after record profits", "the match ended in a draw"] * 5, 200)
         (bad / "tokenizer.json").write_text(other.to_str(pretty=False) + "\n")
@@ -378,7 +379,7 @@ class Ctx:
 
 
 def _analyze(c: Ctx, texts):
-    from budgetformer_core.infer import analyze
+    from budgetformer_core.analysis.infer import analyze
 
     return analyze(c.ckpt(), texts)
 
@@ -396,13 +397,13 @@ def _train_cfg(**kw):
 
 
 def _load(name: str, **kw):
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.io.data import load_dataset
 
     return load_dataset(name, **kw)
 
 
 def _save_into(c: Ctx, path: Path):
-    from budgetformer_core.checkpoint import save_checkpoint
+    from budgetformer_core.io.checkpoint import save_checkpoint
 
     ckpt = c.ckpt()
     return save_checkpoint(path, ckpt.model, ckpt.tokenizer, ckpt.label_names)
@@ -410,8 +411,8 @@ def _save_into(c: Ctx, path: Path):
 
 def _train_into(out: Path):
     from budgetformer_core.config import ModelConfig, TrainConfig
-    from budgetformer_core.data import load_synthetic
-    from budgetformer_core.train import train
+    from budgetformer_core.io.data import load_synthetic
+    from budgetformer_core.train.loop import train
 
     return train(load_synthetic(), ModelConfig(), TrainConfig(), out, progress=False)
 
@@ -419,7 +420,7 @@ def _train_into(out: Path):
 def _posthoc_into(out: Path):
     import torch
 
-    from budgetformer_core.prune import posthoc_checkpoint
+    from budgetformer_core.train.prune import posthoc_checkpoint
 
     dense = load_checkpoint(BBC)
     return posthoc_checkpoint(dense, torch.ones(dense.config.n_layers, dense.config.n_heads), out, {})
@@ -556,7 +557,7 @@ def read_back(data: str | bytes) -> tuple[list[list[str]], pd.DataFrame]:
 
 
 def no_formula(rows: list[list[str]], frame: pd.DataFrame) -> None:
-    from budgetformer_core.inputs import FORMULA_STARTS
+    from budgetformer_core.io.inputs import FORMULA_STARTS
 
     cells = [c for r in rows for c in r] + [c for col in frame.columns for c in frame[col]] + list(frame.columns)
     bad = [c for c in cells if c.startswith(FORMULA_STARTS) and not _number(c)]
@@ -572,7 +573,7 @@ def _number(cell: str) -> bool:
 
 
 def test_csv_exports_neutralise_formulas_and_keep_rows():
-    from budgetformer_core.inputs import table_csv
+    from budgetformer_core.io.inputs import table_csv
 
     frame = pd.DataFrame({"text": HOSTILE_TEXTS, "n": range(-4, 4), "=col": ["x"] * 8})
     rows, back = read_back(table_csv(frame))
@@ -598,7 +599,7 @@ def test_class_names_are_text_in_charts():
 
 
 def test_saving_over_a_linked_checkpoint_keeps_the_link(ws, tmp_path):
-    from budgetformer_core.checkpoint import save_checkpoint
+    from budgetformer_core.io.checkpoint import save_checkpoint
 
     real, link = tmp_path / "real", tmp_path / "link"
     shutil.copytree(ws / "ckpt", real)
@@ -640,7 +641,7 @@ def test_a_checkpoint_replaced_while_read_says_so(ws, tmp_path):
 
     import torch
 
-    from budgetformer_core.checkpoint import save_checkpoint
+    from budgetformer_core.io.checkpoint import save_checkpoint
 
     path = tmp_path / "ckpt"
     shutil.copytree(ws / "ckpt", path)

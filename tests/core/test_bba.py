@@ -8,14 +8,14 @@ import json
 import pytest
 import torch
 
-from budgetformer_core.budget import Control, heads_for_budget_value, rank_heads, soft_gates
-from budgetformer_core.checkpoint import load_checkpoint
+from budgetformer_core.analysis.infer import analyze
 from budgetformer_core.cli import main
 from budgetformer_core.config import TrainConfig
-from budgetformer_core.data import load_dataset, load_synthetic
-from budgetformer_core.infer import analyze
-from budgetformer_core.model import BudgetFormer
-from budgetformer_core.train import train, warm_start
+from budgetformer_core.io.data import load_dataset, load_synthetic
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.model.budget import Control, heads_for_budget_value, rank_heads, soft_gates
+from budgetformer_core.model.encoder import BudgetFormer
+from budgetformer_core.train.loop import train, warm_start
 
 from ..conftest import PRECOMPUTED, small_config
 
@@ -125,9 +125,9 @@ def test_warm_start_copies_the_shared_weights():
 
 
 def test_posthoc_pruning_ranks_heads_by_importance(tmp_path):
-    from budgetformer_core.checkpoint import Checkpoint
-    from budgetformer_core.prune import head_importance, posthoc_checkpoint
-    from budgetformer_core.tokenizer import train_tokenizer
+    from budgetformer_core.io.checkpoint import Checkpoint
+    from budgetformer_core.io.tokenizer import train_tokenizer
+    from budgetformer_core.train.prune import head_importance, posthoc_checkpoint
 
     torch.manual_seed(0)
     dense = BudgetFormer(small_config(variant="dense")).eval()
@@ -199,9 +199,9 @@ def test_shipped_bba_head_sets_are_nested_on_every_test_input(name):
     that this is what the model's structural forward pass selects is checked on the first
     :data:`FORWARD_CHECK` inputs at one budget (a MiniLM's forward pass over AG News's 7,600
     texts alone takes minutes)."""
-    from budgetformer_core.allocators import ForwardContext
-    from budgetformer_core.infer import evaluate
-    from budgetformer_core.tokenizer import encode, pad
+    from budgetformer_core.analysis.infer import evaluate
+    from budgetformer_core.io.tokenizer import encode, pad
+    from budgetformer_core.model.allocators import ForwardContext
     from rebuild.measure import local_copy
 
     ckpt = load_checkpoint(PRECOMPUTED / name)

@@ -10,7 +10,8 @@ import json
 import pytest
 import torch
 
-from budgetformer_core.bench import (
+from budgetformer_core.cli import main
+from budgetformer_core.measure.bench import (
     BUDGETS,
     PER_INPUT,
     bench,
@@ -19,8 +20,7 @@ from budgetformer_core.bench import (
     per_input_ks,
     read_length_sweep,
 )
-from budgetformer_core.cli import main
-from budgetformer_core.model import BudgetFormer
+from budgetformer_core.model.encoder import BudgetFormer
 
 from ..conftest import small_config
 

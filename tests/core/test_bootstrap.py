@@ -1,4 +1,4 @@
-"""Paired bootstrap intervals and the seed spread (budgetformer_core.bootstrap)."""
+"""Paired bootstrap intervals and the seed spread (budgetformer_core.measure.bootstrap)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from budgetformer_core import bootstrap as bs
+from budgetformer_core.measure import bootstrap as bs
 
 
 def table(correct: list[bool], labels: list[int] | None = None) -> pd.DataFrame:

@@ -9,7 +9,9 @@ import shutil
 import pytest
 import torch
 
-from budgetformer_core.checkpoint import CheckpointError, check_out_dir, load_checkpoint, save_checkpoint
+from budgetformer_core.io.checkpoint import check_out_dir, save_checkpoint
+from budgetformer_core.io.files import CheckpointError
+from budgetformer_core.io.loader import load_checkpoint
 
 
 def test_round_trip_is_bit_exact(tiny_checkpoint, tmp_path):
@@ -147,7 +149,8 @@ def test_check_out_dir(tiny_checkpoint, tmp_path):
 
 
 def test_config_records_the_sha256_of_weights_and_tokenizer(tiny_checkpoint):
-    from budgetformer_core.checkpoint import HASHED, file_sha256
+    from budgetformer_core.io.checkpoint import HASHED
+    from budgetformer_core.io.files import file_sha256
 
     recorded = json.loads((tiny_checkpoint / "config.json").read_text())["sha256"]
     assert recorded == {name: file_sha256(tiny_checkpoint / name) for name in HASHED}
@@ -167,7 +170,7 @@ def test_a_bit_flipped_weight_file_is_refused_by_name(broken):
 
 
 def test_a_tokenizer_from_another_checkpoint_is_refused_by_name(broken):
-    from budgetformer_core.tokenizer import train_tokenizer
+    from budgetformer_core.io.tokenizer import train_tokenizer
 
     other = train_tokenizer(["shares rose after record profits", "the match ended in a draw"] * 5, vocab_size=200)
     (broken / "tokenizer.json").write_text(other.to_str(pretty=False) + "\n")

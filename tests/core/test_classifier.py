@@ -1,4 +1,4 @@
-"""A researcher's own sequence classifier (budgetformer_core.classifier).
+"""A researcher's own sequence classifier (budgetformer_core.io.classifier).
 
 A BertForSequenceClassification that ``transformers`` writes with ``save_pretrained`` opens as
 ``--checkpoint`` in predict, eval and bench, and its predictions are ``transformers``'; its heads
@@ -15,11 +15,12 @@ import shutil
 import pytest
 import torch
 
-from budgetformer_core.budget import Control
-from budgetformer_core.checkpoint import CheckpointError, load_checkpoint
-from budgetformer_core.classifier import open_checkpoint, rank_heads, read_rank_file
 from budgetformer_core.cli import main
-from budgetformer_core.tokenizer import encode_batch
+from budgetformer_core.io.files import CheckpointError
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.io.tokenizer import encode_batch
+from budgetformer_core.model.budget import Control
+from budgetformer_core.train.rank import open_checkpoint, rank_heads, read_rank_file
 
 from ..conftest import BBC_CLASSES
 

@@ -56,7 +56,7 @@ def test_eval_json_and_ablations(capsys, tiny_checkpoint):
     assert results["--budget 1.0"]["mean_heads_fraction"] == 1.0
     assert results["--budget 1.0"]["flops_ratio"] > results[""]["flops_ratio"]
     # no f_θ: a constant s, the model's mean s on its validation split (as the trained ablation)
-    from budgetformer_core.checkpoint import load_checkpoint
+    from budgetformer_core.io.loader import load_checkpoint
 
     validation_s = load_checkpoint(tiny_checkpoint).validation_budget
     assert validation_s == load_checkpoint(tiny_checkpoint).history[-1]["val_mean_budget"]
@@ -89,16 +89,16 @@ def write_rows(path: Path, texts, labels) -> Path:
 @pytest.fixture(scope="module")
 def test_rows():
     """The tiny checkpoint's test rows (synthetic, classes 00, 10, 01, 11)."""
-    from budgetformer_core.data import load_synthetic
+    from budgetformer_core.io.data import load_synthetic
 
     split = load_synthetic().split("test").head(60)
     return split.texts, split.labels
 
 
 def test_eval_maps_a_subset_of_classes_by_name_and_scores_every_row(capsys, tiny_checkpoint, tmp_path, test_rows):
-    from budgetformer_core.checkpoint import load_checkpoint
-    from budgetformer_core.data import Split
-    from budgetformer_core.infer import evaluate_split
+    from budgetformer_core.analysis.infer import evaluate_split
+    from budgetformer_core.io.data import Split
+    from budgetformer_core.io.loader import load_checkpoint
 
     ckpt = load_checkpoint(tiny_checkpoint)
     texts, labels = test_rows
@@ -195,7 +195,7 @@ def test_predict_file_refuses_invalid_utf8_naming_the_line(capsys, tiny_checkpoi
 
 
 def test_predict_file_streams_its_rows(capsys, tiny_checkpoint, tmp_path, monkeypatch):
-    from budgetformer_core import infer
+    from budgetformer_core.analysis import infer
 
     f = tmp_path / "in.txt"
     f.write_text("w1 m0 a\n" * (2 * infer.PREDICT_BATCH + 1))

@@ -12,7 +12,8 @@ import shutil
 import pytest
 
 from budgetformer_core import __version__
-from budgetformer_core.cli import build_parser, main
+from budgetformer_core.cli import main
+from budgetformer_core.parser import build_parser
 from budgetformer_core.shipped import PRECOMPUTED, resolve_checkpoint, shipped_models
 
 from ..conftest import ROOT

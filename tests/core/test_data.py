@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from budgetformer_core.data import load_bbc, load_dataset
-from budgetformer_core.splits import SEP, SPLITS, TextDataset
-from budgetformer_core.synthetic import load_synthetic, load_synthetic_var, make_synthetic, make_synthetic_var
+from budgetformer_core.io.data import load_bbc, load_dataset
+from budgetformer_core.io.splits import SEP, SPLITS, TextDataset
+from budgetformer_core.io.synthetic import load_synthetic, load_synthetic_var, make_synthetic, make_synthetic_var
 
 SHARED = Path(__file__).parents[3] / "shared" / "data"
 

@@ -1,4 +1,4 @@
-"""Training on several processes (``budgetformer_core.distributed``): two gloo processes launched
+"""Training on several processes (``budgetformer_core.train.distributed``): two gloo processes launched
 by torchrun train what one process trains, each computing its own rows of every batch.
 
 The same file is the torchrun worker (``python -m torch.distributed.run ... test_ddp.py``): on
@@ -23,11 +23,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from budgetformer_core import cli, distributed
-from budgetformer_core.budget import Control, TrainingControl
+from budgetformer_core import cli
 from budgetformer_core.config import ModelConfig, TrainConfig
-from budgetformer_core.losses import total_loss
-from budgetformer_core.model import BudgetFormer
+from budgetformer_core.model.budget import Control, TrainingControl
+from budgetformer_core.model.encoder import BudgetFormer
+from budgetformer_core.model.losses import total_loss
+from budgetformer_core.train.loop import distributed
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ["--quiet", "--set", "epochs=2", "--set", "max_len=24", "--set", "d_model=32", "--set", "n_heads=4",

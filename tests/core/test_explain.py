@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from budgetformer_core.budget import Control
-from budgetformer_core.checkpoint import load_checkpoint
-from budgetformer_core.explain import explain, top_tokens
-from budgetformer_core.tokenizer import encode_batch
+from budgetformer_core.analysis.explain import explain, top_tokens
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.io.tokenizer import encode_batch
+from budgetformer_core.model.budget import Control
 
 from ..conftest import PRECOMPUTED
 
@@ -102,7 +102,7 @@ def cue_mask(tokens: list[str]) -> np.ndarray:
 def cue_share(name: str, n_inputs: int = 20) -> tuple[float, float, float]:
     """(share of |attribution| on cue tokens, share of tokens that are cue tokens, mean total
     |attribution|) over the first test inputs of synthetic_var that carry 3 or 4 cues."""
-    from budgetformer_core.data import load_dataset
+    from budgetformer_core.io.data import load_dataset
 
     split = load_dataset("synthetic_var").split("test")
     texts = [t for t, n in zip(split.texts, split.needed_heads, strict=True) if n >= 3][:n_inputs]

@@ -7,9 +7,9 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from budgetformer_core.budget import Control
-from budgetformer_core.flops import attention_share, budgeting_flops, dense_flops, forward_flops
-from budgetformer_core.model import BudgetFormer
+from budgetformer_core.measure.flops import attention_share, budgeting_flops, dense_flops, forward_flops
+from budgetformer_core.model.budget import Control
+from budgetformer_core.model.encoder import BudgetFormer
 
 from ..conftest import small_config
 

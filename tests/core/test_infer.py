@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from budgetformer_core.budget import Control
-from budgetformer_core.checkpoint import load_checkpoint
-from budgetformer_core.flops import dense_flops
-from budgetformer_core.infer import analyze
+from budgetformer_core.analysis.infer import analyze
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.measure.flops import dense_flops
+from budgetformer_core.model.budget import Control
 
 AWKWARD = {
     "emoji": "🚀🔥 markets rally 📈 as 🏦 banks report profits 💰",

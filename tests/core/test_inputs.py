@@ -1,4 +1,4 @@
-"""Files of texts (budgetformer_core.inputs): CSV, JSONL and plain lines, and their errors."""
+"""Files of texts (budgetformer_core.io.inputs): CSV, JSONL and plain lines, and their errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from budgetformer_core.inputs import read_text_table
+from budgetformer_core.io.inputs import read_text_table
 
 
 def test_csv_jsonl_and_lines_give_numbered_texts():
@@ -54,7 +54,7 @@ def test_predict_reads_a_csv_or_jsonl_input_file(capsys, tiny_checkpoint, tmp_pa
 
 
 def test_read_labels_numbers_rows_as_the_texts_are():
-    from budgetformer_core.inputs import read_labels, read_text_table
+    from budgetformer_core.io.inputs import read_labels, read_text_table
 
     csv_file = b'Text,Label\n"a, b",World\n\n"c", 2 \nd\n'
     assert [n for n, _ in read_text_table(csv_file, "f.csv")] == [1, 2, 3]

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from budgetformer_core.losses import beta_at, budget_loss, head_entropy
+from budgetformer_core.model.losses import beta_at, budget_loss, head_entropy
 
 
 def test_budget_loss_zero_inside_band():
@@ -45,8 +45,8 @@ def test_unknown_schedule():
 @pytest.mark.parametrize("recipe", ["adaptive", "paper"])
 def test_the_adaptive_recipe_prices_heads(recipe):
     from budgetformer_core.config import TrainConfig
-    from budgetformer_core.losses import total_loss
-    from budgetformer_core.model import BudgetFormer
+    from budgetformer_core.model.encoder import BudgetFormer
+    from budgetformer_core.model.losses import total_loss
 
     from ..conftest import small_config
 
@@ -65,7 +65,7 @@ def test_the_adaptive_recipe_prices_heads(recipe):
 
 
 def test_difficulty_targets_map_loss_ranks_onto_the_band():
-    from budgetformer_core.losses import difficulty_targets
+    from budgetformer_core.model.losses import difficulty_targets
 
     targets = difficulty_targets(torch.tensor([0.3, 0.01, 2.0, 0.3]), 0.1, 0.7)
     assert targets.tolist() == pytest.approx([0.3, 0.1, 0.7, 0.5])  # ranks 1, 0, 3, 2 of 3
@@ -76,8 +76,8 @@ def test_a_given_difficulty_sets_the_targets_instead_of_the_models_own_loss():
     """λ_d's term ranks the losses it is given (the warm start's), not the model's: the term is
     mean (s − target)² with the targets of the given ranks, and the ranks reversed change it."""
     from budgetformer_core.config import TrainConfig
-    from budgetformer_core.losses import difficulty_targets, total_loss
-    from budgetformer_core.model import BudgetFormer
+    from budgetformer_core.model.encoder import BudgetFormer
+    from budgetformer_core.model.losses import difficulty_targets, total_loss
 
     from ..conftest import small_config
 
@@ -95,7 +95,7 @@ def test_a_given_difficulty_sets_the_targets_instead_of_the_models_own_loss():
 
 
 def test_head_load_is_one_when_inputs_spread_over_heads_and_h_when_they_agree():
-    from budgetformer_core.losses import head_load
+    from budgetformer_core.model.losses import head_load
 
     spread = torch.eye(4)[None]  # (L=1, B=4, H=4): each input favours its own head
     agree = torch.eye(4)[[0, 0, 0, 0]][None]  # every input favours head 0
@@ -107,8 +107,8 @@ def test_head_load_is_one_when_inputs_spread_over_heads_and_h_when_they_agree():
 def test_the_recorded_terms_add_up_to_the_total(recipe):
     """Each weighted term the loss reports (the history's columns) adds up to the total."""
     from budgetformer_core.config import TrainConfig
-    from budgetformer_core.losses import total_loss
-    from budgetformer_core.model import BudgetFormer
+    from budgetformer_core.model.encoder import BudgetFormer
+    from budgetformer_core.model.losses import total_loss
 
     from ..conftest import small_config
 

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from budgetformer_core.checkpoint import load_checkpoint
-from budgetformer_core.data import load_dataset
-from budgetformer_core.infer import evaluate_split
+from budgetformer_core.analysis.infer import evaluate_split
+from budgetformer_core.io.data import load_dataset
+from budgetformer_core.io.loader import load_checkpoint
 from rebuild.jobs import plan
 from rebuild.manifest import SLICE
 from rebuild.measure import PRETRAINED_SWEEP, SWEEP_BUDGETS, TEXT_BASELINE, local_copy
@@ -132,7 +132,7 @@ def test_synthetic_var_allocation_follows_the_need():
     """One BudgetFormer ≥ 99 % with ρ(k, n) ≥ 0.9 and mean heads ≤ 1.15 × the mean need n; a fixed
     k on either side of its cost (no f_θ) below 90 %; a dense model with h < n heads at most 15 points above
     guessing the n − h slots it cannot read, on the inputs needing n."""
-    from budgetformer_core.adaptivity import from_frames
+    from budgetformer_core.analysis.adaptivity import from_frames
 
     tables = OUT / "results" / "per_example"
     needed = np.array(load_dataset("synthetic_var").split("test").needed_heads)
@@ -174,7 +174,7 @@ def test_checkpoint_reproduces_its_per_example_table(key):
 @pytest.mark.parametrize("dataset", ["bbc", "ag_news"])
 def test_adaptive_budgetformer_follows_difficulty_and_the_paper_recipe_does_not(dataset):
     """From the shipped per-example tables, against the dense model's per-example loss."""
-    from budgetformer_core.adaptivity import from_frames
+    from budgetformer_core.analysis.adaptivity import from_frames
 
     tables = OUT / "results" / "per_example"
     dense = pd.read_parquet(tables / f"{dataset}-dense.parquet")
@@ -193,7 +193,7 @@ def test_the_minilm_budgetformer_follows_difficulty():
     """From the shipped per-example tables, against the MiniLM dense fine-tune's per-example loss:
     ρ(s, dense loss) ≥ 0.3, hard / easy ≥ 1.3, two values of k each taken by ≥ 5 % in every layer,
     ≤ 35 % of heads, ≥ 97.5 % accurate and within 0.5 points of dense."""
-    from budgetformer_core.adaptivity import from_frames
+    from budgetformer_core.analysis.adaptivity import from_frames
 
     if "bbc-minilm-budgetformer" not in MANIFEST["runs"]:
         pytest.skip("the MiniLM models are not shipped here")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from budgetformer_core.budget import (
+from budgetformer_core.model.budget import (
     Control,
     TrainingControl,
     heads_for_budget,
@@ -13,7 +13,7 @@ from budgetformer_core.budget import (
     run_budget_nets,
     select_top_k,
 )
-from budgetformer_core.model import BudgetFormer
+from budgetformer_core.model.encoder import BudgetFormer
 
 from ..conftest import small_config, spread
 
@@ -162,8 +162,9 @@ def test_requested_budget_gives_k_of_the_budget(small_model, budget):
 
 
 def test_pruned_heads_equal_the_structural_path_with_those_heads_and_survive_saving(tmp_path):
-    from budgetformer_core.checkpoint import load_checkpoint, save_checkpoint
-    from budgetformer_core.tokenizer import train_tokenizer
+    from budgetformer_core.io.checkpoint import save_checkpoint
+    from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.io.tokenizer import train_tokenizer
 
     torch.manual_seed(0)
     model = BudgetFormer(small_config(variant="bba", gate_input=False)).eval()
@@ -238,8 +239,9 @@ def test_heads_of_their_own_width_run_structurally_prune_and_survive_saving(tmp_
     """Heads of width 1 on a width-32 stream (``head_dim``): the structural path equals the
     masked one, padding is invisible, pruning slices them, a saved model reloads; ``first``
     pooling classifies the first token's state."""
-    from budgetformer_core.checkpoint import load_checkpoint, save_checkpoint
-    from budgetformer_core.tokenizer import train_tokenizer
+    from budgetformer_core.io.checkpoint import save_checkpoint
+    from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.io.tokenizer import train_tokenizer
 
     torch.manual_seed(0)
     model = BudgetFormer(small_config(head_dim=1, pooling=pooling))
@@ -345,7 +347,7 @@ def test_standardized_scores_run_the_same_heads_with_a_scale_free_gradient():
 def test_first_token_pooling_reads_the_first_real_token():
     """``pooling="first"`` reads position 0 of every input the tokenizer gives; with that token masked
     out (as occlusion removes a token) the next real one takes its place, for the classifier and f_θ."""
-    from budgetformer_core.budget import first_token, summarize
+    from budgetformer_core.model.budget import first_token, summarize
 
     x = torch.randn(3, 5, 4)
     mask = torch.ones(3, 5, dtype=torch.bool)
@@ -368,8 +370,9 @@ def test_summary_norm_spreads_inputs_that_share_most_of_their_summary_and_surviv
     pooled pretrained embeddings are) give f_θ nearly one s; standardised (``summary_norm``), the
     same f_θ tells them apart. At inference an input's s does not depend on its batch, the
     structural path equals the masked one, and the running statistics are saved and loaded."""
-    from budgetformer_core.checkpoint import load_checkpoint, save_checkpoint
-    from budgetformer_core.tokenizer import train_tokenizer
+    from budgetformer_core.io.checkpoint import save_checkpoint
+    from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.io.tokenizer import train_tokenizer
 
     torch.manual_seed(0)
     plain = spread(BudgetFormer(small_config(n_layers=1))).train()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from budgetformer_core.model import BudgetFormer
-from budgetformer_core.prune import head_importance
-from budgetformer_core.tokenizer import pad
+from budgetformer_core.io.tokenizer import pad
+from budgetformer_core.model.encoder import BudgetFormer
+from budgetformer_core.train.prune import head_importance
 from tests.conftest import small_config
 
 

@@ -1,4 +1,4 @@
-"""The offline report (budgetformer_core.report and ``budgetformer report``): one self-contained
+"""The offline report (budgetformer_core.analysis.report and ``budgetformer report``): one self-contained
 HTML file holding the analysis, plotly's JavaScript inside, nothing fetched, user text escaped.
 The browser test opens it from file:// with the network off."""
 
@@ -9,12 +9,14 @@ import re
 
 import pytest
 
-from budgetformer_core.budget import Control
-from budgetformer_core.checkpoint import file_sha256, load_checkpoint, save_checkpoint
+from budgetformer_core.analysis.infer import analyze
+from budgetformer_core.analysis.report import build_report
 from budgetformer_core.cli import main
-from budgetformer_core.infer import analyze
-from budgetformer_core.model import BudgetFormer
-from budgetformer_core.report import build_report
+from budgetformer_core.io.checkpoint import save_checkpoint
+from budgetformer_core.io.files import file_sha256
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.model.budget import Control
+from budgetformer_core.model.encoder import BudgetFormer
 
 from ..conftest import small_config
 

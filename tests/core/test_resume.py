@@ -20,8 +20,8 @@ import torch
 
 from budgetformer_core.cli import main
 from budgetformer_core.config import ModelConfig, TrainConfig
-from budgetformer_core.data import load_dataset
-from budgetformer_core.train import resume_dir, train
+from budgetformer_core.io.data import load_dataset
+from budgetformer_core.train.loop import resume_dir, train
 
 ROOT = Path(__file__).resolve().parents[2]
 EPOCHS = 3
@@ -215,7 +215,7 @@ def test_the_rebuild_retrains_with_force_and_records_the_plain_command(monkeypat
 
 def test_a_run_recorded_before_a_config_field_existed_or_after_one_went_resumes(tmp_path):
     from budgetformer_core.config import to_dict
-    from budgetformer_core.resume import load_state
+    from budgetformer_core.train.resume import load_state
 
     run = {"dataset": "x", "model": to_dict(ModelConfig()), "train": to_dict(TrainConfig()), "force": False}
     old = {**run, "model": {k: v for k, v in run["model"].items() if k != "norm"},

@@ -14,7 +14,7 @@ import threading
 import pytest
 import torch
 
-from budgetformer_core.timing import (
+from budgetformer_core.measure.timing import (
     MIN_ROUNDS,
     TimingStats,
     machine_info,
@@ -126,7 +126,7 @@ def test_the_cpu_clock_does_not_count_time_spent_waiting():
 
 FAULTS = """
 import resource, sys, torch
-from budgetformer_core.timing import keep_freed_memory
+from budgetformer_core.measure.timing import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 torch.set_num_threads(1)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from budgetformer_core.allocators import method_class
-from budgetformer_core.budget import Control
 from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides
-from budgetformer_core.data import Split, TextDataset
-from budgetformer_core.model import BudgetFormer
-from budgetformer_core.train import by_length, input_losses, keep_ranking, lr_at, param_groups, set_seed, train
+from budgetformer_core.io.data import Split, TextDataset
+from budgetformer_core.model.allocators import method_class
+from budgetformer_core.model.budget import Control
+from budgetformer_core.model.encoder import BudgetFormer
+from budgetformer_core.train.loop import by_length, input_losses, keep_ranking, lr_at, param_groups, set_seed, train
 
 from ..conftest import small_config, train_tiny
 
@@ -107,9 +107,9 @@ def test_overrides_convert_and_reject_unknown_keys():
 def test_tokenizer_ids_are_canonical():
     """The WordPiece trainer numbers equal-frequency tokens in hash order (a new order each run);
     ours renumbers them: specials first, then sorted."""
-    from budgetformer_core.data import load_bbc
-    from budgetformer_core.synthetic import make_synthetic
-    from budgetformer_core.tokenizer import SPECIAL_TOKENS, canonical_order, is_canonical, train_tokenizer
+    from budgetformer_core.io.data import load_bbc
+    from budgetformer_core.io.synthetic import make_synthetic
+    from budgetformer_core.io.tokenizer import SPECIAL_TOKENS, canonical_order, is_canonical, train_tokenizer
 
     bbc = train_tokenizer(load_bbc().split("train").texts[:300], vocab_size=3000)
     assert is_canonical(bbc) and bbc.get_vocab_size() == 3000
@@ -136,7 +136,8 @@ def test_bbc_vocabulary_is_the_same_in_every_process():
     import subprocess
     import sys
 
-    code = ("from budgetformer_core.data import load_bbc; from budgetformer_core.tokenizer import train_tokenizer; "
+    code = ("from budgetformer_core.io.data import load_bbc; "
+            "from budgetformer_core.io.tokenizer import train_tokenizer; "
             "print(train_tokenizer(load_bbc().split('train').texts).to_str())")
     a, b = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
             for _ in range(2))
@@ -193,11 +194,11 @@ def test_input_losses_are_the_per_example_losses_of_evaluate_on_a_whole_split(ti
     ``evaluate``'s probabilities give, on every input of the split, kept in float64."""
     import numpy as np
 
-    from budgetformer_core.adaptivity import per_example_loss
-    from budgetformer_core.checkpoint import load_checkpoint
-    from budgetformer_core.data import load_synthetic
-    from budgetformer_core.infer import evaluate
-    from budgetformer_core.tokenizer import encode
+    from budgetformer_core.analysis.adaptivity import per_example_loss
+    from budgetformer_core.analysis.infer import evaluate
+    from budgetformer_core.io.data import load_synthetic
+    from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.io.tokenizer import encode
 
     ckpt, split = load_checkpoint(tiny_checkpoint), load_synthetic().split("train").head(300)
     ids, _ = encode(ckpt.tokenizer, split.texts, 10**9)  # uncut: input_losses reads the first max_len
@@ -213,8 +214,8 @@ def test_difficulty_from_init_ranks_by_the_warm_start_and_needs_one(tiny_checkpo
     thread, where the same run gives the same sums, its λ_d term differs from that of the run
     that ranks by the model's own loss (the two start alike: the model is its warm start).
     Without a warm start it is refused before anything runs."""
-    from budgetformer_core.data import load_synthetic
-    from budgetformer_core.timing import torch_threads
+    from budgetformer_core.io.data import load_synthetic
+    from budgetformer_core.measure.timing import torch_threads
 
     data = load_synthetic()
     data.splits = {k: v.head(96) for k, v in data.splits.items()}
@@ -234,8 +235,8 @@ def test_difficulty_from_init_ranks_by_the_warm_start_and_needs_one(tiny_checkpo
 def test_a_training_step_ranks_its_rows_by_their_own_entries_of_the_warm_starts_losses():
     """``train_step`` hands the loss the warm start's losses of the batch's rows, in the batch's
     order: λ_d's term is mean (s − target)² with the targets of those rows' ranks."""
-    from budgetformer_core.losses import difficulty_targets
-    from budgetformer_core.train import Training, train_step
+    from budgetformer_core.model.losses import difficulty_targets
+    from budgetformer_core.train.loop import Training, train_step
 
     torch.manual_seed(0)
     model = BudgetFormer(small_config(head_weighting="gated")).train()

@@ -7,7 +7,7 @@ f_θ (:class:`BudgetNet`) maps a global summary h of a layer's input to a budget
 (:func:`soft_gates`, :func:`rank_gates`, :func:`gated_weights`) make that choice differentiable in
 training. :class:`Control` holds what a caller overrides at inference (a budget, k, the head
 choice) and :func:`ablation` the named ablations. The per-layer allocators that put these
-together are in :mod:`budgetformer_core.allocators`.
+together are in :mod:`budgetformer_core.model.allocators`.
 
 At batch size 1 these networks are a few dozen tiny operations, so their cost is per-call
 overhead rather than arithmetic; the code here keeps the number of tensor operations small.
@@ -48,7 +48,7 @@ def first_token(x: Tensor, mask: Tensor | None) -> Tensor:
     """(B, D) the state of each input's first real token: x (B, T, D), mask (B, T) or None.
 
     That is position 0 of every input the tokenizer gives; a token masked out (as occlusion
-    removes one, :mod:`budgetformer_core.explain`) hands the role to the next one."""
+    removes one, :mod:`budgetformer_core.analysis.explain`) hands the role to the next one."""
     if mask is None:
         return x[:, 0]
     return x[torch.arange(x.shape[0], device=x.device), mask.to(torch.uint8).argmax(1)]

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .allocators import method_class
-from .budget import Control
-from .config import ModelConfig
+from ..config import ModelConfig
+from ..model.allocators import method_class
+from ..model.budget import Control
 
 
 def budgeting_flops(cfg: ModelConfig, control: Control | None = None) -> list[int]:

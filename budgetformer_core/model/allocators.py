@@ -2,7 +2,7 @@
 
 Every layer owns an :class:`Allocator` that turns the layer's normalised input into a
 :class:`LayerTrace` — the budget s, the head relevance p, the head weights w and the heads that
-run. The attention layer then executes that trace (:mod:`budgetformer_core.attention`). One
+run. The attention layer then executes that trace (:mod:`budgetformer_core.model.attention`). One
 allocator class per method, chosen once when the model is built (:func:`method_class`):
 
 * :class:`AllHeads` — dense: every head, weight 1;
@@ -11,7 +11,7 @@ allocator class per method, chosen once when the model is built (:func:`method_c
   g_φ(h) → z ∈ R^H, p = softmax(z / τ) how relevant each head is; the k = max(1, ⌊s·H⌋) heads
   with the largest p run. Two weightings (``ModelConfig.head_weighting``): ``scaled``, the
   paper's w = s·H·p; ``gated``, w = 1 on the heads that run, trained through soft gates
-  (:func:`~budgetformer_core.budget.gated_weights`) so that s decides which heads contribute
+  (:func:`~budgetformer_core.model.budget.gated_weights`) so that s decides which heads contribute
   rather than how loud they are;
 * :class:`GateAllocator` — budgeted attention allocation (bba): the caller requests a budget b,
   which buys k = max(1, ⌊b·H⌋) heads, the k with the highest gate scores z. z is computed from a
@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..config import ModelConfig, TrainConfig
 from .budget import (
     NO_TRAINING,
     BudgetNet,
@@ -58,7 +59,6 @@ from .budget import (
     soft_gates,
     summarize,
 )
-from .config import ModelConfig, TrainConfig
 
 
 @dataclass
@@ -110,7 +110,7 @@ class ForwardContext:
     """(B, T) True for real tokens, or None when every token is real."""
     control: Control
     mode: str
-    """``dense``, ``soft``, ``masked`` or ``structural`` (see :mod:`budgetformer_core.model`)."""
+    """``dense``, ``soft``, ``masked`` or ``structural`` (see :mod:`budgetformer_core.model.encoder`)."""
     embeddings: Tensor
     """(B, T, D) the embedding output (the input of the first layer)."""
     capture_attention: bool = False
@@ -171,16 +171,16 @@ class Allocator(nn.Module):
     """The model has a budget: a caller may request one, and an explanation has something to attribute."""
     predicts_budget: ClassVar[bool] = False
     """s is predicted per input by f_θ (BudgetFormer): the budget losses train it, a requested
-    budget forces it, and the ablations of :data:`~budgetformer_core.budget.ABLATIONS` apply.
+    budget forces it, and the ablations of :data:`~budgetformer_core.model.budget.ABLATIONS` apply.
     False where the budget is the caller's request b (bba) or there is none (dense)."""
     symbol: ClassVar[str] = "s"
     """The budget's symbol in tables and pages: s (predicted), b (requested)."""
     default_mode: ClassVar[str] = "structural"
-    """The execution mode at inference (:data:`budgetformer_core.model.MODES`)."""
+    """The execution mode at inference (:data:`budgetformer_core.model.encoder.MODES`)."""
     training_mode: ClassVar[str] = "soft"
     """The execution mode of a forward pass in training."""
     attributed: ClassVar[str] = ""
-    """What :func:`budgetformer_core.explain.explain` attributes to the tokens ("" where nothing)."""
+    """What :func:`budgetformer_core.analysis.explain.explain` attributes to the tokens ("" where nothing)."""
     attributed_name: ClassVar[str] = ""
     """Its short name, as a heading says it."""
 

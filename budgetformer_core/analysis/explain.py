@@ -39,11 +39,11 @@ from dataclasses import asdict, dataclass, field, fields
 import torch
 from torch import Tensor
 
-from .allocators import LayerTrace
-from .budget import Control
-from .checkpoint import Checkpoint
+from ..io.checkpoint import Checkpoint
+from ..io.tokenizer import UNK, encode_batch, reading_prefix
+from ..model.allocators import LayerTrace
+from ..model.budget import Control
 from .infer import check_texts
-from .tokenizer import UNK, encode_batch, reading_prefix
 
 MAX_PASSES = 128
 """Occluded forward passes per input at most (longer inputs are occluded in spans)."""
@@ -131,7 +131,7 @@ def explain(
 
     Args:
         ckpt: a budgetformer or bba checkpoint.
-        texts: as for :func:`budgetformer_core.infer.analyze`.
+        texts: as for :func:`budgetformer_core.analysis.infer.analyze`.
         control: the run to explain (forced k, requested budget, head-choice ablation); random
             heads are drawn once per text and kept for its occluded copies.
         max_passes: occluded forward passes per text at most (longer texts: spans).

@@ -1,6 +1,6 @@
 """Multi-head self-attention: executing a layer's allocation, three ways, and pruning heads once.
 
-:meth:`HeadAttention.forward` runs a :class:`~budgetformer_core.allocators.LayerTrace` in one of the
+:meth:`HeadAttention.forward` runs a :class:`~budgetformer_core.model.allocators.LayerTrace` in one of the
 execution modes — the one place a mode is dispatched:
 
 * :meth:`HeadAttention.dense` — plain multi-head attention, every head weight 1 (the baseline).

@@ -10,7 +10,7 @@ Weights are stored as float16 by default (half the size, plenty for inference); 
 rounded to float16 before saving, so what is saved is exactly what was evaluated and a
 save → load → save cycle is byte-identical.
 
-A model built on a pretrained encoder (:mod:`budgetformer_core.backbone`) names its base in
+A model built on a pretrained encoder (:mod:`budgetformer_core.io.pretrained`) names its base in
 config.json's ``backbone`` entry (source, package, path, sha256); the tensors it lists under
 ``tensors`` are the base's own, unchanged by fine-tuning: they are not stored (nor rounded) but
 read from the base on loading, which refuses a base whose sha256 differs. The base's tensors
@@ -18,16 +18,14 @@ that fine-tuning changed (``delta``) are stored as what fine-tuning added to the
 of a power-of-two size per row (:func:`quantize_delta`): a quarter of their float32 size, and
 far finer than float16 for the small changes fine-tuning makes.
 
-:func:`load_checkpoint` also opens a Hugging Face sequence classifier's folder
-(:mod:`budgetformer_core.classifier`).
+:func:`read_checkpoint` reads such a folder; :func:`budgetformer_core.io.loader.load_checkpoint`
+opens it or a Hugging Face sequence classifier's folder (:mod:`budgetformer_core.io.classifier`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
-import math
 import os
 import shutil
 import uuid
@@ -41,8 +39,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
-from .config import ModelConfig, model_config_from_dict, to_dict
-from .model import BudgetFormer
+from ..config import ModelConfig, model_config_from_dict, to_dict
+from ..model.encoder import BudgetFormer
+from .files import CheckpointError, file_sha256, json_safe, read_json
+from .pretrained import load_base
 from .tokenizer import load_tokenizer
 
 FORMAT_VERSION = 1
@@ -51,19 +51,6 @@ WRITTEN = (*FILES, "history.json")
 """Every file :func:`save_checkpoint` writes; a folder holding anything else is not replaced."""
 HASHED = ("model.safetensors", "tokenizer.json")
 """The files whose sha256 config.json records (key ``sha256``) and :func:`load_checkpoint` checks."""
-
-
-def file_sha256(path: Path | str) -> str:
-    """Hex sha256 of a file (a checkpoint's weights, a result table), read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-class CheckpointError(ValueError):
-    """A checkpoint directory that cannot be loaded, with the reason."""
 
 
 @dataclass
@@ -156,38 +143,6 @@ def round_for_storage(model: BudgetFormer, meta: dict[str, Any] | None, dtype: t
         for name, p in model.named_parameters():
             if name in deltas:
                 p.copy_(dequantize_delta(*quantize_delta(p, base[name]), base[name]).to(p.dtype))
-
-
-def json_safe(obj: Any) -> Any:
-    """``obj`` with every NaN or infinite float replaced by None, so that it is valid JSON."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    return obj
-
-
-def read_json(path: Path, parse_constant=None) -> Any:
-    """The JSON value of a checkpoint's side file (config.json, history.json).
-
-    Raises:
-        CheckpointError: the file cannot be read, is not UTF-8 or JSON, or nests lists and
-            objects deeper than Python's parser goes (the message names the file).
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise CheckpointError(f"{path} cannot be read: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise CheckpointError(f"{path} is not a UTF-8 text file") from None
-    try:
-        return json.loads(text, parse_constant=parse_constant)
-    except RecursionError:
-        raise CheckpointError(f"{path} nests lists or objects too deeply to be a checkpoint's file") from None
-    except ValueError as e:  # JSONDecodeError, a number over Python's digit limit, NaN in config.json
-        raise CheckpointError(f"{path} is not valid JSON: {e}") from None
 
 
 def is_checkpoint(path: Path) -> bool:
@@ -317,8 +272,6 @@ def check_hashes(path: Path, recorded: Any) -> None:
 
 def _base_weights(meta: dict[str, Any] | None, max_len: int) -> dict[str, torch.Tensor]:
     """The encoder weights of the base that ``meta``'s ``backbone`` entry names."""
-    from .backbone import load_base  # it builds on this module
-
     return load_base(meta["backbone"]).encoder_weights(max_len)
 
 
@@ -342,58 +295,12 @@ def _base_tensors(path: Path, config: dict[str, Any], max_len: int, tensors: dic
         tensors[name] = dequantize_delta(q, scale.float(), weights[name])
 
 
-def hf_layout(path: Path) -> bool:
-    """True when ``path/config.json`` is a Hugging Face model's (it has a ``model_type`` or
-    ``architectures``, and no ``format_version`` of ours)."""
-    try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # unreadable or nested thousands deep: not a classifier
-        return False
-    return isinstance(config, dict) and "format_version" not in config and (
-        "model_type" in config or "architectures" in config)
-
-
-def load_checkpoint(path: str | Path) -> Checkpoint:
-    """Load a checkpoint directory written by :func:`save_checkpoint`, or a Hugging Face sequence
-    classifier's folder (:func:`budgetformer_core.classifier.load_classifier`).
+def read_checkpoint(path: Path) -> Checkpoint:
+    """The checkpoint folder ``path`` written by :func:`save_checkpoint`.
 
     Raises:
-        CheckpointError: a file is missing, damaged or does not match the others; or the folder
-            was replaced while it was read (a run saving over it), which says to try again.
+        CheckpointError: a file is missing, damaged or does not match the others.
     """
-    path = Path(path)
-    try:
-        folder = _folder_identity(path)
-    except OSError:
-        folder = None
-    try:
-        return _read_checkpoint(path)
-    except (CheckpointError, OSError):
-        try:
-            replaced = folder is not None and _folder_identity(path) != folder
-        except OSError:  # between a save's two renames, no folder at all
-            replaced = folder is not None
-        if replaced:
-            raise CheckpointError(f"checkpoint {path} was being rewritten (a run saved over it) while it was read: "
-                                  "try again") from None
-        raise
-
-
-def _folder_identity(path: Path) -> tuple[int, int, int, int]:
-    """What tells a folder from the one a save puts in its place: its inode, and its change and
-    modification times (a folder saved twice while a reader reads can get the first one's inode
-    number back once that folder is deleted)."""
-    st = path.stat()
-    return st.st_dev, st.st_ino, st.st_ctime_ns, st.st_mtime_ns
-
-
-def _read_checkpoint(path: Path) -> Checkpoint:
-    if not path.is_dir():
-        raise CheckpointError(f"checkpoint {path} is not a directory")
-    if hf_layout(path):
-        from .classifier import load_classifier  # it builds on this module
-
-        return load_classifier(path)
     missing = [f for f in FILES if not (path / f).is_file()]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {', '.join(missing)}")

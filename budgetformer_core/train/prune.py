@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .checkpoint import Checkpoint, check_out_dir, save_checkpoint
-from .model import BudgetFormer
-from .tokenizer import pad
-from .train import warm_start
+from ..io.checkpoint import Checkpoint, check_out_dir, save_checkpoint
+from ..io.tokenizer import pad
+from ..model.encoder import BudgetFormer
+from .loop import warm_start
 
 
 def head_importance(

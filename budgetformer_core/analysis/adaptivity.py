@@ -29,9 +29,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import entropy
 
-from .budget import Control
-from .checkpoint import Checkpoint, load_checkpoint
-from .data import Split
+from ..io.checkpoint import Checkpoint
+from ..io.data import Split
+from ..io.loader import load_checkpoint
+from ..model.budget import Control
 from .infer import Evaluation, evaluate_split, spearman
 
 MIN_SHARE = 0.05
@@ -219,7 +220,7 @@ def default_reference(checkpoint_dir: str | Path) -> Path:
     Raises:
         FileNotFoundError: when there is no such directory (pass a reference explicitly).
     """
-    from .shipped import dense_reference
+    from ..shipped import dense_reference
 
     path = Path(checkpoint_dir)
     dataset, _, model = path.name.partition("-")

@@ -4,13 +4,13 @@ For each budget b the model runs structurally with the budget requested, ``Contr
 (the explorer's budget slider): s = b in every layer, so k = max(1, ⌊b·H⌋) heads, chosen by
 g_φ (bba: by its gates). One table row per budget gives
 
-* the analytic FLOPs (:mod:`budgetformer_core.flops`, counting the networks each row runs: a
+* the analytic FLOPs (:mod:`budgetformer_core.measure.flops`, counting the networks each row runs: a
   requested budget skips f_θ) and their ratio to the dense model's;
 * the **ideal** speed-up dense FLOPs / budgeted FLOPs — what perfect structural pruning gives;
 * the **measured** speed-up over the dense model (``mode="dense"``: plain multi-head attention,
   no budget networks), timed in the same run with every variant interleaved round by round
-  (:func:`budgetformer_core.timing.time_interleaved`), with freed memory kept in the process
-  (:func:`budgetformer_core.timing.keep_freed_memory`): the median of per-round ratios;
+  (:func:`budgetformer_core.measure.timing.time_interleaved`), with freed memory kept in the process
+  (:func:`budgetformer_core.measure.timing.keep_freed_memory`): the median of per-round ratios;
 * the **efficiency** measured / ideal;
 * the latency of the *masked* path (every head computed, the unselected ones zeroed) at the
   same budget, for contrast: masking saves nothing;
@@ -50,10 +50,10 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .allocators import ForwardContext
-from .budget import Control, heads_for_budget_value
+from ..model.allocators import ForwardContext
+from ..model.budget import Control, heads_for_budget_value
+from ..model.encoder import BudgetFormer
 from .flops import attention_share, dense_flops, forward_flops
-from .model import BudgetFormer
 from .timing import (
     MachineInfo,
     TimingStats,
@@ -355,7 +355,7 @@ def bench(
         seed: seed of the token ids and of the per-input k order.
         source: where the model came from, for the report.
         clock: ``wall`` (latency) or ``cpu`` (the thread's CPU time, for a busy machine; see
-            :func:`budgetformer_core.timing.time_interleaved`).
+            :func:`budgetformer_core.measure.timing.time_interleaved`).
         head_sets: ``input`` (each input's heads ranked by its own scores) or ``batch`` (one
             ranking for the batch, from its mean scores; see ``Control.head_sets``).
 
@@ -373,7 +373,7 @@ def bench(
     if not budgets or any(not 0.0 < b <= 1.0 for b in budgets):
         raise ValueError(f"budgets must be in (0, 1], got {budgets}")
     model.eval()
-    keep_freed_memory()  # time the computation, not page faults (budgetformer_core.timing)
+    keep_freed_memory()  # time the computation, not page faults (budgetformer_core.measure.timing)
     machine = machine_info(threads)  # the load average as the timing starts
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, cfg.vocab_size, (batch_size, seq_len), generator=g)

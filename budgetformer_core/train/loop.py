@@ -4,7 +4,7 @@ BudgetFormer loss, per-epoch validation, a history of every epoch, and a checkpo
 The checkpoint holds the final epoch's weights (no picking the best epoch on validation), and
 its reported test figures are measured on the model exactly as stored. A run saves its state
 after every epoch and on Ctrl-C, and resumes from it to the same final weights
-(:mod:`budgetformer_core.resume`).
+(:mod:`budgetformer_core.train.resume`).
 """
 
 from __future__ import annotations
@@ -25,16 +25,18 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
+from ..analysis.infer import evaluate
+from ..config import ENCODER_FIELDS, ModelConfig, TrainConfig, to_dict
+from ..io.checkpoint import check_out_dir, round_for_storage, save_checkpoint
+from ..io.data import TextDataset
+from ..io.loader import load_checkpoint
+from ..io.pretrained import load_backbone, load_base
+from ..io.tokenizer import encode, load_tokenizer, pad, train_tokenizer
+from ..model.allocators import method_class
+from ..model.budget import Control
+from ..model.encoder import BudgetFormer
+from ..model.losses import total_loss
 from . import distributed
-from .allocators import method_class
-from .backbone import load_backbone, load_base
-from .budget import Control
-from .checkpoint import check_out_dir, load_checkpoint, round_for_storage, save_checkpoint
-from .config import ENCODER_FIELDS, ModelConfig, TrainConfig, to_dict
-from .data import TextDataset
-from .infer import evaluate
-from .losses import total_loss
-from .model import BudgetFormer
 from .resume import (
     CtrlC,
     TrainingInterrupted,
@@ -45,7 +47,6 @@ from .resume import (
     save_state,
     set_rng_state,
 )
-from .tokenizer import encode, load_tokenizer, pad, train_tokenizer
 
 
 def set_seed(seed: int) -> int:
@@ -454,7 +455,7 @@ def train(
     With ``init`` (a checkpoint directory, e.g. a trained dense model) the new model takes its
     tokenizer, its shape and every weight the two share — the dense warm start of ``bba``; its
     own networks (gates, f_θ, g_φ) start fresh. With ``backbone`` (``minilm-l6`` or a Hugging
-    Face BERT folder, :mod:`budgetformer_core.backbone`) the encoder starts pretrained: its
+    Face BERT folder, :mod:`budgetformer_core.io.pretrained`) the encoder starts pretrained: its
     tokenizer and weights, ``model_cfg`` keeping its shape (start from
     ``backbone_config(backbone)``); the classifier and budgeting networks start fresh. The
     checkpoint's ``backbone`` entry names the base (source, package, path, sha256), and so does

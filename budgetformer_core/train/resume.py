@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..config import ModelConfig, TrainConfig, to_dict
+from ..io.files import read_json
 from . import distributed
-from .checkpoint import read_json
-from .config import ModelConfig, TrainConfig, to_dict
 
 STATE_FILES = ("run.json", "tokenizer.json", "state.pt")
 """What a resume folder holds (see the module docstring)."""

@@ -6,11 +6,11 @@ pooler — linear classifier).
 Pre-norm by default (a layer norm before each sublayer and a final one); ``ModelConfig.norm="post"``
 gives BERT's layout (token-type embeddings, a layer norm of the embeddings and after each
 residual sum), into which
-:mod:`budgetformer_core.backbone` loads pretrained checkpoints.
-Each layer owns an allocator (:mod:`budgetformer_core.allocators`) that decides, from the layer's
+:mod:`budgetformer_core.io.pretrained` loads pretrained checkpoints.
+Each layer owns an allocator (:mod:`budgetformer_core.model.allocators`) that decides, from the layer's
 normalised input, which heads run for each input — BudgetFormer's f_θ and g_φ, bba's gates, a
 fixed pruned set, or every head for the dense baseline — and its attention executes that
-decision (:mod:`budgetformer_core.attention`).
+decision (:mod:`budgetformer_core.model.attention`).
 
 Execution modes of :meth:`BudgetFormer.forward`:
 
@@ -30,10 +30,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from ..config import ModelConfig
 from .allocators import Allocator, ForwardContext, LayerTrace, make_allocators, method_class
 from .attention import MODES, AttentionCapture, HeadAttention
 from .budget import Control, first_token, masked_mean, mlp
-from .config import ModelConfig
 
 __all__ = ["MODES", "BudgetFormer", "EncoderLayer", "LayerTrace", "ModelOutput", "masked_mean"]
 
@@ -145,7 +145,7 @@ class BudgetFormer(nn.Module):
     @property
     def method(self) -> type[Allocator]:
         """The allocator class of this model's method: what differs between the methods
-        (:func:`~budgetformer_core.allocators.method_class`)."""
+        (:func:`~budgetformer_core.model.allocators.method_class`)."""
         return method_class(self.cfg)
 
     @property

@@ -3,7 +3,7 @@
 :func:`build_report` runs the text through the checkpoint and writes one HTML page holding the
 text, the prediction and its probabilities, the budget and the heads run per layer, the
 relevance map (a plotly figure with plotly's JavaScript inside the file), the why-this-budget
-highlighting (occlusion, :mod:`budgetformer_core.explain`) and the settings. Nothing is fetched
+highlighting (occlusion, :mod:`budgetformer_core.analysis.explain`) and the settings. Nothing is fetched
 when it opens: the page's content security policy allows no request at all. Every piece of
 user text (the input, its tokens) is HTML-escaped, so markup in it shows as text.
 
@@ -17,8 +17,8 @@ import html
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .budget import Control
-    from .checkpoint import Checkpoint
+    from ..io.checkpoint import Checkpoint
+    from ..model.budget import Control
     from .explain import Explanation
     from .infer import Analysis
 
@@ -115,7 +115,7 @@ def build_report(
 
     Args:
         ckpt: a loaded checkpoint.
-        text: the input (a usable text, as :func:`budgetformer_core.infer.analyze` takes).
+        text: the input (a usable text, as :func:`budgetformer_core.analysis.infer.analyze` takes).
         control: the setting to run (e.g. ``Control(budget=b)``); None: the model's own.
         name: the model's name in the report (default: its folder's name).
         setting: the setting in words (default: from ``control``).
@@ -123,7 +123,7 @@ def build_report(
     Raises:
         ValueError: an unusable text, or a budget asked of a dense model.
     """
-    from .checkpoint import file_sha256
+    from ..io.files import file_sha256
     from .explain import explain
     from .infer import analyze, check_texts
 

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .config import TrainConfig
-from .model import ModelOutput
+from ..config import TrainConfig
+from .encoder import ModelOutput
 
 
 def budget_loss(s: Tensor, s_min: float, s_max: float) -> Tensor:

@@ -1,7 +1,7 @@
 """Head atlas: how a model spends its heads over a whole split, and which inputs share a head set.
 
 The atlas works on two things per input of a split: the per-example frame of
-:meth:`budgetformer_core.infer.Evaluation.to_frame` (the heads that ran per layer, ``heads{l}``,
+:meth:`budgetformer_core.analysis.infer.Evaluation.to_frame` (the heads that ran per layer, ``heads{l}``,
 with s, k, loss, correctness, class and length) and the head relevance p per layer (an
 (N, L, H) array the frame does not hold). :func:`allocate` computes both in one evaluation pass;
 the functions after it are plain numpy / pandas on them:
@@ -28,9 +28,9 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from .budget import Control
-    from .checkpoint import Checkpoint
-    from .data import Split
+    from ..io.checkpoint import Checkpoint
+    from ..io.data import Split
+    from ..model.budget import Control
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Allocation:
     """How a model allocated its heads over one split, an entry per input in the split's order."""
 
     frame: pd.DataFrame
-    """:meth:`~budgetformer_core.infer.Evaluation.to_frame`'s rows (heads run, s, k, loss, …)."""
+    """:meth:`~budgetformer_core.analysis.infer.Evaluation.to_frame`'s rows (heads run, s, k, loss, …)."""
     relevance: np.ndarray
     """(N, L, H) head relevance p per input, layer and head."""
 
@@ -49,8 +49,8 @@ def allocate(ckpt: Checkpoint, split: Split, control: Control | None = None) -> 
 
     ``control`` sets the budget (bba: the requested b) for every input; None is the model's own.
     """
+    from ..io.tokenizer import encode
     from .infer import evaluate
-    from .tokenizer import encode
 
     ids, _ = encode(ckpt.tokenizer, split.texts, ckpt.config.max_len)
     control = control if ckpt.model.method.budgeted else None
@@ -222,8 +222,8 @@ def attention_profile(
     """
     import torch
 
-    from .timing import torch_threads
-    from .tokenizer import encode_batch, reading_prefix
+    from ..io.tokenizer import encode_batch, reading_prefix
+    from ..measure.timing import torch_threads
 
     max_len = ckpt.config.max_len
     totals = dict.fromkeys(PROFILE_PARTS, 0.0)

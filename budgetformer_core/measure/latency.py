@@ -2,7 +2,7 @@
 
 Every latency the project ships or shows on the Budget sweep page is measured here, one way:
 the texts of a split, each model tokenizing them itself, timed with
-:func:`budgetformer_core.timing.time_interleaved` — every operating point asked for (a model at
+:func:`budgetformer_core.measure.timing.time_interleaved` — every operating point asked for (a model at
 a budget) and its dense reference in the same interleaved rounds, one intra-op thread, each
 model warmed up first. A latency is the median over rounds of a block of calls divided by the
 inputs in the block: **ms per input**, at batch 1 (the texts one at a time) or batch 32 (one
@@ -11,7 +11,7 @@ the same rounds, so ``speedup = dense_latency_ms / latency_ms`` holds exactly.
 
 The clock is the timing thread's CPU time by default (``clock="cpu"``): with one intra-op thread
 all of torch's work runs there, so on a quiet machine it equals the wall-clock latency, and on a
-busy one the time spent waiting for a core is not counted (see :mod:`budgetformer_core.timing`).
+busy one the time spent waiting for a core is not counted (see :mod:`budgetformer_core.measure.timing`).
 
 :func:`time_dataset` times the rows of a results table (sweeps.csv) this way: the rebuild of
 ``precomputed/`` writes its latency columns with it, and ``budgetformer latency-check``
@@ -30,11 +30,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .budget import Control
-from .model import BudgetFormer
-from .shipped import dense_reference, shipped_models
+from ..io.tokenizer import encode, pad
+from ..model.budget import Control
+from ..model.encoder import BudgetFormer
+from ..shipped import dense_reference, shipped_models
 from .timing import time_interleaved
-from .tokenizer import encode, pad
 
 TIMED_INPUTS = 8
 """Texts timed one at a time (batch 1) per operating point."""
@@ -133,8 +133,8 @@ def time_dataset(dataset: str, rows: pd.DataFrame, checkpoints: Mapping[str, Pat
         data_dir: a local copy of the dataset (for a hub dataset such as ag_news).
         untimed: models without heads to time (e.g. a text baseline): NaN, no message.
     """
-    from .checkpoint import load_checkpoint
-    from .data import load_dataset
+    from ..io.data import load_dataset
+    from ..io.loader import load_checkpoint
 
     rows = rows.reset_index(drop=True).copy()
     rows["dense_model"] = [dense_reference(dataset, m) for m in rows["model"]]

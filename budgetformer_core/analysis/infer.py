@@ -18,17 +18,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .budget import Control
-from .checkpoint import Checkpoint
-from .data import Split
-from .flops import dense_flops, forward_flops
-from .losses import head_entropy
-from .model import BudgetFormer, ModelOutput
-from .tokenizer import encode, encode_batch, pad, reading_prefix
-
-MAX_CHARS = 100_000
-"""The longest text accepted: :func:`analyze` (and so the CLI) refuses longer ones, the app cuts
-them with a note. The model reads only its first ``max_len`` tokens anyway."""
+from ..io.checkpoint import Checkpoint
+from ..io.data import Split
+from ..io.inputs import MAX_CHARS
+from ..io.tokenizer import encode, encode_batch, pad, reading_prefix
+from ..measure.flops import dense_flops, forward_flops
+from ..model.budget import Control
+from ..model.encoder import BudgetFormer, ModelOutput
+from ..model.losses import head_entropy
 
 
 @dataclass
@@ -104,7 +101,7 @@ def analyze(
     Args:
         ckpt: a loaded checkpoint (model, tokenizer, label names).
         texts: non-empty strings of at most :data:`MAX_CHARS` characters; only their
-            :func:`~budgetformer_core.tokenizer.reading_prefix` is tokenised, and the model
+            :func:`~budgetformer_core.io.tokenizer.reading_prefix` is tokenised, and the model
             reads its first ``max_len`` tokens (``truncated`` says when that is not all).
         control: overrides of budget / k / head choice (see :class:`Control`).
         mode: execution mode (default: ``structural``, ``dense`` for a dense model).

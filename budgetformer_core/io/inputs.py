@@ -1,7 +1,7 @@
 """Files of texts to classify: one text per line, or a CSV / JSONL table with a text column.
 
 ``budgetformer predict --input-file F`` and the app's "Batch analysis" page read their inputs
-here and classify them with :func:`budgetformer_core.infer.predict_rows`: a numbered input in,
+here and classify them with :func:`budgetformer_core.analysis.infer.predict_rows`: a numbered input in,
 a row out, the same for both.
 
 * ``.csv``: a header row, then a row per text; the texts are the column named ``text`` (any
@@ -26,6 +26,10 @@ from pathlib import Path
 
 TABLE_SUFFIXES = (".csv", ".jsonl")
 
+MAX_CHARS = 100_000
+"""The longest text accepted: :func:`~budgetformer_core.analysis.infer.analyze` (and so the CLI)
+refuses longer ones, the app cuts them with a note. The model reads only its first ``max_len``
+tokens anyway."""
 
 MAX_TABLE_BYTES = 256 * 2**20
 """The largest CSV or JSONL file :func:`input_rows` reads (it is read whole)."""
@@ -36,11 +40,9 @@ def input_lines(path: str) -> Iterator[tuple[int, str]]:
 
     Lines end at ``\\n`` only (a ``\\r`` before it is dropped; U+2028 and NEL stay inside a
     line); bytes that are not UTF-8, or a line longer than any text the model may read (over
-    4 bytes a character of :data:`budgetformer_core.infer.MAX_CHARS`, e.g. ``/dev/zero``'s one
+    4 bytes a character of :data:`MAX_CHARS`, e.g. ``/dev/zero``'s one
     endless line), stop the reading with an error naming the line: no line is read whole first.
     """
-    from .infer import MAX_CHARS  # torch: not needed by the app's batch page, which reads bytes
-
     max_line = 4 * MAX_CHARS + 2  # UTF-8's widest characters, and the line end
     try:
         f = open(path, "rb")

@@ -1,0 +1,55 @@
+"""The project's small file readers, shared by the checkpoint format and the pretrained
+loaders: JSON side files, sha256 of a file, and the error a folder that cannot be loaded gives."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+def file_sha256(path: Path | str) -> str:
+    """Hex sha256 of a file (a checkpoint's weights, a result table), read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory that cannot be loaded, with the reason."""
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float replaced by None, so that it is valid JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def read_json(path: Path, parse_constant=None) -> Any:
+    """The JSON value of a checkpoint's side file (config.json, history.json).
+
+    Raises:
+        CheckpointError: the file cannot be read, is not UTF-8 or JSON, or nests lists and
+            objects deeper than Python's parser goes (the message names the file).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise CheckpointError(f"{path} cannot be read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{path} is not a UTF-8 text file") from None
+    try:
+        return json.loads(text, parse_constant=parse_constant)
+    except RecursionError:
+        raise CheckpointError(f"{path} nests lists or objects too deeply to be a checkpoint's file") from None
+    except ValueError as e:  # JSONDecodeError, a number over Python's digit limit, NaN in config.json
+        raise CheckpointError(f"{path} is not valid JSON: {e}") from None
