@@ -15,9 +15,9 @@ import re
 import streamlit as st
 from pandas.io.formats.style import Styler  # imported with the app, not on a table's first showing
 
-from app.examples import readable
 from app.local_copy import LOCAL_COPY_HELP, named_copy
-from app.results import FLAG_POINTS
+from app.logic.examples import readable
+from app.logic.results import FLAG_POINTS
 from app.state import (
     DATA_DIRS_KEY,
     DEFAULT_MODEL,
@@ -182,7 +182,7 @@ def model_card(name: str) -> None:
 
 def standing_note(name: str, where=st) -> None:
     """A flag for a full method that falls short of its dense model; a caption for a model built
-    to lose (an ablation, a smaller dense model) — :func:`app.results.standing`."""
+    to lose (an ablation, a smaller dense model) — :func:`app.logic.results.standing`."""
     found = model_standing(name)
     if found.kind == "flagged":
         where.warning(f"⚑ {md_escape(name)}: {found.note}")
@@ -246,7 +246,7 @@ def sample_picker(samples: Samples | None, dataset: str) -> None:
             key="pick_index_go",
         )
     else:
-        from app.examples import search_texts
+        from app.logic.examples import search_texts
 
         query = st.text_input(
             "Texts containing",
@@ -457,8 +457,8 @@ def error_bars_section(dataset: str, pairs, key: str, names: dict[str, str] | No
     """The paired bootstrap intervals of ``pairs`` of ``dataset``'s models and, where seed runs
     exist, the spread over seeds: tables with a line on how they were made. Returns the
     :class:`app.error_bars.ErrorBars` (None when the tables cannot be compared)."""
-    from app import results
     from app.error_bars import error_bars, seed_spread
+    from app.logic import results
 
     try:
         bars = error_bars(dataset, pairs)

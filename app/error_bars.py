@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app import state
-from app.results import INTERVAL_MODELS
+from app.logic.results import INTERVAL_MODELS
 
 
 @dataclass
@@ -21,7 +21,7 @@ class ErrorBars:
     intervals: dict
     """Each model's accuracy :class:`~budgetformer_core.measure.bootstrap.Interval`."""
     missing: list[str]
-    """Models of :data:`app.results.INTERVAL_MODELS` without a readable per-example table."""
+    """Models of :data:`app.logic.results.INTERVAL_MODELS` without a readable per-example table."""
     n: int = 0
     resamples: int = 0
     seed: int = 0

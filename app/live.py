@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from app import explore_page, speed, state
-from app.explore_page import explain_input, run_analysis
+from app import speed, state
+from app.logic import explore as logic
+from app.logic.explore import explain_input, run_analysis
 from app.method import is_budgeted
 from app.settings import Settings, control_for
 from app.speed import LiveSpeed
@@ -113,7 +114,7 @@ def _explanation(name: str, version: tuple, text: str, settings: Settings):
 
 def explanation(name: str, text: str, settings: Settings):
     """The token attribution of each layer's s (bba: gate margin) for ``text`` under
-    ``settings`` (:func:`app.explore_page.explain_input`; cached: one pass per token is seconds on
+    ``settings`` (:func:`app.logic.explore.explain_input`; cached: one pass per token is seconds on
     a long text). Raises ValueError for a dense model or an unusable text."""
     return _explanation(name, state.stamp(name), text, settings)
 
@@ -121,12 +122,12 @@ def explanation(name: str, text: str, settings: Settings):
 @st.cache_data(max_entries=32, show_spinner=False)
 def _head_attention(name: str, version: tuple, text: str, settings: Settings, layer: int, head: int):
     ckpt = state.get_checkpoint(name)
-    return explore_page.head_attention(ckpt, text, _control(ckpt, settings), layer)[head]  # (T, T)
+    return logic.head_attention(ckpt, text, _control(ckpt, settings), layer)[head]  # (T, T)
 
 
 def head_attention(name: str, text: str, settings: Settings, layer: int, head: int):
     """(T, T) attention of head ``head`` of ``layer`` on ``text``, all NaN when that head did
-    not run (:func:`app.explore_page.head_attention`; cached, one head per entry: a few MB at most)."""
+    not run (:func:`app.logic.explore.head_attention`; cached, one head per entry: a few MB at most)."""
     return _head_attention(name, state.stamp(name), text, settings, layer, head)
 
 

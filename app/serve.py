@@ -26,8 +26,8 @@ from streamlit.web import cli  # noqa: E402
 
 import app.charts.explore  # noqa: E402, F401  (the default page's charts, and plotly)
 import app.charts.heads  # noqa: E402, F401
-import app.explore_page  # noqa: E402, F401
 import app.links  # noqa: E402
+import app.logic.explore  # noqa: E402, F401
 import budgetformer_core.analysis.infer  # noqa: E402, F401
 import budgetformer_core.io.checkpoint  # noqa: E402, F401
 import budgetformer_core.measure.timing  # noqa: E402, F401

@@ -22,8 +22,8 @@ import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
-from app import examples, results
 from app.local_copy import local_copy
+from app.logic import examples, results
 from app.method import Method, method_of
 from budgetformer_core.config import ModelConfig, model_config_from_dict
 
@@ -243,7 +243,7 @@ def dataset_of(name: str) -> str:
 
 
 def model_standing(name: str) -> results.Standing:
-    """How ``name``'s test accuracy stands against its dense model (:func:`app.results.standing`)."""
+    """How ``name``'s test accuracy stands against its dense model (:func:`app.logic.results.standing`)."""
     dense = results.dense_name(name, dataset_of(name))
     accuracy = (checkpoint_config(dense).get("test") or {}).get("accuracy") if dense in available_models() else None
     return results.standing(name, checkpoint_config(name), accuracy if isinstance(accuracy, (int, float)) else None)
@@ -388,7 +388,7 @@ def _allocation(name: str, version: tuple, dataset: str, split: str, source: tup
 
 
 def per_example(name: str, split: str = "test", budget: float | None = None) -> pd.DataFrame | None:
-    """Every text of a split through the model, a row per text (:func:`app.examples.per_example_table`).
+    """Every text of a split through the model, a row per text (:func:`app.logic.examples.per_example_table`).
 
     The test split's table comes from precomputed/results when the manifest vouches that it was
     made from this very checkpoint (instant); otherwise the model runs over the split once
@@ -465,7 +465,7 @@ def _sweeps(path: str, version: tuple) -> pd.DataFrame:
 
 
 def sweeps() -> pd.DataFrame | None:
-    """precomputed/results/sweeps.csv as :func:`app.results.read_sweeps` reads it; None when
+    """precomputed/results/sweeps.csv as :func:`app.logic.results.read_sweeps` reads it; None when
     the file is missing (re-read when it changes on disk).
 
     Raises:
@@ -574,7 +574,7 @@ NEEDS_DATASETS = ("synthetic", "synthetic_var")
 
 
 def reference_model(name: str) -> str | None:
-    """The dense model of the same dataset and encoder (:func:`app.results.dense_name`), whose
+    """The dense model of the same dataset and encoder (:func:`app.logic.results.dense_name`), whose
     per-example loss is the difficulty the adaptivity figures judge ``name`` by; None when it is
     not shipped."""
     reference = results.dense_name(name, dataset_of(name))

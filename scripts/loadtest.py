@@ -99,7 +99,7 @@ class Shown:
 def expected_results(texts: list[str], moves: int) -> dict[tuple[int, float | None], Shown]:
     """What each session's page must show: (session, slider budget or None for the model's
     own s) → :class:`Shown`, computed with the engine exactly as the page computes it."""
-    from app.explore_page import run_analysis
+    from app.logic.explore import run_analysis
     from app.settings import Settings, control_for
 
     ckpt, out = checkpoint(), {}
@@ -114,7 +114,7 @@ def expected_results(texts: list[str], moves: int) -> dict[tuple[int, float | No
 def session_texts(n: int) -> list[str]:
     """``n`` BBC test texts, the classes taking turns, no two read as the same number of tokens
     (so a result shows whose text it is)."""
-    from app.explore_page import tokens_read
+    from app.logic.explore import tokens_read
     from budgetformer_core.io.data import load_dataset
 
     test, ckpt = load_dataset("bbc").split("test"), checkpoint()

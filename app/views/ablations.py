@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import examples, results, speed
+from app import speed
 from app.charts.sweep import model_bars
 from app.components import (
     csv_download,
@@ -19,6 +19,7 @@ from app.components import (
     show_chart,
     sweeps_or_stop,
 )
+from app.logic import examples, results
 from app.state import checkpoint_config, dataset_of, precomputed_per_example, selected_model, test_samples
 
 

@@ -13,10 +13,10 @@ import streamlit as st
 
 from app.charts import atlas as charts
 from app.components import md_escape, per_example_or_stop, show_chart
-from app.examples import LISTED, input_listing, selected_rows
 from app.links import BUDGET_STEPS, explore_link
 from app.live import PROFILE_SAMPLE, attention_profile, input_map
 from app.local_copy import copy_name
+from app.logic.examples import LISTED, input_listing, selected_rows
 from app.settings import Settings
 from app.state import (
     data_dir,

@@ -11,10 +11,10 @@ import logging
 
 import streamlit as st
 
-from app.batch_page import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, batch_accuracy, batch_table
 from app.charts.errors import confusion_heatmap
 from app.components import csv_download, md_escape, show_chart
 from app.live import batch_predictions
+from app.logic.batch import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, batch_accuracy, batch_table
 from app.settings import Settings
 from app.state import checkpoint_config, model_method, selected_model
 

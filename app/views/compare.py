@@ -11,13 +11,13 @@ import random
 
 import streamlit as st
 
-from app import results
 from app.charts.heads import head_heatmap, relevance_zmax
 from app.charts.style import LIGHT
-from app.compare_page import side_cards, side_differences
 from app.components import TEXT_KEY, md_escape, show_chart
-from app.explore_page import prepare_text
 from app.live import explore
+from app.logic import results
+from app.logic.compare import side_cards, side_differences
+from app.logic.explore import prepare_text
 from app.settings import Settings
 from app.state import available_models, dataset_of, model_config, model_method, selected_model, test_samples
 

@@ -12,7 +12,7 @@ import streamlit as st
 
 from app.charts import dynamics as charts
 from app.components import md_escape, show_chart
-from app.history import bba_dynamics_story, dynamics_story, history_frame, history_layers, loss_terms
+from app.logic.dynamics import bba_dynamics_story, dynamics_story, history_frame, history_layers, loss_terms
 from app.state import (
     checkpoint_history,
     dataset_of,

@@ -17,7 +17,8 @@ from app.charts import easy_hard as charts
 from app.charts.heads import head_heatmaps, relevance_zmax
 from app.charts.style import SCATTER_POINTS
 from app.components import md_escape, open_in_explore, per_example_or_stop, show_chart, show_table
-from app.examples import (
+from app.live import explore
+from app.logic.examples import (
     adaptivity_figures,
     adaptivity_reading,
     class_reading,
@@ -33,8 +34,7 @@ from app.examples import (
     per_class_adaptivity,
     preview,
 )
-from app.live import explore
-from app.results import dense_name
+from app.logic.results import dense_name
 from app.settings import Settings
 from app.state import (
     dataset_of,

@@ -11,8 +11,8 @@ import streamlit as st
 
 from app.charts.errors import confusion_heatmap
 from app.components import csv_download, md_escape, open_in_explore, per_example_or_stop, show_chart
-from app.errors_page import clicked_cell, percent, shown_table
-from app.examples import confusion_matrix, example_label, excerpt, filter_examples, layer_columns
+from app.logic.errors import clicked_cell, percent, shown_table
+from app.logic.examples import confusion_matrix, example_label, excerpt, filter_examples, layer_columns
 from app.state import dataset_of, is_dense, model_method, selected_model
 
 PICK_KEY = "errors_pick"

@@ -1,7 +1,7 @@
 """Explore an input: prediction, per-layer budget, the heads that ran, cost, and ablations.
 
 Thin on purpose: widgets are read into an :class:`app.settings.Settings`, the (cached) work is
-done by :func:`app.live.explore`, the cards, notes and export by :mod:`app.explore_page`, links by
+done by :func:`app.live.explore`, the cards, notes and export by :mod:`app.logic.explore`, links by
 :mod:`app.links`, and the figures come from :mod:`app.charts.explore` and :mod:`app.charts.heads`.
 """
 
@@ -17,7 +17,11 @@ from app.charts.explore import ATTENTION_TOKENS, attention_heatmap, budget_bars,
 from app.charts.heads import head_heatmap, relevance_zmax
 from app.charts.style import LIGHT
 from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker, show_chart
-from app.explore_page import (
+from app.links import link_caption, link_params, link_state, read_link
+from app.live import explanation as token_attribution
+from app.live import explore, head_attention, precomputed_speed, timing
+from app.local_copy import copy_name
+from app.logic.explore import (
     DEFAULT_TEXT,
     UNKNOWN_WARN,
     attention_record,
@@ -40,10 +44,6 @@ from app.explore_page import (
     unknown_share,
     why_s_moves,
 )
-from app.links import link_caption, link_params, link_state, read_link
-from app.live import explanation as token_attribution
-from app.live import explore, head_attention, precomputed_speed, timing
-from app.local_copy import copy_name
 from app.settings import Settings
 from app.speed import slower_note
 from app.state import (

@@ -13,11 +13,12 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app import results, speed
+from app import speed
 from app.charts.sweep import budget_curves, cost_by_length
 from app.components import csv_download, error_bars_section, md_escape, result_column_config, show_chart, sweeps_or_stop
 from app.error_bars import error_bars
 from app.live import dense_reference
+from app.logic import results
 from app.state import (
     available_models,
     classifier_sweep,

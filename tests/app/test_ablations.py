@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from app import results as results_module
+from app.logic import results as results_module
 
 from .apptest import (
     ROOT,

@@ -1,4 +1,4 @@
-"""The pages' pure logic (app/explore_page.py, settings.py, links.py, examples.py, history.py, results.py) and
+"""The pages' pure logic (app/logic/, settings.py, links.py) and
 charts (app/charts/), without Streamlit."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from app import components, examples, history, results, speed
+from app import components, speed
 from app.charts.dynamics import epoch_lines, training_budget
 from app.charts.easy_hard import budget_by_class, budget_histogram, budget_scatter, k_by_need, k_histograms
 from app.charts.errors import confusion_heatmap
@@ -18,8 +18,11 @@ from app.charts.explore import budget_bars, probabilities_bar, selection_diff
 from app.charts.heads import NOT_RUN, head_heatmap, head_heatmaps, relevance_zmax
 from app.charts.style import ACCENT
 from app.charts.sweep import model_bars
-from app.examples import search_texts
-from app.explore_page import (
+from app.links import explore_link
+from app.logic import dynamics, examples, results
+from app.logic.dynamics import bba_dynamics_story
+from app.logic.examples import search_texts
+from app.logic.explore import (
     comparison_rows,
     explanation,
     export_record,
@@ -34,8 +37,6 @@ from app.explore_page import (
     tokens_read,
     unknown_share,
 )
-from app.history import bba_dynamics_story
-from app.links import explore_link
 from app.method import Method, method_of
 from app.settings import Settings, control_for
 from app.state import CHECKPOINTS as PRECOMPUTED
@@ -264,7 +265,7 @@ def test_each_method_in_its_own_words():
 
 
 def test_bba_dynamics_story():
-    frame = history.history_frame([
+    frame = dynamics.history_frame([
         {"epoch": 1, "val_accuracy": 0.5, "val_mean_heads_fraction": 0.5},
         {"epoch": 2, "val_accuracy": 0.9, "val_mean_heads_fraction": 0.5},
     ])  # fmt: skip
@@ -418,15 +419,15 @@ HISTORY = [
 
 
 def test_history_frame_and_story():
-    f = history.history_frame(HISTORY)
-    assert f["epoch"].tolist() == [1, 2] and history.history_layers(f) == 2
+    f = dynamics.history_frame(HISTORY)
+    assert f["epoch"].tolist() == [1, 2] and dynamics.history_layers(f) == 2
     assert f["val_s1"].tolist() == [0.5, 0.2] and f["lr"].isna().all()  # missing key: NaN
-    story = history.dynamics_story(f, 8, 0.1, 0.45)
+    story = dynamics.dynamics_story(f, 8, 0.1, 0.45)
     assert "exploration" in story and "exploitation" in story
     assert "turned positive in epoch 2" in story and "from 2.07 to 1.60" in story
     assert "inside the band [0.1, 0.45]" in story
-    assert history.history_frame([]).empty and history.history_layers(history.history_frame([])) == 0
-    assert "no training history" in history.dynamics_story(history.history_frame([]), 8, None, None)
+    assert dynamics.history_frame([]).empty and dynamics.history_layers(dynamics.history_frame([])) == 0
+    assert "no training history" in dynamics.dynamics_story(dynamics.history_frame([]), 8, None, None)
 
 
 def test_page_charts():
@@ -631,7 +632,7 @@ def test_a_map_selection_names_its_rows_and_the_listing_links_them():
 
 
 def test_standing_against_dense():
-    from app.results import standing
+    from app.logic.results import standing
 
     def cfg(variant="budgetformer", accuracy=0.9, **model):
         return {"dataset": "d", "model": {"variant": variant, **model}, "test": {"accuracy": accuracy}}

@@ -34,7 +34,7 @@ pytestmark = requires_default_model
 
 @pytest.mark.parametrize("model", [BF, BBA])
 def test_batch_page_rows_are_the_engines(model):
-    from app.batch_page import BATCH_MAX_BYTES
+    from app.logic.batch import BATCH_MAX_BYTES
     from app.state import get_checkpoint
     from budgetformer_core.analysis.infer import predict_rows
     from budgetformer_core.io.inputs import read_text_table

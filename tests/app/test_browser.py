@@ -146,7 +146,7 @@ def commit_text(page, text: str) -> None:
 def test_explore_page_in_a_browser(server, browser):
     """A visitor's first session, on the default model: the teaching layout at 1280×720, typed
     texts, the budget slider to all heads, the export, an ablation, markup and an empty text."""
-    from app.explore_page import per_layer_value
+    from app.logic.explore import per_layer_value
     from app.state import CHECKPOINTS, DEFAULT_MODEL
 
     shape = json.loads((CHECKPOINTS / DEFAULT_MODEL / "config.json").read_text())["model"]
@@ -417,12 +417,12 @@ def test_batch_page_in_a_browser(server, browser, tmp_path):
 
 
 def test_batch_page_refuses_an_oversized_upload(server, browser, tmp_path):
-    """A file over the page's limit (:data:`app.batch_page.BATCH_MAX_MB`, the server's
+    """A file over the page's limit (:data:`app.logic.batch.BATCH_MAX_MB`, the server's
     ``maxUploadSize`` too) is refused as it is picked: the widget says so, nothing is sent to the
     server (no upload request), and the page still asks for a file."""
     import re
 
-    from app.batch_page import BATCH_MAX_BYTES
+    from app.logic.batch import BATCH_MAX_BYTES
 
     page = browser.new_page(viewport=VIEWPORT)
     uploads = []

@@ -16,7 +16,7 @@ pytestmark = requires_default_model
 
 
 def engine_analysis(model: str, text: str, budget: float | None = None):
-    from app.explore_page import run_analysis
+    from app.logic.explore import run_analysis
     from app.state import get_checkpoint
     from budgetformer_core.model.budget import Control
 
@@ -29,7 +29,7 @@ def shown_ks(at: AppTest, side: str) -> list[int]:
 
 @pytest.mark.skipif(BBA not in available_models(), reason="no bbc bba checkpoint")
 def test_side_by_side_two_models_two_budgets_two_texts(at):
-    from app.compare_page import side_differences
+    from app.logic.compare import side_differences
     from app.state import model_method
 
     open_page(at, "compare")

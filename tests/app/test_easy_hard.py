@@ -81,7 +81,7 @@ def expected_adaptivity(model: str, needed: list[int] | None = None):
 @pytest.mark.skipif(not shipped(BF, "bbc-dense"), reason="no shipped bbc tables")
 @pytest.mark.artifacts
 def test_easy_vs_hard_adaptivity_figures(at):
-    from app.examples import adaptivity_reading
+    from app.logic.examples import adaptivity_reading
 
     expected = expected_adaptivity(BF)
     open_page(at, "easy_hard")

@@ -15,8 +15,8 @@ from streamlit.testing.v1 import AppTest
 
 from app.charts.explore import ATTENTION_LABELS, attention_heatmap, selection_diff
 from app.charts.heads import head_heatmap
-from app.explore_page import run_analysis
 from app.head_cells import TIE, tied_at_cut
+from app.logic.explore import run_analysis
 from app.state import available_models
 from budgetformer_core.io.loader import load_checkpoint
 
@@ -156,7 +156,7 @@ def test_bba_with_every_head_says_no_gate_decides():
 
 
 def test_the_class_reading_tells_difficulty_from_class():
-    from app.examples import class_reading
+    from app.logic.examples import class_reading
 
     assert class_reading([0.5, 0.3, None, 0.25], 0.41).endswith("follows how hard an input is, not only its class.")
     assert "mostly follows the class" in class_reading([0.05, -0.1, 0.1], 0.41)

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import pytest
 
-from app.batch_page import BATCH_MAX_MB
 from app.links import LINK_TEXT_READ
+from app.logic.batch import BATCH_MAX_MB
 from app.serve import REQUEST_HEAD_MAX, TOO_LONG
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ heads per layer and the same FLOPs. How far two timings agree on a machine is me
 from __future__ import annotations
 
 from app import speed
-from app.explore_page import run_analysis
+from app.logic.explore import run_analysis
 from budgetformer_core.measure.bench import bench
 from budgetformer_core.measure.latency import Latency
 from budgetformer_core.model.budget import Control

@@ -360,7 +360,7 @@ def test_switching_dataset_picks_its_budgetformer_and_flags_a_foreign_text(at):
 def flagged_model() -> str | None:
     """A shipped full method more than 3 points below its dataset's dense model (config.json's
     test accuracies), if any."""
-    from app.results import FLAG_POINTS
+    from app.logic.results import FLAG_POINTS
 
     for m in available_models():
         cfg, dense = config(m), f"{config(m)['dataset']}-dense"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.results import backbone_of, dense_name, own_point, same_backbone, specialist_rows, standing, sweep_curve
+from app.logic.results import backbone_of, dense_name, own_point, same_backbone, specialist_rows, standing, sweep_curve
 
 
 def cfg(variant: str, accuracy: float, dataset: str = "bbc") -> dict:

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import results, speed
+from app import speed
+from app.logic import results
 from app.state import CHECKPOINTS, available_models
 from budgetformer_core.measure.latency import Latency
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import results as results_module
+from app.logic import results as results_module
 from app.state import available_models
 
 from .apptest import (

@@ -438,7 +438,7 @@ def test_api(ws, tmp_path, case):
 # --------------------------------------------------------------------------- the app
 
 def test_app_cuts_at_the_one_limit():
-    from app.explore_page import prepare_text
+    from app.logic.explore import prepare_text
 
     for text, kept, cut in [("x" * (MAX_CHARS + 5), MAX_CHARS, True), ("x" * MAX_CHARS, MAX_CHARS, False),
                             (None, 0, False), ("", 0, False)]:
@@ -674,7 +674,7 @@ def test_a_checkpoint_replaced_while_read_says_so(ws, tmp_path):
 def test_the_upload_limit_is_the_batch_pages():
     import tomllib
 
-    from app.batch_page import BATCH_MAX_BYTES, BATCH_MAX_MB
+    from app.logic.batch import BATCH_MAX_BYTES, BATCH_MAX_MB
 
     config = tomllib.loads((Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml").read_text())
     assert config["server"]["maxUploadSize"] == BATCH_MAX_MB  # MB: Streamlit's unit

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from app.examples import preview
+from app.logic.examples import preview
 
 CONFIDENCE_DIGITS = 1
 """Decimals of a confidence in percent, the same in the table, the picker and the captions."""

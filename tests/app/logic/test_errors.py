@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from app.charts.errors import confusion_heatmap
-from app.errors_page import clicked_cell, percent, shown_table
-from app.examples import example_label
+from app.logic.errors import clicked_cell, percent, shown_table
+from app.logic.examples import example_label
 
 
 def test_a_click_on_a_cell_names_its_true_and_predicted_class():

@@ -3,8 +3,8 @@ to the page sets (no Streamlit run, no model)."""
 
 from __future__ import annotations
 
-from app.explore_page import DEFAULT_TEXT, starting_sample
 from app.links import link_params, link_state, read_link
+from app.logic.explore import DEFAULT_TEXT, starting_sample
 from app.method import Method
 from app.settings import Settings
 from app.state import Samples

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.cards import Card
-from app.explore_page import metric_cards
+from app.logic.explore import metric_cards
 
 if TYPE_CHECKING:
     from app.method import Method
@@ -55,7 +55,7 @@ def side_differences(
 
 
 def side_cards(a: Analysis, settings: Settings, n_heads: int, method: Method, side: str) -> list[Card]:
-    """The headline numbers of one side (:func:`app.explore_page.metric_cards` without latency,
+    """The headline numbers of one side (:func:`app.logic.explore.metric_cards` without latency,
     labelled with the side; a dense model has no budget card: it has no budget). For bba the budget card reads
     "Budget b per layer" (its note says where b comes from): "Requested budget b per layer" does
     not fit half a page."""
