@@ -1,4 +1,5 @@
-"""UI pieces shared by the pages: the sidebar model picker and the test-set sample picker.
+"""UI pieces shared by the pages: the sidebar model picker, the test-set sample picker and the
+budget slider.
 
 User text is only ever shown through widgets and elements that print it as plain text
 (``st.text``, ``st.code``, widget values); markdown gets only our own strings or names passed
@@ -17,13 +18,11 @@ from pandas.io.formats.style import Styler  # imported with the app, not on a ta
 
 from app.local_copy import LOCAL_COPY_HELP, named_copy
 from app.logic.examples import readable
-from app.logic.results import FLAG_POINTS
-from app.state import (
-    DATA_DIRS_KEY,
+from app.logic.standing import FLAG_POINTS
+from app.models import (
     DEFAULT_MODEL,
     MODEL_KEY,
     MODEL_ROOTS_ENV,
-    Samples,
     available_models,
     checkpoint_config,
     dataset_of,
@@ -31,6 +30,7 @@ from app.state import (
     model_standing,
     unusable_models,
 )
+from app.state import DATA_DIRS_KEY, Samples
 
 TEXT_KEY = "text"
 """Session-state key of the text being explored (the text area's value)."""
@@ -38,6 +38,17 @@ SAMPLE_KEY = "sample"
 """Session-state key of the test sample last loaded: (dataset, index)."""
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
+
+
+BUDGET_RANGE = (0.05, 1.0, 0.5, 0.05)
+"""Every budget slider's lowest value, highest value, first value and step (s, or bba's b)."""
+
+
+def budget_slider(label: str, key: str, where=st, **options) -> float:
+    """The budget slider of every page: 0.05 to 1 in steps of 0.05, at 0.5 until moved; drawn in
+    ``where`` (``st`` or a column), ``options`` as ``st.slider`` takes them (``disabled``, ``help``,
+    ``format``, …)."""
+    return where.slider(label, *BUDGET_RANGE, key=key, **options)
 
 
 def show_chart(where, figure, key: str, **selection):
@@ -171,7 +182,7 @@ def model_card(name: str) -> None:
     if "accuracy" in test:
         lines.append(f"test accuracy **{test['accuracy']:.1%}** on {test.get('n', '?')} texts")
     method = model_method(name)
-    if not method.is_dense and "mean_budget" in test:
+    if method.budgeted and "mean_budget" in test:
         sym = method.symbol  # bba: the requested budget b
         lines.append(
             f"mean budget {sym} **{test['mean_budget']:.2f}**, "
@@ -451,55 +462,3 @@ def result_column_config(baseline: str | None = None) -> dict:
         "reference": None if baseline else st.column_config.TextColumn("timed against",
                                                                        help="The dense reference, same rounds"),
     }
-
-
-def error_bars_section(dataset: str, pairs, key: str, names: dict[str, str] | None = None):
-    """The paired bootstrap intervals of ``pairs`` of ``dataset``'s models and, where seed runs
-    exist, the spread over seeds: tables with a line on how they were made. Returns the
-    :class:`app.error_bars.ErrorBars` (None when the tables cannot be compared)."""
-    from app.error_bars import error_bars, seed_spread
-    from app.logic import results
-
-    try:
-        bars = error_bars(dataset, pairs)
-    except ValueError as e:
-        st.warning(f"The per-example tables cannot be compared: {md_escape(e)}")
-        return None
-    if bars.compared.empty:
-        st.info(
-            "Error bars need the per-example results of two of these models "
-            f"(precomputed/results/per\\_example/{md_escape(dataset)}-<model>.parquet). Run `make precompute`."
-        )
-    else:
-        table = results.difference_table(bars.compared, names)
-        st.dataframe(
-            table,
-            hide_index=True,
-            column_config={
-                "accuracy": st.column_config.NumberColumn("accuracy", format="percent"),
-                "its accuracy": st.column_config.NumberColumn("its accuracy", format="percent"),
-                "difference (points)": st.column_config.NumberColumn(format="%+.2f"),
-            },
-            key=f"{key}_intervals",
-        )
-        st.caption(results.interval_note(bars.compared, bars.n, bars.resamples, bars.seed))
-        csv_download(table, f"intervals-{dataset}.csv", f"{key}_intervals_csv")
-    try:
-        spread = seed_spread(dataset)
-    except ValueError as e:
-        st.warning(f"precomputed/results/seeds\\.csv cannot be used: {md_escape(e)}")
-        spread = None
-    if spread is None:
-        st.caption(
-            f"No seed runs of {md_escape(dataset)} are shipped (every model here is seed 0): "
-            "`scripts/seed_table.py --csv precomputed/results/seeds.csv` trains them."
-        )
-    else:
-        st.markdown("**Spread over training seeds** (the same recipe, only the seed differs)")
-        st.dataframe(
-            results.seed_table(spread),
-            hide_index=True,
-            column_config={"accuracy (mean)": st.column_config.NumberColumn(format="percent")},
-            key=f"{key}_seeds",
-        )
-    return bars

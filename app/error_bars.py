@@ -1,5 +1,6 @@
 """Error bars of a dataset's shipped models: paired bootstrap intervals of their per-example
-tables, and the spread of test accuracy over training seeds (precomputed/results/seeds.csv)."""
+tables, and the spread of test accuracy over training seeds (precomputed/results/seeds.csv);
+:func:`error_bars_section` shows both on the sweep and ablation pages."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pandas as pd
 import streamlit as st
 
 from app import state
+from app.components import csv_download, md_escape
 from app.logic.results import INTERVAL_MODELS
+from budgetformer_core import shipped
 
 
 @dataclass
@@ -54,7 +57,8 @@ def error_bars(dataset: str, pairs: tuple[tuple[str, str], ...]) -> ErrorBars:
     Raises:
         ValueError: the per-example tables are not of the same test inputs.
     """
-    versions = tuple(state.file_stamp(state.per_example_path(f"{dataset}-{m}")) for m in INTERVAL_MODELS)
+    paths = [shipped.per_example_path(shipped.model_name(dataset, m)) for m in INTERVAL_MODELS]
+    versions = tuple(state.file_stamp(path) for path in paths)
     return _error_bars(dataset, versions, tuple(pairs))
 
 
@@ -74,8 +78,59 @@ def seed_spread(dataset: str) -> pd.DataFrame | None:
     """
     from budgetformer_core.measure.bootstrap import seed_spread as spread
 
-    path = state.RESULTS / "seeds.csv"
+    path = shipped.seeds_csv()
     version = state.file_stamp(path)
     runs = None if version is None else _seed_runs(str(path), version)
     table = None if runs is None else spread(runs, dataset)
     return None if table is None or table.empty else table
+
+
+def error_bars_section(dataset: str, pairs, key: str, names: dict[str, str] | None = None):
+    """The paired bootstrap intervals of ``pairs`` of ``dataset``'s models and, where seed runs
+    exist, the spread over seeds: tables with a line on how they were made. Returns the
+    :class:`app.error_bars.ErrorBars` (None when the tables cannot be compared)."""
+    from app.logic import results
+
+    try:
+        bars = error_bars(dataset, pairs)
+    except ValueError as e:
+        st.warning(f"The per-example tables cannot be compared: {md_escape(e)}")
+        return None
+    if bars.compared.empty:
+        st.info(
+            "Error bars need the per-example results of two of these models "
+            f"(precomputed/results/per\\_example/{md_escape(dataset)}-<model>.parquet). Run `make precompute`."
+        )
+    else:
+        table = results.difference_table(bars.compared, names)
+        st.dataframe(
+            table,
+            hide_index=True,
+            column_config={
+                "accuracy": st.column_config.NumberColumn("accuracy", format="percent"),
+                "its accuracy": st.column_config.NumberColumn("its accuracy", format="percent"),
+                "difference (points)": st.column_config.NumberColumn(format="%+.2f"),
+            },
+            key=f"{key}_intervals",
+        )
+        st.caption(results.interval_note(bars.compared, bars.n, bars.resamples, bars.seed))
+        csv_download(table, f"intervals-{dataset}.csv", f"{key}_intervals_csv")
+    try:
+        spread = seed_spread(dataset)
+    except ValueError as e:
+        st.warning(f"precomputed/results/seeds\\.csv cannot be used: {md_escape(e)}")
+        spread = None
+    if spread is None:
+        st.caption(
+            f"No seed runs of {md_escape(dataset)} are shipped (every model here is seed 0): "
+            "`scripts/seed_table.py --csv precomputed/results/seeds.csv` trains them."
+        )
+    else:
+        st.markdown("**Spread over training seeds** (the same recipe, only the seed differs)")
+        st.dataframe(
+            results.seed_table(spread),
+            hide_index=True,
+            column_config={"accuracy (mean)": st.column_config.NumberColumn(format="percent")},
+            key=f"{key}_seeds",
+        )
+    return bars

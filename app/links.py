@@ -96,7 +96,7 @@ def read_link(
             messages.append(f"The link's text has {len(params['text']):,} characters; a link carries at most "
                             f"{LINK_TEXT_READ:,}: only its start is shown.")
     asked = [name for name in ("mode", "budget", "k", "ablation", "seed", "why", "attention") if name in params]
-    if method.is_dense:
+    if not method.budgeted:
         if asked:
             messages.append(f"A dense model has no budget or ablation: the link's {', '.join(asked)} "
                             "are ignored.")
@@ -124,8 +124,8 @@ def read_link(
     if "ablation" in params:
         names = params["ablation"].split(",")
         usable = {"no-budget-net": method.has_f, "no-head-scorer": method.has_g, "random-heads": method.has_g}
-        if method.is_bba:
-            bad("ablation", "does not apply to a bba model (it has no f_θ or g_φ)")
+        if not method.predicts_budget:
+            bad("ablation", f"does not apply to a {method.kind} model (it has no f_θ or g_φ)")
         elif any(n not in LINK_ABLATIONS for n in names) or {"no-head-scorer", "random-heads"} <= set(names):
             bad("ablation", f"is not one or two of {', '.join(LINK_ABLATIONS)} (comma-separated)")
         elif not all(usable[n] for n in names):
@@ -173,7 +173,7 @@ def link_params(
             params["copy"] = copy
     elif len(text) <= LINK_TEXT_LIMIT:
         params["text"] = text
-    if method.is_dense:
+    if not method.budgeted:
         return params
     if why:
         params["why"] = "1"

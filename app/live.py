@@ -2,7 +2,7 @@
 and the Atlas's map of a split's inputs and a head's attention profile.
 
 Each cache is keyed by the checkpoint's name and the stamp of its files
-(:func:`app.state.stamp`), and bounded (``max_entries``), as the caches of :mod:`app.state`.
+(:func:`app.models.stamp`), and bounded (``max_entries``), as the caches of :mod:`app.state`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from app import speed, state
+from app import models, speed, state
 from app.logic import explore as logic
 from app.logic.explore import explain_input, run_analysis
-from app.method import is_budgeted
-from app.settings import Settings, control_for
+from app.settings import Settings
 from app.speed import LiveSpeed
+from budgetformer_core.shipped import dense_reference
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,12 +26,12 @@ if TYPE_CHECKING:
     from budgetformer_core.io.checkpoint import Checkpoint
 
 
-def dense_reference(name: str) -> tuple[str, Checkpoint] | None:
+def reference_checkpoint(name: str) -> tuple[str, Checkpoint] | None:
     """(name, checkpoint) of the dense reference model ``name`` is timed against
-    (:func:`app.speed.reference_of`); None for a listed classifier, or when the reference is not
-    on this machine or cannot be loaded."""
-    ref = speed.reference_of(name, state.dataset_of(name))
-    if state.is_classifier(name) or ref not in state.shipped_models():
+    (:func:`budgetformer_core.shipped.dense_reference`); None for a listed classifier, or when the
+    reference is not on this machine or cannot be loaded."""
+    ref = dense_reference(models.dataset_of(name), name, full=True)
+    if models.is_classifier(name) or ref not in models.shipped_models():
         return None
     try:
         return ref, state.get_checkpoint(ref)
@@ -42,7 +42,7 @@ def dense_reference(name: str) -> tuple[str, Checkpoint] | None:
 def precomputed_speed(name: str, settings: Settings, symbol: str = "s") -> tuple[pd.Series, str] | None:
     """sweeps.csv's row of ``name`` nearest to what ``settings`` runs, and where it is
     (:func:`app.speed.precomputed_point`); None when there is none or sweeps.csv is unreadable."""
-    dataset = state.dataset_of(name)
+    dataset = models.dataset_of(name)
     try:
         rows = state.sweeps()
         ckpt = state.get_checkpoint(name)
@@ -63,11 +63,6 @@ class Result:
     control_repr: dict | None
 
 
-def _control(ckpt: Checkpoint, settings: Settings):
-    """The Control of ``settings`` for ``ckpt`` (None for a dense model or the full model)."""
-    return control_for(settings, ckpt.validation_budget) if is_budgeted(ckpt) else None
-
-
 @st.cache_data(max_entries=256, show_spinner=False)
 def _full(name: str, version: tuple, text: str) -> Analysis:
     return run_analysis(state.get_checkpoint(name), text)
@@ -77,7 +72,7 @@ def _full(name: str, version: tuple, text: str) -> Analysis:
 def _result(name: str, version: tuple, text: str, settings: Settings) -> Result:
     full = _full(name, version, text)
     ckpt = state.get_checkpoint(name)
-    control = _control(ckpt, settings)
+    control = logic.settings_control(ckpt, settings)
     if control is None:
         return Result(full, full, None)
     return Result(full, run_analysis(ckpt, text, control),
@@ -90,45 +85,45 @@ def explore(name: str, text: str, settings: Settings) -> Result:
     Raises:
         ValueError: an unusable text (empty, …) or checkpoint.
     """
-    return _result(name, state.stamp(name), text, settings)
+    return _result(name, models.stamp(name), text, settings)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _timing(name: str, version: tuple, text: str, settings: Settings) -> LiveSpeed:
     ckpt = state.get_checkpoint(name)
-    return speed.time_input(ckpt, text, _control(ckpt, settings), dense_reference(name))
+    return speed.time_input(ckpt, text, logic.settings_control(ckpt, settings), reference_checkpoint(name))
 
 
 def timing(name: str, text: str, settings: Settings) -> LiveSpeed:
     """The latency of ``text`` under ``settings`` and of its dense reference, timed in the same
     rounds on this server (:func:`app.speed.time_input`; cached). Seven rounds of two runs take
     longer than the analyses, so the explore page shows those first and this after them."""
-    return _timing(name, state.stamp(name), text, settings)
+    return _timing(name, models.stamp(name), text, settings)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _explanation(name: str, version: tuple, text: str, settings: Settings):
     ckpt = state.get_checkpoint(name)
-    return explain_input(ckpt, text, _control(ckpt, settings))
+    return explain_input(ckpt, text, logic.settings_control(ckpt, settings))
 
 
 def explanation(name: str, text: str, settings: Settings):
     """The token attribution of each layer's s (bba: gate margin) for ``text`` under
     ``settings`` (:func:`app.logic.explore.explain_input`; cached: one pass per token is seconds on
     a long text). Raises ValueError for a dense model or an unusable text."""
-    return _explanation(name, state.stamp(name), text, settings)
+    return _explanation(name, models.stamp(name), text, settings)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _head_attention(name: str, version: tuple, text: str, settings: Settings, layer: int, head: int):
     ckpt = state.get_checkpoint(name)
-    return logic.head_attention(ckpt, text, _control(ckpt, settings), layer)[head]  # (T, T)
+    return logic.head_attention(ckpt, text, logic.settings_control(ckpt, settings), layer)[head]  # (T, T)
 
 
 def head_attention(name: str, text: str, settings: Settings, layer: int, head: int):
     """(T, T) attention of head ``head`` of ``layer`` on ``text``, all NaN when that head did
     not run (:func:`app.logic.explore.head_attention`; cached, one head per entry: a few MB at most)."""
-    return _head_attention(name, state.stamp(name), text, settings, layer, head)
+    return _head_attention(name, models.stamp(name), text, settings, layer, head)
 
 
 @st.cache_data(max_entries=8, show_spinner="Classifying the file's texts…")
@@ -138,7 +133,7 @@ def _batch(name: str, version: tuple, rows: tuple, settings: Settings) -> list:
 
     ckpt = state.get_checkpoint(name)
     with torch_threads(1):  # a shared server: one thread per request, as the Explore page
-        return list(predict_rows(ckpt, rows, _control(ckpt, settings)))
+        return list(predict_rows(ckpt, rows, logic.settings_control(ckpt, settings)))
 
 
 def batch_predictions(name: str, rows: list[tuple[int, str]], settings: Settings) -> list:
@@ -148,7 +143,7 @@ def batch_predictions(name: str, rows: list[tuple[int, str]], settings: Settings
     Raises:
         ValueError: the checkpoint cannot be loaded.
     """
-    return _batch(name, state.stamp(name), tuple(rows), settings.canonical())
+    return _batch(name, models.stamp(name), tuple(rows), settings.canonical())
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -161,10 +156,10 @@ def _input_map(name: str, version: tuple, dataset: str, source: tuple, budget: f
 def input_map(name: str, budget: float | None = None):
     """:func:`budgetformer_core.analysis.atlas.input_map` of the test split's relevance p (cached); None
     when the texts are not here."""
-    dataset = state.dataset_of(name)
+    dataset = models.dataset_of(name)
     if state.split_samples(dataset, "test") is None:
         return None
-    return _input_map(name, state.stamp(name), dataset, state._source(dataset), budget)
+    return _input_map(name, models.stamp(name), dataset, state._source(dataset), budget)
 
 
 PROFILE_SAMPLE = 32
@@ -185,8 +180,8 @@ def _attention_profile(name: str, version: tuple, dataset: str, source: tuple, b
 def attention_profile(name: str, budget: float | None, layer: int, head: int, rows: list[int]):
     """Where ``head`` of ``layer`` attends on the test inputs at positions ``rows``
     (:func:`budgetformer_core.analysis.atlas.attention_profile`, cached); None when the texts are not here."""
-    dataset = state.dataset_of(name)
+    dataset = models.dataset_of(name)
     if state.split_samples(dataset, "test") is None:
         return None
     source = state._source(dataset)
-    return _attention_profile(name, state.stamp(name), dataset, source, budget, layer, head, tuple(rows))
+    return _attention_profile(name, models.stamp(name), dataset, source, budget, layer, head, tuple(rows))

@@ -1,23 +1,33 @@
 """How the pages name a model's method: its budget, head choice and head weights in its own
-words (no Streamlit here)."""
+words (no Streamlit here).
+
+The words of each method are its description's (:mod:`budgetformer_core.methods`, torch-free);
+:class:`Method` completes them with what a checkpoint's config says.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from budgetformer_core.methods import METHOD_DESCRIPTIONS, MethodDescription
+
 if TYPE_CHECKING:
     from budgetformer_core.config import ModelConfig
-    from budgetformer_core.io.checkpoint import Checkpoint
+
+NO_F = "fixed by its config (no f_θ)"
+"""Where a BudgetFormer without f_θ gets its budget s."""
+GATED_WEIGHT_TITLE = "Head weight w = 1 on the heads that ran"
+GATED_WEIGHT_NOTE = ("Each head that runs has weight **w = 1** (the adaptive recipe: soft gates in "
+                     "training, so s decides *which* heads contribute, not how loud they are).")
+"""The head weights of a BudgetFormer trained with the adaptive recipe (``head_weighting="gated"``)."""
 
 
 @dataclass(frozen=True)
-
-
 class Method:
-    """How the pages name a model's budget, head choice and head weights: each method in its own
-    words (BudgetFormer: s from f_θ, relevance p from g_φ; bba: a requested budget b, gate
-    scores z, weights 1 or 0)."""
+    """How the pages name a model's budget, head choice and head weights: its method's
+    :attr:`description` (BudgetFormer: s from f_θ, relevance p from g_φ; bba: a requested budget
+    b, gate scores z, weights 1 or 0), completed by what the checkpoint's config says."""
 
     kind: str = "budgetformer"
     """``dense``, ``budgetformer`` or ``bba`` (the config's ``variant``)."""
@@ -30,6 +40,11 @@ class Method:
     head_choice: str = "learned"
     default_budget: float = 0.5
     """bba: the budget b run when none is requested."""
+
+    @property
+    def description(self) -> MethodDescription:
+        """What the method is and the words that name it, the same for every checkpoint of it."""
+        return METHOD_DESCRIPTIONS[self.kind]
 
     @property
     def is_dense(self) -> bool:
@@ -47,48 +62,58 @@ class Method:
         return self.kind == "budgetformer"
 
     @property
+    def budgeted(self) -> bool:
+        """The model has a budget to set and a choice of heads to show (not dense)."""
+        return self.description.budgeted
+
+    @property
+    def predicts_budget(self) -> bool:
+        """A BudgetFormer: its budget and head choice are networks that can be ablated."""
+        return self.description.predicts_budget
+
+    @property
+    def requested(self) -> bool:
+        """The budget is the caller's request b, the same for every input (bba)."""
+        return self.description.requested
+
+    @property
     def symbol(self) -> str:
         """The budget's name: b (bba), s (the others)."""
-        return "b" if self.is_bba else "s"
+        return self.description.symbol
 
     @property
     def budget_name(self) -> str:
-        return "Requested budget b" if self.is_bba else "Budget s"
+        return self.description.budget_name
 
     @property
     def key_line(self) -> str:
         """One line that names the page's symbols (markdown), for the first screen."""
-        if self.is_bba:
-            return ("**Key** · b: the budget you request (share of heads) · z: the gates' score of each head "
-                    "(softmax(z) on the map) · ★: the head ran · grey: not computed")
-        if self.is_dense:
-            return "**Key** · w: a head's weight (1: every head runs in a dense model)"
-        return ("**Key** · s: the budget, the share of heads a layer runs, from the budget network f_θ · "
-                "p: each head's relevance, from the head scorer g_φ · ★: the head ran (the top k = ⌊s·H⌋ "
-                "by p) · grey: not computed")
+        return self.description.key_line
 
     @property
     def own_budget(self) -> str:
         """Where the budget comes from when nothing overrides it."""
-        if self.is_bba:
-            return f"the model's default b = {self.default_budget:g}"
-        return "predicted by f_θ" if self.has_f else "fixed by its config (no f_θ)"
+        if self.is_budgetformer and not self.has_f:
+            return NO_F
+        return self.description.own_budget.format(default_budget=self.default_budget)
+
+    @property
+    def controls_note(self) -> str:
+        """What "Explore an input" says in place of the ablation switches ("" where it shows them)."""
+        return self.description.controls_note.format(default_budget=self.default_budget)
 
     @property
     def mode_labels(self) -> dict[str, str]:
         """Labels of the budget modes of :data:`app.settings.BUDGET_MODES`."""
-        if self.is_bba:
-            return {"learned": "the model's default b", "slider": "request b with the slider",
-                    "force_k": "force k heads"}
-        return {"learned": "learned by f_θ" if self.has_f else "fixed by its config (no f_θ)",
-                "slider": "set s with the slider", "force_k": "force k heads"}
+        learned = NO_F if self.is_budgetformer and not self.has_f else self.description.learned_label
+        return {"learned": learned, "slider": self.description.slider_label, "force_k": "force k heads"}
 
     def relevance_title(self, head_ablation: str | None = None) -> str:
-        if self.is_bba:
-            return "Gate scores z (softmax over the heads)"
-        if head_ablation is not None:
+        if self.is_budgetformer and head_ablation is not None:
             return f"Head relevance p (g_φ off: {head_ablation} heads)"
-        return "Head relevance p (g_φ)" if self.has_g else f"Head relevance p (no g_φ: {self.head_choice} heads)"
+        if self.is_budgetformer and not self.has_g:
+            return f"Head relevance p (no g_φ: {self.head_choice} heads)"
+        return self.description.relevance_title
 
     def chosen_by_relevance(self, head_ablation: str | None = None) -> bool:
         """The heads that run are the top k by the relevance map (bba: by z; a BudgetFormer with
@@ -97,25 +122,16 @@ class Method:
 
     @property
     def relevance_symbol(self) -> str:
-        return "softmax(z)" if self.is_bba else "p"
+        return self.description.relevance_symbol
 
     @property
     def weight_title(self) -> str:
-        if self.is_dense:
-            return "Dense: every head runs, weight 1"
-        if self.is_bba:
-            return "Head weight w: 1 on the heads that ran, 0 elsewhere"
-        return "Head weight w = 1 on the heads that ran" if self.gated else "Head weight w = s·H·p"
+        return GATED_WEIGHT_TITLE if self.gated else self.description.weight_title
 
     @property
     def weight_note(self) -> str:
         """One sentence on what w is (the heads that ran are scaled by it)."""
-        if self.is_bba:
-            return "Each head that runs has weight **w = 1**, the others 0: the gates only choose."
-        if self.gated:
-            return ("Each head that runs has weight **w = 1** (the adaptive recipe: soft gates in "
-                    "training, so s decides *which* heads contribute, not how loud they are).")
-        return "Each head that runs is scaled by its **weight w = s·H·p**."
+        return GATED_WEIGHT_NOTE if self.gated else self.description.weight_note
 
 
 def method_of(cfg: ModelConfig) -> Method:
@@ -126,8 +142,3 @@ def method_of(cfg: ModelConfig) -> Method:
         return replace(method, has_f=False, has_g=False)
     return replace(method, has_f=cfg.use_budget_net, has_g=cfg.head_choice == "learned",
                    gated=cfg.head_weighting == "gated")
-
-
-def is_budgeted(ckpt: Checkpoint) -> bool:
-    """False for a dense checkpoint (no budget, no head choice)."""
-    return not method_of(ckpt.config).is_dense

@@ -7,6 +7,7 @@ so results are cached by it); :func:`control_for` turns it into the engine's
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -106,15 +107,16 @@ def control_for(settings: Settings, validation_budget: float) -> Control | None:
     ``validation_budget`` is the model's mean s on its validation split, the "no f_θ" constant
     (``Checkpoint.validation_budget``), as in ``budgetformer eval --ablation no-budget-net``.
     """
-    from budgetformer_core.model.budget import Control
+    from budgetformer_core.model.budget import Control, ablation
 
     if settings.is_full_model:
         return None
-    budget = k = None
-    if settings.no_budget_net:
-        budget = min(1.0, max(validation_budget, 1e-3))
+    if settings.no_budget_net:  # the engine's ablation, its constant s kept inside (0, 1]
+        control = ablation("no-budget-net", min(1.0, max(validation_budget, 1e-3)))
     elif settings.budget_mode == "slider":
-        budget = settings.budget
+        control = Control(budget=settings.budget)
     elif settings.budget_mode == "force_k":
-        k = settings.k
-    return Control(budget=budget, k=k, head_choice=settings.head_ablation, seed=settings.seed)
+        control = Control(k=settings.k)
+    else:
+        control = Control()
+    return dataclasses.replace(control, head_choice=settings.head_ablation, seed=settings.seed)

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from budgetformer_core.shipped import dense_reference, model_name
+
 if TYPE_CHECKING:
     from app.settings import Settings
     from budgetformer_core.io.checkpoint import Checkpoint
@@ -33,14 +35,6 @@ HOW = "same rounds, 1 thread"
 """How a speed-up was timed, said after its reference."""
 NOT_TIMED = "not timed"
 """What a page shows for a latency or speed-up sweeps.csv does not have (NaN)."""
-
-
-def reference_of(name: str, dataset: str) -> str:
-    """The full name of the dense reference model ``name`` of ``dataset`` is timed against
-    (``bbc-budgetformer`` → ``bbc-dense``, ``ag_news-minilm-bba`` → ``ag_news-minilm-dense``)."""
-    from budgetformer_core.shipped import dense_reference
-
-    return f"{dataset}-{dense_reference(dataset, name.removeprefix(f'{dataset}-'))}"
 
 
 def speedup_label(reference: str | None, batch: int = 1) -> str:
@@ -92,7 +86,7 @@ def with_references(frame: pd.DataFrame) -> pd.DataFrame:
         frame["dense_model"] = np.nan
     named = frame["dense_model"].notna() & (frame["dense_model"].astype(str).str.strip() != "")
     frame["reference"] = [
-        f"{d}-{m}" if ok else reference_of(f"{d}-{model}", d)
+        model_name(d, m) if ok else dense_reference(d, model, full=True)
         for d, m, model, ok in zip(frame["dataset"], frame["dense_model"], frame["model"], named, strict=True)
     ]
     if stored:

@@ -1,5 +1,8 @@
 """Cached loading shared by the pages: models with cache_resource, tables with cache_data.
 
+Which models there are and what their config.json says is :mod:`app.models`; where the shipped
+files are, :mod:`budgetformer_core.shipped`.
+
 Every cache is keyed by the checkpoint's name *and* a stamp of its files (size and mtime), so a
 checkpoint replaced on disk is picked up without restarting the server. Caches of per-input
 results are bounded (``max_entries``), so many sessions and many inputs cannot grow memory
@@ -12,7 +15,6 @@ draw their widgets from ``config.json`` before that.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,229 +26,23 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ct
 
 from app.local_copy import local_copy
 from app.logic import examples, results
-from app.method import Method, method_of
-from budgetformer_core.config import ModelConfig, model_config_from_dict
+from app.models import (
+    checkpoint_config,
+    checkpoint_path,
+    dataset_of,
+    is_classifier,
+    model_dir,
+    reference_model,
+    selected_model,
+    stamp,
+)
+from budgetformer_core import shipped
 
 if TYPE_CHECKING:
     from budgetformer_core.io.checkpoint import Checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
-CHECKPOINTS = ROOT / "precomputed" / "checkpoints"
-DEFAULT_MODEL = "bbc-minilm-budgetformer"
-"""The model a first visit opens: BBC News's most accurate model, whose heads follow difficulty most."""
-MODEL_KEY = "model"
-"""Session-state key of the model picked in the sidebar."""
 OFFLINE_DATASETS = ("bbc", "synthetic", "synthetic_var")
 """Datasets whose texts ship with the app (others would need the network)."""
-
-
-MODEL_ROOTS_ENV = "BUDGETFORMER_MODEL_DIRS"
-"""Environment variable the operator sets before starting the app: folders (separated by
-``os.pathsep``) holding researchers' own sequence classifiers in the Hugging Face layout
-(:mod:`budgetformer_core.io.classifier`). Each listed folder that is one, and each folder directly
-inside a listed one that is one, joins the model list under its folder's name (a name a shipped
-checkpoint has is left out). Default: none. A visitor never names a folder."""
-
-
-def _checkpoint_dirs() -> list[str]:
-    if not CHECKPOINTS.is_dir():
-        return []
-    return sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").is_file())
-
-
-def shipped_models() -> list[str]:
-    """Checkpoint directories shipped under precomputed/checkpoints whose config.json the pages
-    can use (:func:`unusable_models` names the others, and why)."""
-    return [name for name in _checkpoint_dirs() if checkpoint_problem(name) is None]
-
-
-def unusable_models() -> dict[str, str]:
-    """Checkpoint directories under precomputed/checkpoints that no page offers: name → why."""
-    return {name: why for name in _checkpoint_dirs() if (why := checkpoint_problem(name)) is not None}
-
-
-def checkpoint_problem(name: str) -> str | None:
-    """Why the pages cannot offer checkpoint ``name``, from its config.json (None: they can).
-
-    Loading checks every file (:func:`budgetformer_core.io.loader.load_checkpoint`); this checks
-    only what the pages read before loading: a JSON object with the model's shape and a list of
-    class names. One damaged checkpoint then drops out of the model list instead of breaking
-    every page that lists the models.
-    """
-    cfg = checkpoint_config(name)
-    if not cfg:
-        return "its config.json is not a JSON object this app can read"
-    model = cfg.get("model")
-    shape = [model.get(k) for k in ("n_layers", "n_heads")] if isinstance(model, dict) else [None]
-    if not all(type(v) is int and v >= 1 for v in shape):
-        return "its config.json has no model shape (n_layers, n_heads)"
-    names = cfg.get("label_names")
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        return "its config.json's label_names are not a list of class names"
-    try:
-        model_config_from_dict(model)
-    except (TypeError, ValueError) as e:
-        return f"its config.json's model section is not one the engine reads ({e})"
-    return None
-
-
-def classifier_models() -> dict[str, Path]:
-    """The classifiers of :data:`MODEL_ROOTS_ENV`'s folders, by name (their folder's name)."""
-    listed = [p for p in os.environ.get(MODEL_ROOTS_ENV, "").split(os.pathsep) if p.strip()]
-    if not listed:
-        return {}
-    from budgetformer_core.io.loader import hf_layout
-
-    found: dict[str, Path] = {}
-    taken = set(_checkpoint_dirs())  # not shipped_models(): it reads configs, which asks for this list
-    for root in (Path(os.path.abspath(p)) for p in listed):
-        try:
-            folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
-        except OSError:  # an unreadable folder offers nothing
-            folders = []
-        for folder in folders:
-            if folder.name not in taken and folder.name not in found and hf_layout(folder):
-                found[folder.name] = folder
-    return found
-
-
-def available_models() -> list[str]:
-    """The shipped checkpoints, then the operator's classifiers (:func:`classifier_models`)."""
-    return shipped_models() + sorted(classifier_models())
-
-
-def is_classifier(name: str) -> bool:
-    """True for a model of the operator's list of classifiers."""
-    return name in classifier_models()
-
-
-def model_dir(name: str) -> Path:
-    """The folder of a model of :func:`available_models` (a name that is none: where a shipped
-    one would be, which does not exist)."""
-    return classifier_models().get(name) or CHECKPOINTS / name
-
-
-def stamp(name: str) -> tuple:
-    """(size, mtime) of the checkpoint's files: changes when the checkpoint is replaced."""
-    out = []
-    folder = model_dir(name)
-    for f in ("config.json", "model.safetensors", "tokenizer.json", "history.json", "vocab.txt"):
-        try:
-            s = (folder / f).stat()
-            out.append((s.st_size, s.st_mtime_ns))
-        except OSError:
-            out.append(None)
-    return tuple(out)
-
-
-def checkpoint_path(name: str) -> Path:
-    """The directory of a shipped checkpoint or a listed classifier; CheckpointError for a name
-    that is neither."""
-    from budgetformer_core.io.files import CheckpointError
-
-    if name not in available_models():
-        raise CheckpointError(
-            f"unknown checkpoint {name!r}; shipped: {', '.join(available_models()) or 'none'}"
-        )
-    return model_dir(name)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def _config(name: str, version: tuple) -> dict:
-    if is_classifier(name):
-        return _classifier_config(name)
-    try:
-        config = json.loads((CHECKPOINTS / name / "config.json").read_text())
-    except (OSError, ValueError, RecursionError):  # RecursionError: lists nested thousands deep
-        return {}
-    return config if isinstance(config, dict) else {}
-
-
-def _classifier_config(name: str) -> dict:
-    """What config.json would say of a listed classifier with its heads ranked, and its
-    ``dataset``: the first whose classes are its ``id2label`` (a shipped model's dataset, then a
-    hub dataset), else its own name. A folder that is not a classifier: ``error``, one line."""
-    from budgetformer_core.io.classifier import describe
-    from budgetformer_core.io.data import HUB_LABELS
-    from budgetformer_core.io.files import CheckpointError
-
-    try:
-        config = describe(model_dir(name))
-    except CheckpointError as e:
-        return {"dataset": name, "error": str(e)}
-    labels = config["label_names"]
-    known = [(dataset_of(m), checkpoint_config(m).get("label_names")) for m in shipped_models()]
-    known += [(key, list(names)) for key, names in HUB_LABELS.items()]
-    return {**config, "dataset": next((d for d, names in known if names == labels), name)}
-
-
-def checkpoint_config(name: str) -> dict:
-    """The checkpoint's config.json as a dict ({} when unreadable)."""
-    return _config(name, stamp(name))
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def _model_config(name: str, version: tuple) -> ModelConfig | None:
-    model = checkpoint_config(name).get("model")
-    try:
-        return model_config_from_dict(model) if isinstance(model, dict) else None
-    except (TypeError, ValueError):
-        return None
-
-
-def model_config(name: str) -> ModelConfig | None:
-    """The "model" section of config.json as the engine reads it
-    (:func:`budgetformer_core.config.model_config_from_dict`: its defaults, its checks); None
-    when unreadable."""
-    return _model_config(name, stamp(name))
-
-
-def model_method(name: str) -> Method:
-    """How the pages name the model's budget, head choice and weights (:class:`app.method.Method`);
-    a BudgetFormer's when config.json is unreadable (the page that loads it says why)."""
-    cfg = model_config(name)
-    return Method() if cfg is None else method_of(cfg)
-
-
-def train_config(name: str) -> dict:
-    """The "train" section of config.json (s_min, s_max, β schedule, …; {} when unreadable)."""
-    train = checkpoint_config(name).get("train")
-    return train if isinstance(train, dict) else {}
-
-
-def is_dense(name: str) -> bool:
-    """True for a dense checkpoint (no budget s, no head choice), from config.json."""
-    return model_method(name).is_dense
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def _history(name: str, version: tuple) -> list[dict]:
-    try:
-        history = json.loads((model_dir(name) / "history.json").read_text())
-    except (OSError, ValueError, RecursionError):
-        return []
-    return [h for h in history if isinstance(h, dict)] if isinstance(history, list) else []
-
-
-def checkpoint_history(name: str) -> list[dict]:
-    """The checkpoint's per-epoch training history (the same file ``Checkpoint.history`` holds).
-
-    Read straight from history.json, without loading the model: the training-dynamics page then
-    needs neither torch nor the dataset. [] when the file is missing or unreadable.
-    """
-    return _history(name, stamp(name))
-
-
-def dataset_of(name: str) -> str:
-    """The dataset a checkpoint was trained on (config.json "dataset"), or "unknown"."""
-    return str(checkpoint_config(name).get("dataset") or "unknown")
-
-
-def model_standing(name: str) -> results.Standing:
-    """How ``name``'s test accuracy stands against its dense model (:func:`app.logic.results.standing`)."""
-    dense = results.dense_name(name, dataset_of(name))
-    accuracy = (checkpoint_config(dense).get("test") or {}).get("accuracy") if dense in available_models() else None
-    return results.standing(name, checkpoint_config(name), accuracy if isinstance(accuracy, (int, float)) else None)
 
 
 @st.cache_resource(show_spinner="Loading model…", max_entries=8)
@@ -328,7 +124,8 @@ DATA_DIRS_KEY = "data_dirs"
 
 @st.cache_data(max_entries=4, show_spinner="Loading the dataset…")
 def _split_samples(dataset: str, split: str, data_dir: str | None, seed: int) -> Samples | None:
-    from budgetformer_core.io.data import ALIASES, HUB_LABELS, load_dataset
+    from budgetformer_core.io.data import load_dataset
+    from budgetformer_core.io.hub import ALIASES, HUB_LABELS
 
     try:
         if data_dir and Path(data_dir).is_file():  # one file is the split asked for, labelled as the dataset
@@ -379,7 +176,7 @@ def test_samples(dataset: str) -> Samples | None:
 @st.cache_data(max_entries=4, show_spinner=False)
 def _allocation(name: str, version: tuple, dataset: str, split: str, source: tuple, budget: float | None):
     from budgetformer_core.analysis.atlas import allocate
-    from budgetformer_core.io.data import Split
+    from budgetformer_core.io.splits import Split
     from budgetformer_core.model.budget import Control
 
     samples = _split_samples(dataset, split, *source)
@@ -439,15 +236,7 @@ def relevance(name: str, budget: float | None = None, split: str = "test"):
     return _allocation(name, stamp(name), dataset, split, _source(dataset), budget).relevance
 
 
-def selected_model() -> str:
-    """The model picked in the sidebar (the default before the sidebar has run)."""
-    return st.session_state.get(MODEL_KEY) or DEFAULT_MODEL
-
-
 # --------------------------------------------------------------------------- precomputed results
-
-RESULTS = ROOT / "precomputed" / "results"
-"""Where ``make precompute`` writes sweeps.csv and per_example/<dataset>-<model>.parquet."""
 
 
 def file_stamp(path: Path) -> tuple | None:
@@ -471,7 +260,7 @@ def sweeps() -> pd.DataFrame | None:
     Raises:
         ValueError: the file cannot be read or lacks columns.
     """
-    path = RESULTS / "sweeps.csv"
+    path = shipped.sweeps_csv()
     version = file_stamp(path)
     return None if version is None else _sweeps(str(path), version)
 
@@ -481,24 +270,15 @@ def _precomputed_example(path: str, version: tuple) -> pd.DataFrame:
     return examples.read_per_example(path)
 
 
-def per_example_path(name: str) -> Path:
-    """Where ``make precompute`` writes the per-example test table of checkpoint ``name``."""
-    return RESULTS / "per_example" / f"{name}.parquet"
-
-
 def precomputed_per_example(dataset: str, model: str) -> pd.DataFrame | None:
     """The precomputed per-example test table of ``<dataset>-<model>``; None when missing.
 
     Raises:
         ValueError: the file cannot be read or lacks columns.
     """
-    path = per_example_path(f"{dataset}-{model}")
+    path = shipped.per_example_path(shipped.model_name(dataset, model))
     version = file_stamp(path)
     return None if version is None else _precomputed_example(str(path), version)
-
-
-MANIFEST = ROOT / "precomputed" / "manifest.json"
-"""What ``make precompute`` wrote: every file under precomputed/ with its sha256."""
 
 
 @st.cache_data(max_entries=2, show_spinner=False)
@@ -520,10 +300,10 @@ def _file_sha256(path: str, version: tuple) -> str:
 def vouched(path: Path) -> bool:
     """True when ``path`` is listed in the manifest with its current sha256."""
     try:
-        rel = path.resolve().relative_to(ROOT).as_posix()
+        rel = shipped.relative(path.resolve()).as_posix()
     except ValueError:
         return False
-    entry = _manifest_files(str(MANIFEST), file_stamp(MANIFEST)).get(rel)
+    entry = _manifest_files(str(shipped.MANIFEST), file_stamp(shipped.MANIFEST)).get(rel)
     version = file_stamp(path)
     return isinstance(entry, dict) and version is not None and entry.get("sha256") == _file_sha256(str(path), version)
 
@@ -531,8 +311,8 @@ def vouched(path: Path) -> bool:
 def precomputed_table(name: str) -> pd.DataFrame | None:
     """The precomputed per-example test table of checkpoint ``name`` when the manifest vouches
     for it and for the checkpoint's weights (made together), else None."""
-    path = per_example_path(name)
-    if not (vouched(path) and vouched(CHECKPOINTS / name / "model.safetensors")):
+    path = shipped.per_example_path(name)
+    if not (vouched(path) and vouched(shipped.checkpoint_dir(name) / "model.safetensors")):
         return None
     try:
         return _precomputed_example(str(path), file_stamp(path))
@@ -571,14 +351,6 @@ def prefetch(name: str) -> None:
 
 NEEDS_DATASETS = ("synthetic", "synthetic_var")
 """Datasets built in code whose splits say how many heads each input needs (``Split.needed_heads``)."""
-
-
-def reference_model(name: str) -> str | None:
-    """The dense model of the same dataset and encoder (:func:`app.logic.results.dense_name`), whose
-    per-example loss is the difficulty the adaptivity figures judge ``name`` by; None when it is
-    not shipped."""
-    reference = results.dense_name(name, dataset_of(name))
-    return reference if reference in available_models() else None
 
 
 @st.cache_data(max_entries=4, show_spinner="Loading the dataset…")

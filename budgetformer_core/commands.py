@@ -17,14 +17,15 @@ import torch
 from .analysis.infer import check_texts, evaluate_split, predict_rows
 from .config import ModelConfig, TrainConfig, apply_overrides
 from .io.checkpoint import Checkpoint, check_out_dir
-from .io.data import Split, load_dataset, source_path
+from .io.data import load_dataset, source_path
 from .io.files import json_safe, read_json
 from .io.inputs import MAX_CHARS, input_rows
 from .io.loader import load_checkpoint
+from .io.splits import Split
 from .measure.bench import bench, bench_lengths
 from .model.budget import Control, ablation
 from .model.encoder import BudgetFormer
-from .shipped import PRECOMPUTED, model_table, resolve_checkpoints
+from .shipped import MANIFEST, model_table, resolve_checkpoints, sweeps_csv
 from .train import distributed
 
 
@@ -42,7 +43,7 @@ def dumps(obj, **kw) -> str:
 def cmd_models(args: argparse.Namespace) -> int:
     rows = model_table()
     if not rows:
-        raise ValueError(f"no shipped models: {PRECOMPUTED / 'manifest.json'} is missing")
+        raise ValueError(f"no shipped models: {MANIFEST} is missing")
     if args.json:
         print(dumps(rows))
         return 0
@@ -362,9 +363,8 @@ def cmd_latency_check(args: argparse.Namespace) -> int:
 
     from .io.data import BUILTIN
     from .measure.latency import CHECK_MODELS, CHECK_TOLERANCE, agrees, live_check
-    from .shipped import PRECOMPUTED
 
-    path = PRECOMPUTED / "results" / "sweeps.csv"
+    path = sweeps_csv()
     if not path.is_file():
         raise FileNotFoundError(f"{path} is not there: build precomputed/ first (make precompute)")
     frame = pd.read_csv(path, dtype={"budget": str})

@@ -15,8 +15,10 @@ import time
 
 import pandas as pd
 
+from budgetformer_core.shipped import histories, relative, sweeps_csv
+
 from . import __doc__ as PACKAGE_DOC
-from .jobs import NOT_NEEDED, OUT, ROOT, dry_run, plan, run_all, select
+from .jobs import NOT_NEEDED, ROOT, dry_run, plan, run_all, select
 from .manifest import write_manifest
 from .measure import TEXT_BASELINE, accuracy_changes, evaluate_all, local_copy, retime, text_baseline
 from .recipes import DATA_ROOT, RECIPES
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     datasets = [d for d in args.datasets if copies[d] is None or copies[d].is_dir()]
     for d in set(args.datasets) - set(datasets):
         print(f"skipping {d}: {copies[d]} is not there (see --data-root)", file=sys.stderr)
-    path = ROOT / OUT / "results" / "sweeps.csv"
+    path = ROOT / relative(sweeps_csv())
     t0 = time.perf_counter()
     if args.retime:
         if not path.is_file():
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs = run_all(jobs, args.workers, args.force)
     jobs = [j for j in jobs if not j.stage]  # a first stage is not evaluated
     print(f"training done in {time.perf_counter() - t0:.0f} s; evaluating", flush=True)
-    history = ROOT / OUT / "results" / "history"
+    history = ROOT / relative(histories())
     history.mkdir(parents=True, exist_ok=True)
     for job in jobs:  # shipped checkpoints hold their own history.json
         if not job.shipped:

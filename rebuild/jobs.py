@@ -25,15 +25,16 @@ from typing import Any
 import pandas as pd
 
 from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides, parse_overrides
+from budgetformer_core.shipped import CHECKPOINTS, PRECOMPUTED, dense_reference, model_name, relative, run_times_csv
 
 from .recipes import DATA_ROOT, RECIPES, SHIPPED, SHIPPED_PRETRAINED, TABLE_BUDGETS, Overrides, data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 """The project root: commands run here and record paths relative to it."""
-OUT = Path("precomputed")
+OUT = relative(PRECOMPUTED)
 SCRATCH = Path("runs") / "precompute"
 """Where the per-budget baselines go (only their results ship)."""
-TIMES = OUT / "results" / "run_times.csv"
+TIMES = relative(run_times_csv())
 """Wall time of every run that made a shipped model or a baseline, as the rebuild last ran it."""
 
 
@@ -77,7 +78,7 @@ def set_args(overrides: Overrides) -> list[str]:
 
 
 def out_of(dataset: str, name: str) -> Path:
-    return (OUT / "checkpoints" if name in (*SHIPPED, *SHIPPED_PRETRAINED) else SCRATCH) / f"{dataset}-{name}"
+    return (relative(CHECKPOINTS) if name in (*SHIPPED, *SHIPPED_PRETRAINED) else SCRATCH) / model_name(dataset, name)
 
 
 def plan(datasets: list[str], data_root: str | Path = DATA_ROOT) -> list[Job]:
@@ -103,7 +104,7 @@ def dataset_jobs(ds: str, data_root: str | Path = DATA_ROOT) -> list[Job]:
         merged = {k: v for group in (r.common, *groups) for k, v in group.items()}
         job(name, ["train", "--dataset", ds, *data, "--variant", variant, *start], merged, after, budget)
 
-    dense = (f"{ds}-dense",)
+    dense = (dense_reference(ds, "budgetformer", full=True),)  # what the models trained from scratch start from
     train("dense", "dense", r.scratch)
     init, after = ("dense", dense) if r.budget_init else (None, ())
     train("budgetformer-paper", "budgetformer", r.scratch, {"recipe": "paper"}, r.paper, init=init, after=after)

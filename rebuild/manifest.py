@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from budgetformer_core.shipped import MANIFEST, relative
+
 from .jobs import OUT, ROOT, Job
 from .measure import local_copy
 from .recipes import DATA_ROOT
@@ -58,7 +60,7 @@ def write_manifest(jobs: list[Job], timing: dict | None = None, data_root: str |
     from budgetformer_core.io.files import file_sha256
     from budgetformer_core.measure.timing import machine_info
 
-    path = ROOT / OUT / "manifest.json"
+    path = ROOT / relative(MANIFEST)
     try:
         old = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -66,7 +68,7 @@ def write_manifest(jobs: list[Job], timing: dict | None = None, data_root: str |
     files = {}
     for file in sorted((ROOT / OUT).rglob("*")):
         rel = file.relative_to(ROOT).as_posix()
-        if file.is_file() and rel != f"{OUT.as_posix()}/manifest.json":
+        if file.is_file() and rel != relative(MANIFEST).as_posix():
             files[rel] = {"sha256": file_sha256(file), "bytes": file.stat().st_size}
     runs = {}
     for job in jobs:

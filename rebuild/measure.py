@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 
 from budgetformer_core.measure.latency import LATENCY_COLUMNS, time_dataset
+from budgetformer_core.shipped import per_example_dir, per_example_path, relative
 
-from .jobs import OUT, ROOT, Job, plan
+from .jobs import ROOT, Job, plan
 from .recipes import DATA_ROOT, data_dir
 
 SWEEP_BUDGETS = tuple(round(0.05 * i, 2) for i in range(1, 21))
@@ -64,7 +65,7 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
     out = []
     with torch.inference_mode():
         for b in points:
-            control = Control(budget=b) if b is not None and variant != "dense" else None
+            control = Control(budget=b) if b is not None else None
             ev = evaluate(ckpt.model, ids, split.labels, control)
             if b is None and per_example_path:
                 frame = ev.to_frame([len(x) for x in ids])
@@ -114,12 +115,11 @@ def accuracy_by_need(ev, needed_heads: list[int] | None) -> dict[str, float]:
 def evaluate_all(jobs: list[Job], workers: int, data_root: str | Path = DATA_ROOT) -> pd.DataFrame:
     """Accuracy rows of every job, on ``workers`` parallel one-thread processes (no latency).
     Shipped models also get a per-example table."""
-    results = OUT / "results"
-    (ROOT / results / "per_example").mkdir(parents=True, exist_ok=True)
+    (ROOT / relative(per_example_dir())).mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(workers, initializer=one_thread) as pool:
         futures = []
         for job in jobs:
-            per_example = str(results / "per_example" / f"{job.key}.parquet") if job.shipped else None
+            per_example = str(relative(per_example_path(job.key))) if job.shipped else None
             futures.append(pool.submit(evaluate_model, job.dataset, job.name, str(job.out), job.budget,
                                        local_copy(job.dataset, data_root), per_example))
         rows = [row for f in futures for row in f.result()]

@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeats must be 1–20 and --timeout 1–3600")
     sys.path.insert(0, str(ROOT))
     from app.local_copy import named_copy
-    from app.state import available_models
+    from app.models import available_models
 
     if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
         print(f"error: {CHROMIUM} is missing (apt-get install chromium)", file=sys.stderr)

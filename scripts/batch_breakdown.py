@@ -26,6 +26,7 @@ from torch.profiler import ProfilerActivity, profile
 from budgetformer_core.io.loader import load_checkpoint
 from budgetformer_core.measure.bench import BUDGETS, per_input_ks
 from budgetformer_core.measure.timing import machine_info, time_interleaved
+from budgetformer_core.shipped import checkpoint_dir, relative
 
 GROUPS = {  # profiler op name -> the part of the work it belongs to
     "aten::addmm": "projections (GEMM)",
@@ -57,7 +58,7 @@ def profile_shares(fns: dict[str, object], rounds: int, calls: int = 5) -> dict[
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", default="precomputed/checkpoints/ag_news-budgetformer")
+    ap.add_argument("--checkpoint", default=str(relative(checkpoint_dir("ag_news-budgetformer"))))
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--k", type=int, default=4, help="heads of the shared-k rows")

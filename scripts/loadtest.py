@@ -80,8 +80,9 @@ def budgets(n: int) -> list[float]:
 def checkpoint():
     """The model the page shows, loaded by the engine here (once)."""
     from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.shipped import checkpoint_dir
 
-    return load_checkpoint(ROOT / "precomputed" / "checkpoints" / MODEL)
+    return load_checkpoint(checkpoint_dir(MODEL))
 
 
 @dataclass(frozen=True)

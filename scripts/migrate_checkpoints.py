@@ -31,9 +31,8 @@ from safetensors.torch import load_file, save_file
 
 from budgetformer_core.io.checkpoint import HASHED
 from budgetformer_core.io.files import file_sha256
+from budgetformer_core.shipped import CHECKPOINTS
 
-ROOT = Path(__file__).resolve().parents[1]
-CHECKPOINTS = ROOT / "precomputed" / "checkpoints"
 OLDER_FIELDS = {"head_weighting": "scaled", "gate_source": "layer"}
 """What a model section without these keys was trained with."""
 OLDER_PREFIXES = {"budget_nets.": "alloc.budget_net.", "scorers.": "alloc.scorer.", "gates.": "alloc.gate."}

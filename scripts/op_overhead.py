@@ -20,11 +20,12 @@ from budgetformer_core.io.loader import load_checkpoint
 from budgetformer_core.measure.timing import machine_info, time_interleaved
 from budgetformer_core.model.allocators import ForwardContext
 from budgetformer_core.model.budget import Control, rank_heads, select_top_k
+from budgetformer_core.shipped import checkpoint_dir, relative
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", default="precomputed/checkpoints/bbc-budgetformer")
+    ap.add_argument("--checkpoint", default=str(relative(checkpoint_dir("bbc-budgetformer"))))
     ap.add_argument("--seq-len", type=int, default=32)
     ap.add_argument("--clock", choices=["wall", "cpu"], default="cpu")
     ap.add_argument("--repeats", type=int, default=30)

@@ -16,9 +16,11 @@ import json
 import sys
 from pathlib import Path
 
+from budgetformer_core.shipped import BENCHMARKS
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "performance.md"
-CHECK = ROOT / "benchmarks" / "latency-check.json"
+CHECK = BENCHMARKS / "latency-check.json"
 START = "<!-- latency-check: written by scripts/performance_page.py from benchmarks/latency-check.json -->"
 END = "<!-- /latency-check -->"
 

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from budgetformer_core.shipped import checkpoint_dir, model_name
+
 ROOT = Path(__file__).resolve().parents[1]
-CHECKPOINTS = ROOT / "precomputed" / "checkpoints"
 
 
 def seed_command(shipped: Path, seed: int, out: Path) -> list[str]:
@@ -86,7 +87,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     rows = []
     for model in args.models:
-        shipped = CHECKPOINTS / f"{args.dataset}-{model}"
+        shipped = checkpoint_dir(model_name(args.dataset, model))
         runs = [train(shipped, s, args.out / f"{args.dataset}-{model}-seed{s}") for s in args.seeds]
         acc = [r["accuracy"] for r in runs]
         rows += [{"dataset": args.dataset, "model": model, "seed": s, "accuracy": r["accuracy"],

@@ -11,13 +11,11 @@ precomputed/manifest.json and runs/precompute/).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from budgetformer_core.analysis.infer import spearman
+from budgetformer_core.shipped import checkpoint_dir, dense_reference, model_name, per_example_path, sweeps_csv
 
-RESULTS = Path(__file__).resolve().parents[1] / "precomputed" / "results"
 BUDGETS = ("0.25", "0.5", "0.75", "1")
 
 
@@ -65,7 +63,7 @@ def claims(dataset: str, sweeps: pd.DataFrame) -> str:
     lines.append(f"* ablations: no f_θ {acc('no-budget-net')} %"
                  + (f" (fixed s {nbn.mean_s:.3f})" if nbn is not None else "")
                  + f", no g_φ {acc('no-head-scorer')} %")
-    examples = RESULTS / "per_example" / f"{dataset}-budgetformer.parquet"
+    examples = per_example_path(model_name(dataset, "budgetformer"))
     if examples.is_file():
         t = pd.read_parquet(examples)
         rhos = {c: spearman(t["mean_s"], t[c]) for c in ("entropy", "loss", "tokens")}
@@ -91,8 +89,7 @@ def adaptivity_table(dataset: str) -> str:
     from budgetformer_core.analysis.adaptivity import from_frames
     from budgetformer_core.io.data import load_dataset
 
-    tables = RESULTS / "per_example"
-    dense = tables / f"{dataset}-dense.parquet"
+    dense = per_example_path(dense_reference(dataset, "budgetformer", full=True))
     if not dense.is_file():
         return ""
     reference = pd.read_parquet(dense)
@@ -102,10 +99,10 @@ def adaptivity_table(dataset: str) -> str:
     lines = ["| model | accuracy | heads run | ρ(s, dense loss) | heads hard / easy | per layer: k values ≥ 5 %, "
              "head sets | ρ(k, need) | k ≥ need |", "|---|---|---|---|---|---|---|---|"]
     for model in ADAPTIVE:
-        path = tables / f"{dataset}-{model}.parquet"
+        path = per_example_path(model_name(dataset, model))
         if not path.is_file():
             continue
-        config = json.loads((RESULTS.parent / "checkpoints" / f"{dataset}-{model}" / "config.json").read_text())
+        config = json.loads((checkpoint_dir(model_name(dataset, model)) / "config.json").read_text())
         a = from_frames(pd.read_parquet(path), config["model"]["n_heads"], reference, needed)
         per_layer = " · ".join(f"{la.k_values_over_5pct}, {la.distinct_head_sets}" for la in a.layers)
         lines.append(f"| {model} | {a.accuracy:.1%} | {a.mean_heads_fraction:.1%} | "
@@ -138,7 +135,7 @@ def interval_table(dataset: str) -> str:
     from budgetformer_core.measure.bootstrap import RESAMPLES, SEED, compare
 
     tables = {m: pd.read_parquet(p) for m in {m for pair in INTERVAL_PAIRS for m in pair}
-              if (p := RESULTS / "per_example" / f"{dataset}-{m}.parquet").is_file()}
+              if (p := per_example_path(model_name(dataset, m))).is_file()}
     if len(tables) < 2:
         return ""
     rows = compare(tables, list(INTERVAL_PAIRS))
@@ -153,7 +150,7 @@ def interval_table(dataset: str) -> str:
 
 
 def main() -> None:
-    sweeps = pd.read_csv(RESULTS / "sweeps.csv", dtype={"budget": str})
+    sweeps = pd.read_csv(sweeps_csv(), dtype={"budget": str})
     for dataset, rows in sweeps.groupby("dataset", sort=False):
         print(f"### {dataset}\n")
         print(claims(dataset, rows) + "\n")

@@ -1,16 +1,21 @@
-"""Shared fixtures: small real models (random or briefly trained) and the shipped checkpoints."""
+"""Shared fixtures: small real models (random or briefly trained), the shipped checkpoints, and the
+bad input that the engine's and the app's bad-input tests share (files, hostile texts, hashes)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
 from budgetformer_core.config import ModelConfig, TrainConfig
 from budgetformer_core.io.checkpoint import save_checkpoint
 from budgetformer_core.io.data import load_synthetic
+from budgetformer_core.io.files import file_sha256
+from budgetformer_core.io.inputs import MAX_CHARS
 from budgetformer_core.io.loader import load_checkpoint
 from budgetformer_core.io.tokenizer import load_tokenizer
 from budgetformer_core.measure.timing import torch_threads
@@ -119,3 +124,74 @@ def deep_checkpoint(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("deep") / DEEP
     save_checkpoint(path, model, tokenizer, cfg["label_names"], {"dataset": "bbc", "split_seed": 0})
     return path
+
+
+# --------------------------------------------------------------------------- bad input
+
+def snapshot(*roots: Path) -> dict[str, str]:
+    """sha256 of every file under ``roots``."""
+    return {str(p): file_sha256(p) for root in roots for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def ws(tiny_checkpoint, tmp_path_factory) -> Path:
+    """The bad-input tests' good files: the tiny synthetic checkpoint (classes 00, 10, 01, 11) and
+    data files for it, good and bad."""
+    ws = tmp_path_factory.mktemp("ws")
+    shutil.copytree(tiny_checkpoint, ws / "ckpt")
+    split = load_synthetic().split("test").head(40)
+    names = ["00", "10", "01", "11"]
+
+    def write(name: str, labels, texts=None) -> None:
+        pd.DataFrame({"text": texts or split.texts, "label": labels}).to_csv(ws / name, index=False)
+
+    pairs = [(t, y) for t, y in zip(split.texts, split.labels) if y in (1, 3)]
+    write("two_classes.csv", [names[y] for _, y in pairs], [t for t, _ in pairs])
+    write("all.csv", [names[y] for y in split.labels])
+    write("unseen.csv", ["10", "tennis"] * 20)
+    write("ints.csv", [7, 8, 9, 10, 11] * 8)
+    write("nan.csv", ["NaN", "10"] * 20)
+    write("empty_label.csv", ["", "10"] * 20)
+    write("negative.csv", [-1, 0] * 20)
+    write("long.csv", ["10"] * 40, split.texts[:39] + ["w1 " * (MAX_CHARS // 3 + 1)])
+    pd.DataFrame({"text": ["a goal in the final", "a merger of two banks"] * 5,
+                  "label": [7, 8, 9, 10, 11] * 2}).to_csv(ws / "bbc_ints.csv", index=False)
+    (ws / "lines.txt").write_bytes("w1 m0 a\u2028w2 m1 b\r\nw3 m0 b\x85w4\n".encode())
+    (ws / "blank.txt").write_text("w1 m0 a\n\n   \nw2 m1 b\n")
+    (ws / "latin1.txt").write_bytes(b"w1 m0 a\nw2 \xff m1\nw3\n")
+    (ws / "empty.txt").write_text("")
+    (ws / "long.txt").write_text("w1 m0 a\n" + "w " * (MAX_CHARS // 2 + 1) + "\n")
+    (ws / "a_file").write_text("not a folder")
+    (ws / "bigint.jsonl").write_text('{"text": "w1 m0 a"}\n{"text": "w2", "n": ' + "9" * 5000 + "}\n")
+    (ws / "nested.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    return ws
+
+
+HOSTILE_TEXTS = ["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /C calc'!A0", "-1+1", "@SUM(1)", "\tx", "\r=2+2",
+                 "a \"quoted\", text\nover two lines", "plain"]
+
+
+def read_back(data: str | bytes) -> tuple[list[list[str]], pd.DataFrame]:
+    """A downloaded CSV read back with ``csv`` (rows after the header) and with pandas."""
+    import csv
+    import io
+
+    text = data.decode() if isinstance(data, bytes) else data
+    return list(csv.reader(io.StringIO(text, newline="")))[1:], pd.read_csv(io.StringIO(text), dtype=str,
+                                                                               keep_default_na=False)
+
+
+def no_formula(rows: list[list[str]], frame: pd.DataFrame) -> None:
+    from budgetformer_core.io.inputs import FORMULA_STARTS
+
+    cells = [c for r in rows for c in r] + [c for col in frame.columns for c in frame[col]] + list(frame.columns)
+    bad = [c for c in cells if c.startswith(FORMULA_STARTS) and not _number(c)]
+    assert not bad, bad
+
+
+def _number(cell: str) -> bool:
+    try:
+        float(cell)
+        return True
+    except ValueError:
+        return False

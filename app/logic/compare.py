@@ -35,7 +35,7 @@ def side_differences(
         lines = [f"prediction: {a.label} ({conf_a:.1%}) in {na}, {b.label} ({conf_b:.1%}) in {nb}"]
 
     def budget(m: Method, x: float) -> str | None:
-        return None if m.is_dense else f"{m.symbol} {x:.2f}"
+        return f"{m.symbol} {x:.2f}" if m.budgeted else None
 
     for layer in range(max(len(a.k), len(b.k))):
         if layer >= len(a.k) or layer >= len(b.k):
@@ -60,7 +60,7 @@ def side_cards(a: Analysis, settings: Settings, n_heads: int, method: Method, si
     "Budget b per layer" (its note says where b comes from): "Requested budget b per layer" does
     not fit half a page."""
     cards = metric_cards(a, None, settings, n_heads, method)[:4]
-    if method.is_dense:
+    if not method.budgeted:
         cards = [c for c in cards if not c.label.startswith(method.budget_name)]
     short = {method.budget_name + " per layer": f"Budget {method.symbol} per layer"}
     return [Card(f"{side} · {short.get(c.label, c.label)}", c.value, c.note, c.help) for c in cards]

@@ -1,16 +1,21 @@
 """The "Training dynamics" page's tables and story, as plain functions (no Streamlit here).
 
 The page reads the checkpoint's history.json: one dict per epoch, with the per-layer budgets as
-lists. Older or foreign histories may lack keys; they become NaN columns.
+lists, and the loss terms as they entered the total (``loss_terms``). Older or foreign histories
+may lack keys; they become NaN columns, and their loss terms come from the run's recorded
+training config (:func:`loss_terms`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
+
+from budgetformer_core.train.history import TERM_COLUMNS, loss_weights
 
 if TYPE_CHECKING:
     from budgetformer_core.config import ModelConfig
@@ -75,7 +80,7 @@ def dynamics_story(
     The recipe asks for **exploration** while β(t) < 0 (the entropy term rewards spreading the
     head relevance p over all heads) and **exploitation** once β(t) > 0 (it rewards p on a few
     heads); whether p did concentrate is read from the entropy curve against its maximum ln H,
-    and what made up the total loss from ``terms`` (:func:`loss_terms`).
+    and what made up the total loss from ``terms`` (:attr:`LossBreakdown.terms`).
     """
     if frame.empty:
         return "This checkpoint has no training history."
@@ -129,48 +134,94 @@ def dynamics_story(
 
 
 TASK_TERM = "task: cross-entropy"
+TERM_NAMES = {"task": TASK_TERM, "budget": "λ_b·hinge", "cost": "λ_c·s", "entropy_term": "λ_e·β(t)·H(p)",
+              "difficulty": "λ_d·(s − target)²", "balance": "λ_u·head load"}
+"""Each term of the loss (``budgetformer_core.train.history``'s names), as the chart names it, in
+the chart's order."""
+NAMED_WEIGHTS = {"budget": ("λ_b", "lambda_budget"), "cost": ("λ_c", "lambda_cost")}
+"""The terms whose name also gives their weight, when the training config records it."""
+REST = "every other term (this checkpoint records neither them apart nor their weights λ)"
 
 
-def loss_terms(frame: pd.DataFrame, train_cfg: dict, variant: str) -> dict[str, list[float]]:
+@dataclass
+class LossBreakdown:
+    """The terms of the loss a model trained with, per epoch, weighted as they were added to the
+    total, and where they come from."""
+
+    terms: dict[str, list[float]]
+    """Chart name → value per epoch; they add up to the history's total ``loss``."""
+    source: Literal["history", "config", "unrecorded"]
+    """``history``: as the run recorded them (``loss_terms``, or a model trained on the task loss
+    alone); ``config``: a history written before ``loss_terms`` existed, each epoch mean times its
+    λ from the run's recorded training config;
+    ``unrecorded``: that config does not record the weights, so only the task loss is apart."""
+
+    @property
+    def note(self) -> str:
+        """One sentence for the page on where the terms come from."""
+        return {
+            "history": "Each term is as the run recorded it.",
+            "config": "This history predates the recorded terms: each is its epoch mean times its weight λ "
+                      "from the run's own training config (config.json).",
+            "unrecorded": "This checkpoint's config.json does not record the weights λ of its training loss, "
+                          "so the terms besides the task loss are not drawn apart.",
+        }[self.source]
+
+
+def _name(term: str, train_cfg: dict) -> str:
+    symbol, key = NAMED_WEIGHTS.get(term, (None, None))
+    weight = train_cfg.get(key) if key else None
+    return f"{TERM_NAMES[term]} ({symbol} = {weight:g})" if isinstance(weight, (int, float)) else TERM_NAMES[term]
+
+
+def loss_terms(history: list[dict], frame: pd.DataFrame, train_cfg: dict, task_only: bool) -> LossBreakdown:
     """Every term of the loss the model trained with, weighted as it was added, per epoch: they
     add up to the history's total ``loss``.
 
-    Dense and bba models train on the task loss alone. BudgetFormer adds λ_b·L_budget (the
-    hinge), λ_e·β(t)·H(p), and in the ``adaptive`` recipe λ_c·s and, where their weights are on,
-    λ_d·(s − target)² and λ_u·(head load). A history that does not hold a term by itself (β(t)
-    moves within an epoch, so λ_e·β·H(p) cannot be rebuilt from the epoch's means) gets it as
-    the total minus the terms it does hold, named after every term it stands for.
+    A history that records them (``loss_terms``, every epoch) gives them as they are. For an
+    older one they are derived from the run's own training config (``train_cfg``, config.json's
+    ``train``; :func:`~budgetformer_core.train.history.loss_weights`), never from defaults: a
+    model trained on the task loss alone (``task_only``: dense, bba) has that term alone;
+    BudgetFormer adds λ_b·L_budget (the hinge), λ_e·β(t)·H(p), and in the ``adaptive`` recipe
+    λ_c·s and, where their weights are on, λ_d·(s − target)² and λ_u·(head load). A term the
+    history does not hold by itself (β(t) moves within an epoch, so λ_e·β·H(p) cannot be rebuilt
+    from the epoch's means) gets the total minus the terms it does hold, named after every term
+    it stands for. When the config does not record a weight, the task loss and the rest of the
+    total are all that is drawn.
     """
     if frame.empty:
-        return {}
+        return LossBreakdown({}, "history")
+    recorded = [h.get("loss_terms") for h in history]
+    if len(recorded) == len(frame) and all(
+        isinstance(r, dict) and all(isinstance(v, (int, float)) for v in r.values()) for r in recorded
+    ):
+        order = [term for term in TERM_NAMES if any(term in r for r in recorded)]
+        return LossBreakdown({_name(term, train_cfg): [float(r.get(term, 0.0)) for r in recorded] for term in order},
+                             "history")
     column = lambda key: frame[key].fillna(0.0).to_numpy(dtype=float)  # noqa: E731
     total = frame["loss"].to_numpy(dtype=float)
-    terms = {TASK_TERM: column("task_loss")}
-    rest_names = []
-    if variant == "budgetformer":
-        lam = lambda key, default: float(train_cfg.get(key, default) or 0.0)  # noqa: E731
-        adaptive = train_cfg.get("recipe", "adaptive") == "adaptive"
-        terms[f"λ_b·hinge (λ_b = {lam('lambda_budget', 1.0):g})"] = lam("lambda_budget", 1.0) * column("budget_loss")
-        weighted = [("entropy_term", 1.0, "λ_e·β(t)·H(p)", True)]
-        if adaptive:
-            terms[f"λ_c·s (λ_c = {lam('lambda_cost', 0.05):g})"] = lam("lambda_cost", 0.05) * column("cost")
-            lam_d, lam_u = lam("lambda_difficulty", 0.0), lam("lambda_balance", 0.0)
-            weighted += [("difficulty_loss", lam_d, "λ_d·(s − target)²", lam_d > 0),
-                         ("balance_loss", lam_u, "λ_u·head load", lam_u > 0)]
-        for key, weight, label, used in weighted:
-            if not used:
-                continue
-            if frame[key].notna().all():
-                terms[label] = weight * column(key)
-            else:
-                rest_names.append(label)
+    try:
+        weights = loss_weights(train_cfg, task_only)
+    except (KeyError, TypeError, ValueError):  # not recorded (or not as numbers)
+        weights, source = {"task": 1.0}, "unrecorded"
+    else:  # (the task loss alone: the history's task_loss is the term as it entered)
+        source = "history" if task_only else "config"
+    terms, rest_names = {}, []
+    for term in (t for t in TERM_NAMES if t in weights):
+        if frame[TERM_COLUMNS[term]].notna().all():
+            terms[_name(term, train_cfg)] = weights[term] * column(TERM_COLUMNS[term])
+        else:
+            rest_names.append(TERM_NAMES[term])
     rest = total - np.sum(list(terms.values()), axis=0)
-    if rest_names:
+    if source == "unrecorded":
+        if np.nanmax(np.abs(rest)) > 1e-9:
+            terms[REST] = rest
+    elif rest_names:
         terms[" + ".join(rest_names) + (" (not recorded apart: the total minus the others)"
                                         if len(rest_names) > 1 else "")] = rest
     elif np.nanmax(np.abs(rest)) > 1e-9:
         terms["not recorded apart (the total minus the others)"] = rest
-    return {label: values.tolist() for label, values in terms.items()}
+    return LossBreakdown({label: values.tolist() for label, values in terms.items()}, source)
 
 
 def bba_dynamics_story(frame, train_cfg: dict, model_cfg: ModelConfig) -> str:

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from app.cards import Card
-from app.method import Method, is_budgeted
+from app.method import Method
 from app.settings import Settings, control_for
 
 if TYPE_CHECKING:
@@ -56,15 +56,8 @@ def starting_sample(dataset: str, samples, picked: tuple[str, int] | None) -> tu
 def text_help(method: Method) -> str:
     """The help of the text box, in the model's own terms."""
     return (
-        "Type a text or pick one from the test set: the model's prediction, "
-        + (
-            "the heads each layer runs for the budget b you request (its gates choose which) "
-            if method.is_bba
-            else "the share of heads each layer spends on it (the budget s) and which heads ran "
-            if not method.is_dense
-            else "and how a dense model spends its heads (all of them) "
-        )
-        + "and the cost next to the dense model."
+        f"Type a text or pick one from the test set: the model's prediction, {method.description.explore_shows} "
+        "and the cost next to the dense model."
     )
 
 
@@ -108,7 +101,7 @@ def run_analysis(ckpt: Checkpoint, text: str, control: Control | None = None) ->
     from budgetformer_core.measure.timing import torch_threads
 
     with torch_threads(1):
-        [a] = analyze(ckpt, [text], control if is_budgeted(ckpt) else None)
+        [a] = analyze(ckpt, [text], control)
     return a
 
 
@@ -121,6 +114,14 @@ def tokens_read(ckpt: Checkpoint, text: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- why this budget, what the heads saw
+
+
+def settings_control(ckpt: Checkpoint, settings: Settings) -> Control | None:
+    """The Control of ``settings`` that ``ckpt`` runs under: None for the full model, and for a
+    dense model, which drops any request (the engine's
+    :meth:`~budgetformer_core.model.encoder.BudgetFormer.control_in_effect`)."""
+    validation = ckpt.validation_budget if settings.no_budget_net else 1.0  # history.json read only when it is used
+    return ckpt.model.control_in_effect(control_for(settings, validation))
 
 
 def explain_input(ckpt: Checkpoint, text: str, control: Control | None = None) -> Explanation:
@@ -144,7 +145,7 @@ def head_attention(ckpt: Checkpoint, text: str, control: Control | None, layer: 
 
     max_len = ckpt.config.max_len
     batch = encode_batch(ckpt.tokenizer, [reading_prefix(ckpt.tokenizer, text, max_len)], max_len)
-    control = control if is_budgeted(ckpt) else None
+    control = ckpt.model.control_in_effect(control)
     with torch.no_grad(), torch_threads(1):
         out = ckpt.model.eval()(batch.ids, batch.mask, control=control, capture_attention=True)
     return out.layers[layer].attention[0].numpy()  # (1, H, T, T) -> (H, T, T)
@@ -156,7 +157,7 @@ def offline_report(ckpt: Checkpoint, text: str, settings: Settings, name: str, s
     from budgetformer_core.analysis.report import build_report
     from budgetformer_core.measure.timing import torch_threads
 
-    control = control_for(settings, ckpt.validation_budget) if is_budgeted(ckpt) else None
+    control = settings_control(ckpt, settings)
     with torch_threads(1):
         return build_report(ckpt, text, control, name, settings.describe(symbol))
 
@@ -262,17 +263,12 @@ def why_s_moves(full: Analysis, current: Analysis, settings: Settings) -> str | 
     )
 
 
-def explain_help(is_bba: bool) -> str:
+def explain_help(method: Method) -> str:
     """The help of the "Why this budget?" switch (bba: of "What the gates depend on")."""
     return (
         "Each token is left out in turn (masked as padding is) and the model run again: its number "
-        + (
-            "is how much the gate margin — the mean gate score of the heads that ran at this b minus "
-            "that of the others — falls without it. The requested b itself comes from you, not the text."
-            if is_bba
-            else "is how much s falls without it (positive: the token raised s, asking for more heads)."
-        )
-        + " One forward pass per token (longer texts: per span of tokens), computed when asked."
+        f"{method.description.explain_effect} One forward pass per token (longer texts: per span of "
+        "tokens), computed when asked."
     )
 
 
@@ -359,14 +355,14 @@ def metric_cards(
     if settings.no_budget_net:
         s_note = "fixed (no f_θ)"
     elif settings.budget_mode == "slider":
-        s_note = f"requested: b = {settings.budget:.2f}" if method.is_bba else "set by the slider"
-    elif method.is_dense or dense:
+        s_note = f"requested: b = {settings.budget:.2f}" if method.requested else "set by the slider"
+    elif not method.budgeted or dense:
         s_note = "dense: every head"
     else:
         s_note = method.own_budget
     latency = latency_card(timing, precomputed)
     budget, budget_help = per_layer_value([f"{x:.2f}" for x in a.budget])
-    if settings.budget_mode == "force_k" and not settings.no_budget_net and not method.is_dense:
+    if settings.budget_mode == "force_k" and not settings.no_budget_net and method.budgeted:
         # k is set, so the budget decides nothing: no number that reads as if it did
         budget, s_note = "not in use", f"k = {settings.k} forced"
         budget_help = (f"With k forced every layer runs {settings.k} heads: the budget "

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from app.cards import Card
-from app.speed import HOW, NOT_TIMED, baseline_of, latency_versus, reference_of, speedup_label, with_references
+from app.speed import HOW, NOT_TIMED, baseline_of, latency_versus, speedup_label, with_references
 from budgetformer_core.shipped import PRETRAINED
 
 if TYPE_CHECKING:
@@ -309,7 +308,7 @@ def live_sweep(
     rounds; ``speedup_b1`` = the reference's latency / the model's (NaN without a reference).
     """
     from budgetformer_core.analysis.infer import evaluate_split
-    from budgetformer_core.io.data import Split
+    from budgetformer_core.io.splits import Split
     from budgetformer_core.io.tokenizer import encode
     from budgetformer_core.measure.latency import Point, time_points, timed_rows
     from budgetformer_core.model.budget import Control
@@ -465,70 +464,4 @@ def method_series(
         lines={k: v for k, v in lines.items() if v[0]},
         points={k: v for k, v in points.items() if v[0]},
         errors=errors,
-    )
-
-
-# --------------------------------------------------------------------------- standing against dense
-
-FLAG_POINTS = 3.0
-"""A full method more than this many points of test accuracy below its dataset's dense model is flagged."""
-
-
-@dataclass(frozen=True)
-class Standing:
-    """How a model's test accuracy stands against its dataset's dense model (config.json's ``test``)."""
-
-    kind: Literal["reference", "fine", "flagged", "expected"]
-    """``reference``: the dense model itself; ``fine``: a full method within :data:`FLAG_POINTS`;
-    ``flagged``: a full method further below; ``expected``: an ablation or a smaller dense model,
-    built to lose."""
-    note: str
-    """One line for the page ("" for ``reference`` and ``fine``)."""
-    mark: str = ""
-    """A few characters for the model picker's option ("" when there is nothing to say)."""
-
-
-def dense_name(name: str, dataset: str) -> str:
-    """The dense model checkpoint ``name`` of ``dataset`` is judged against: the dense fine-tune of
-    the same pretrained encoder (``bbc-minilm-budgetformer`` → ``bbc-minilm-dense``), else the
-    dataset's dense model trained from scratch (``<dataset>-dense``)."""
-    return reference_of(name, dataset)
-
-
-def standing(name: str, cfg: dict, dense_accuracy: float | None) -> Standing:
-    """Where checkpoint ``name`` (its config.json ``cfg``) stands against its dense model
-    (:func:`dense_name`), whose test accuracy is ``dense_accuracy`` (None when it is not shipped).
-
-    Ablations (no f_θ: ``use_budget_net`` false; no g_φ: ``head_choice`` not ``learned``) and a
-    dense model other than :func:`dense_name`'s are built to lose; every other model is a full
-    method, flagged when it is more than :data:`FLAG_POINTS` points below dense.
-    """
-    model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
-    accuracy = (cfg.get("test") or {}).get("accuracy") if isinstance(cfg.get("test"), dict) else None
-    dataset = str(cfg.get("dataset") or "unknown")
-    versus = (
-        f" ({accuracy:.1%} against dense {dense_accuracy:.1%})"
-        if isinstance(accuracy, (int, float)) and dense_accuracy is not None
-        else ""
-    )
-    reference = dense_name(name, dataset)
-    if model.get("variant") == "dense":
-        if name == reference:
-            return Standing("reference", "")
-        return Standing("expected", f"A smaller dense model: it is expected to lose to {reference}{versus}.",
-                        "smaller dense")
-    if model.get("use_budget_net") is False or model.get("head_choice", "learned") != "learned":
-        missing = "f_θ" if model.get("use_budget_net") is False else "g_φ"
-        return Standing("expected", f"An ablation (no {missing}): it is expected to lose to the full model{versus}.",
-                        "ablation")
-    if not isinstance(accuracy, (int, float)) or dense_accuracy is None:
-        return Standing("fine", "")
-    gap = (dense_accuracy - accuracy) * 100
-    if gap <= FLAG_POINTS:
-        return Standing("fine", "")
-    return Standing(
-        "flagged",
-        f"This model has not learned the task as well as dense: {accuracy:.1%} against dense "
-        f"{dense_accuracy:.1%} ({gap:.1f} points below; a full method is expected within {FLAG_POINTS:g}).",
-        f"⚑ {accuracy:.1%} vs dense {dense_accuracy:.1%}",
     )

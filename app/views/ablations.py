@@ -12,15 +12,16 @@ from app import speed
 from app.charts.sweep import model_bars
 from app.components import (
     csv_download,
-    error_bars_section,
     md_escape,
     open_in_explore,
     result_column_config,
     show_chart,
     sweeps_or_stop,
 )
+from app.error_bars import error_bars_section
 from app.logic import examples, results
-from app.state import checkpoint_config, dataset_of, precomputed_per_example, selected_model, test_samples
+from app.models import checkpoint_config, dataset_of, selected_model
+from app.state import precomputed_per_example, test_samples
 
 
 def chart_specs(baseline: str | None) -> list:

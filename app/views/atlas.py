@@ -17,17 +17,9 @@ from app.links import BUDGET_STEPS, explore_link
 from app.live import PROFILE_SAMPLE, attention_profile, input_map
 from app.local_copy import copy_name
 from app.logic.examples import LISTED, input_listing, selected_rows
+from app.models import dataset_of, model_config, model_method, selected_model
 from app.settings import Settings
-from app.state import (
-    data_dir,
-    dataset_of,
-    heads_ran,
-    model_config,
-    model_method,
-    relevance,
-    selected_model,
-    test_samples,
-)
+from app.state import data_dir, heads_ran, relevance, test_samples
 from budgetformer_core.analysis.atlas import head_sets, head_usage, ranked, rows_with_heads, slice_rows
 
 SECTIONS = ["Head usage", "Head sets", "Input map", "Head card"]
@@ -52,7 +44,7 @@ st.caption(
 # ----------------------------------------------------------------------------- the split's table
 budget = None
 has_texts = test_samples(dataset) is not None
-if method.is_bba:
+if method.requested:  # the split at the b asked for
     b = st.select_slider(
         "Requested budget b",
         BUDGET_STEPS,
@@ -78,8 +70,8 @@ except ValueError as e:
     st.stop()
 settings = Settings() if budget is None else Settings(budget_mode="slider", budget=budget)
 copy = copy_name(data_dir(dataset))  # links name the local copy the texts come from
-at_b = "" if not method.is_bba else f" at b = {budget if budget is not None else method.default_budget:g}"
-if method.is_dense:
+at_b = f" at b = {budget if budget is not None else method.default_budget:g}" if method.requested else ""
+if not method.budgeted:
     st.info("A dense model runs every head on every input: its atlas is all ones. Pick a BudgetFormer or bba model.")
 
 
@@ -253,8 +245,7 @@ if card_tab.open:
                     "(give a local copy in the sidebar).")
         else:
             top = ranked(p, layer, head).tolist()
-            by = "its relevance p from the gates" if method.is_bba else "its relevance p"
-            st.markdown(f"**The inputs that ranked it highest** ({by})")
+            st.markdown(f"**The inputs that ranked it highest** ({method.description.relevance_origin})")
             listing(top, "atlas_card_top", {"p": [float(p[r, layer, head]) for r in top]})
             if not len(ran):
                 st.info(f"Head {head} of layer {layer} ran on no input{at_b}: it has no attention to show.")

@@ -12,11 +12,11 @@ import logging
 import streamlit as st
 
 from app.charts.errors import confusion_heatmap
-from app.components import csv_download, md_escape, show_chart
+from app.components import budget_slider, csv_download, md_escape, show_chart
 from app.live import batch_predictions
 from app.logic.batch import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, batch_accuracy, batch_table
+from app.models import checkpoint_config, model_method, selected_model
 from app.settings import Settings
-from app.state import checkpoint_config, model_method, selected_model
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ st.caption(
     f"Upload texts and get, for each, **{md_escape(name)}**'s prediction, its confidence, "
     + (
         "and (every head runs: a dense model) the tokens read. "
-        if method.is_dense
+        if not method.budgeted
         else f"per layer the {method.budget_name.lower()}, the heads run (k) "
         "and which heads ran. "
     )
@@ -39,12 +39,11 @@ st.caption(
 )
 
 settings = Settings()
-if not method.is_dense:
+if method.budgeted:
     c1, c2 = st.columns([2, 3], vertical_alignment="bottom")
     how = c1.radio(method.budget_name, ["learned", "slider"], format_func=method.mode_labels.get,
                    horizontal=True, key="batch_how")
-    value = c2.slider(method.budget_name, 0.05, 1.0, 0.5, 0.05,
-                      key="batch_budget", disabled=how != "slider")
+    value = budget_slider(method.budget_name, "batch_budget", c2, disabled=how != "slider")
     settings = Settings(budget_mode=how, budget=float(value))
 
 upload = st.file_uploader("File of texts", type=["csv", "jsonl", "txt"], key="batch_file",

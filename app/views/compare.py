@@ -13,13 +13,14 @@ import streamlit as st
 
 from app.charts.heads import head_heatmap, relevance_zmax
 from app.charts.style import LIGHT
-from app.components import TEXT_KEY, md_escape, show_chart
+from app.components import TEXT_KEY, budget_slider, md_escape, show_chart
 from app.live import explore
-from app.logic import results
 from app.logic.compare import side_cards, side_differences
 from app.logic.explore import prepare_text
+from app.models import available_models, dataset_of, model_config, model_method, selected_model
 from app.settings import Settings
-from app.state import available_models, dataset_of, model_config, model_method, selected_model, test_samples
+from app.state import test_samples
+from budgetformer_core.shipped import dense_reference
 
 log = logging.getLogger(__name__)
 DEFAULT_TEXT = (
@@ -44,7 +45,7 @@ mode = st.radio(
 def budget_controls(where, model: str, key: str) -> Settings:
     """The model's own budget or one set with a slider (nothing for a dense model)."""
     method = model_method(model)
-    if method.is_dense:
+    if not method.budgeted:
         where.caption("A dense model: every head runs, nothing to set.")
         return Settings()
     how = where.radio(
@@ -54,10 +55,7 @@ def budget_controls(where, model: str, key: str) -> Settings:
         horizontal=True,
         key=f"{key}_how",
     )
-    value = where.slider(
-        method.budget_name,
-        0.05, 1.0, 0.5, 0.05, key=f"{key}_budget", disabled=how != "slider",
-    )  # fmt: skip
+    value = budget_slider(method.budget_name, f"{key}_budget", where, disabled=how != "slider")
     return Settings(budget_mode=how, budget=float(value))
 
 
@@ -71,7 +69,7 @@ if mode == "models":
     st.session_state.setdefault("sbs_text", st.session_state.get(TEXT_KEY) or DEFAULT_TEXT)
     text = st.text_area("Text for both sides", key="sbs_text", height=100)
     columns = st.columns(2, gap="large")
-    dense = results.dense_name(name, dataset)  # the dense model of the same encoder
+    dense = dense_reference(dataset, name, full=True)  # the dense model of the same encoder
     other = dense if name != dense else dense.removesuffix("dense") + "budgetformer"
     defaults = (name, other if other in models else name)
     sides = []
@@ -115,7 +113,7 @@ if None in results:
 methods = [model_method(model) for model, _, _ in sides]
 n_heads = [model_config(model).n_heads for model, _, _ in sides]  # each loaded: its config.json reads
 # one colour scale for both relevance maps (p, or bba's softmax of its gate scores z)
-zmax = relevance_zmax([a.relevance for a, m in zip(results, methods) if not m.is_dense], max(n_heads))
+zmax = relevance_zmax([a.relevance for a, m in zip(results, methods) if m.budgeted], max(n_heads))
 for col, side, (model, _, settings), a, method, H in zip(columns, SIDES, sides, results, methods, n_heads):
     col.markdown(f"**{side}: {md_escape(model)}** · {md_escape(settings.describe(method.symbol))}")
     cards = side_cards(a, settings, H, method, side)
@@ -123,7 +121,7 @@ for col, side, (model, _, settings), a, method, H in zip(columns, SIDES, sides, 
         for c, card in zip(col.columns(2), cards[i : i + 2]):
             card.show(c)
     # half a page at 1280 px leaves a head's cell ~20 px: ★ and "—" alone, the values on hover
-    if method.is_dense:
+    if not method.budgeted:
         fig = head_heatmap(a.head_weights, a.selected_heads, f"{side}: {method.weight_title}",
                                   colorscale=LIGHT, zmax=1.0, colorbar_title="w", text_size=13,
                                   cell_values=False)

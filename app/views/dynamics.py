@@ -13,31 +13,24 @@ import streamlit as st
 from app.charts import dynamics as charts
 from app.components import md_escape, show_chart
 from app.logic.dynamics import bba_dynamics_story, dynamics_story, history_frame, history_layers, loss_terms
-from app.state import (
-    checkpoint_history,
-    dataset_of,
-    is_dense,
-    model_config,
-    model_method,
-    selected_model,
-    train_config,
-)
+from app.models import checkpoint_history, dataset_of, model_config, model_method, selected_model, train_config
 
 st.title("Training dynamics")
 
 name = selected_model()
 method = model_method(name)
-bba = method.is_bba  # its own story: no band, no β(t)
+requested = method.requested  # a requested budget b (bba): its own story, no band, no β(t)
 st.caption(
     "How the model learned to choose its heads for a requested budget b: the heads run, the "
     "spread of its gate scores, accuracy and the task loss, epoch by epoch (from the "
     "checkpoint's training history)."
-    if bba
+    if requested
     else "How the model learned to spend its heads: the budget s per layer, the entropy of the "
     "head relevance p, the entropy weight β(t), accuracy and the loss terms, epoch by epoch "
     "(from the checkpoint's training history)."
 )
-frame = history_frame(checkpoint_history(name))
+history = checkpoint_history(name)
+frame = history_frame(history)
 if frame.empty:
     st.info(
         f"The model {md_escape(name)} has no training history (history.json is missing or "
@@ -46,8 +39,9 @@ if frame.empty:
     st.stop()
 
 mcfg, tcfg = model_config(name), train_config(name)
-dense = is_dense(name)
-terms = loss_terms(frame, tcfg, method.kind)  # they add up to the total
+dense = not method.budgeted
+losses = loss_terms(history, frame, tcfg, task_only=not method.predicts_budget)
+terms = losses.terms  # they add up to the total
 n_heads = None if mcfg is None else mcfg.n_heads
 s_min, s_max = tcfg.get("s_min"), tcfg.get("s_max")
 band = (
@@ -57,15 +51,15 @@ epochs = frame["epoch"].tolist()
 n_layers = history_layers(frame)
 
 facts = [f"{len(frame)} epochs", f"dataset {md_escape(dataset_of(name))}"]
-if bba:
+if requested:
     facts.append(
         f"b drawn per batch in [{tcfg.get('budget_min', 0.1):g}, 1]"
         if not tcfg.get("train_budget")
         else f"trained at b = {tcfg['train_budget']:g}"
     )
-if band and not dense and not bba:
+if band and method.predicts_budget:
     facts.append(f"target band s ∈ [{band[0]:g}, {band[1]:g}]")
-if not dense and not bba and "beta_start" in tcfg:
+if method.predicts_budget and "beta_start" in tcfg:
     facts.append(
         f"β(t): {md_escape(tcfg.get('beta_schedule', '?'))} from {tcfg['beta_start']:+g} to "
         f"{tcfg.get('beta_end', float('nan')):+g}"
@@ -80,7 +74,7 @@ if dense:
         "Below are its accuracy and loss; pick a BudgetFormer model in the sidebar to see the "
         "budget move from exploration to exploitation."
     )
-elif bba:
+elif requested:
     st.markdown(bba_dynamics_story(frame, tcfg, mcfg))
     b1, b2 = st.columns(2, gap="large")
     show_chart(
@@ -179,10 +173,12 @@ st.caption(
     "Per-epoch means over the training batches, each term weighted as it was added to the loss: "
     + (
         "a dense or bba model trains on the task loss alone."
-        if dense or bba
+        if not method.predicts_budget
         else "bars below zero lower the total (λ_e·β(t)·H(p) while β(t) < 0). A term the history does "
         "not hold by itself is drawn as the total minus the others, named after the terms it stands for."
     )
+    + " "
+    + losses.note
 )
 with st.expander("The numbers"):
     st.dataframe(frame, hide_index=True)

@@ -34,20 +34,11 @@ from app.logic.examples import (
     per_class_adaptivity,
     preview,
 )
-from app.logic.results import dense_name
+from app.models import dataset_of, model_config, model_method, reference_model, selected_model, train_config
 from app.settings import Settings
-from app.state import (
-    dataset_of,
-    is_dense,
-    model_config,
-    model_method,
-    needed_heads,
-    per_example,
-    reference_model,
-    selected_model,
-    train_config,
-)
+from app.state import needed_heads, per_example
 from budgetformer_core.analysis.infer import spearman
+from budgetformer_core.shipped import dense_reference
 
 N_EXTREMES = 10
 METRICS_PER_ROW = 4  # more to a row cut their labels short at 1280 px
@@ -66,7 +57,7 @@ st.caption(
     f"Does the model give easy texts a small budget {sym} and hard ones a large one? Here {sym} is "
     "the budget averaged over layers, for every text of the held-out test split."
 )
-if is_dense(name):
+if not method.budgeted:
     st.info(
         "This is a **dense** model: it runs every head of every layer on every input, so its "
         "budget is **s = 1 everywhere** and there is nothing to tell easy from hard inputs by. "
@@ -79,7 +70,7 @@ table, samples = per_example_or_stop(
 if table is None or len(table) < 2:
     st.info("The test split has too few texts to compare.")
     st.stop()
-if fixed := fixed_budget_sentence(table, sym, n_heads_of(name), method.is_bba):
+if fixed := fixed_budget_sentence(table, sym, n_heads_of(name), method.requested):
     st.info(fixed)
     st.stop()
 
@@ -98,13 +89,12 @@ figures_reference = (  # the dense model's table when it lists the same inputs, 
     if reference_table is not None and reference_table["label"].tolist() == table["label"].tolist()
     else None
 )
-figures = adaptivity_figures(
-    table, n_heads_of(name), reference_table, needed, reference or dense_name(name, dataset)
-)
+judge = reference or dense_reference(dataset, name, full=True)  # named even when it is not here
+figures = adaptivity_figures(table, n_heads_of(name), reference_table, needed, judge)
 
 st.subheader("Do harder inputs get more heads?")
 st.caption(
-    f"Difficulty judged by another model: the loss of **{md_escape(reference or dense_name(name, dataset))}** on "
+    f"Difficulty judged by another model: the loss of **{md_escape(judge)}** on "
     f"each of the {figures.n} test inputs (hardest third = its highest losses)"
     + (", and the number of heads each input is built to need." if needed is not None else ".")
 )
@@ -375,7 +365,7 @@ if maps:  # both maps in one figure: one colour bar, one legend, and one chart f
         st,
         head_heatmaps(
             maps,
-            "Gate scores softmax(z)" if method.is_bba else "Head relevance p",
+            method.description.relevance_name,
             zmax=top,
             colorbar_title=method.relevance_symbol,
             text_size=12,  # half a page wide each: 8 heads' numbers fit only smaller
@@ -384,6 +374,6 @@ if maps:  # both maps in one figure: one colour bar, one legend, and one chart f
         key="chart_eh_heads",
     )
 st.caption(
-    f"★ = the head ran (the top k by {'gate score z' if method.is_bba else 'relevance p'}); "
+    f"★ = the head ran (the top k by {method.description.ranked_by}); "
     "grey cells = heads that were not computed. Both maps use one colour scale."
 )

@@ -13,7 +13,7 @@ from app.charts.errors import confusion_heatmap
 from app.components import csv_download, md_escape, open_in_explore, per_example_or_stop, show_chart
 from app.logic.errors import clicked_cell, percent, shown_table
 from app.logic.examples import confusion_matrix, example_label, excerpt, filter_examples, layer_columns
-from app.state import dataset_of, is_dense, model_method, selected_model
+from app.models import dataset_of, model_method, selected_model
 
 PICK_KEY = "errors_pick"
 TABLE_KEY = "errors_table"
@@ -27,8 +27,9 @@ st.caption(
 
 name = selected_model()
 dataset = dataset_of(name)
-dense = is_dense(name)
-sym = model_method(name).symbol  # bba's budget is the requested b
+method = model_method(name)
+dense = not method.budgeted
+sym = method.symbol  # bba's budget is the requested b
 table, samples = per_example_or_stop(
     name, dataset, "The **Training dynamics** page still shows how this model trained."
 )

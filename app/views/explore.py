@@ -2,7 +2,9 @@
 
 Thin on purpose: widgets are read into an :class:`app.settings.Settings`, the (cached) work is
 done by :func:`app.live.explore`, the cards, notes and export by :mod:`app.logic.explore`, links by
-:mod:`app.links`, and the figures come from :mod:`app.charts.explore` and :mod:`app.charts.heads`.
+:mod:`app.links`, the deeper views (why this budget, one head's attention) by
+:mod:`app.views._explore_deeper`, and the figures come from :mod:`app.charts.explore` and
+:mod:`app.charts.heads`.
 """
 
 from __future__ import annotations
@@ -13,21 +15,26 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from app.charts.explore import ATTENTION_TOKENS, attention_heatmap, budget_bars, probabilities_bar, selection_diff
+from app.charts.explore import budget_bars, probabilities_bar, selection_diff
 from app.charts.heads import head_heatmap, relevance_zmax
 from app.charts.style import LIGHT
-from app.components import SAMPLE_KEY, TEXT_KEY, foreign_sample, loaded_sample, md_escape, sample_picker, show_chart
+from app.components import (
+    SAMPLE_KEY,
+    TEXT_KEY,
+    budget_slider,
+    foreign_sample,
+    loaded_sample,
+    md_escape,
+    sample_picker,
+    show_chart,
+)
 from app.links import link_caption, link_params, link_state, read_link
-from app.live import explanation as token_attribution
-from app.live import explore, head_attention, precomputed_speed, timing
+from app.live import explore, precomputed_speed, timing
 from app.local_copy import copy_name
 from app.logic.explore import (
     DEFAULT_TEXT,
     UNKNOWN_WARN,
-    attention_record,
-    attribution_caption,
     comparison_rows,
-    explain_help,
     explanation,
     export_record,
     latency_card,
@@ -35,7 +42,6 @@ from app.logic.explore import (
     offline_report,
     prepare_text,
     probability_rows,
-    ran_heads_caption,
     same_run,
     shown_path,
     starting_sample,
@@ -44,21 +50,13 @@ from app.logic.explore import (
     unknown_share,
     why_s_moves,
 )
+from app.models import dataset_of, model_config, model_method, selected_model
 from app.settings import Settings
 from app.speed import slower_note
-from app.state import (
-    ROOT,
-    data_dir,
-    dataset_of,
-    get_checkpoint,
-    model_config,
-    model_method,
-    model_sha256,
-    selected_model,
-    test_samples,
-)
-from budgetformer_core.analysis.report import attribution_html, attribution_legend_html, attribution_scale
+from app.state import data_dir, get_checkpoint, model_sha256, test_samples
+from app.views._explore_deeper import one_head_attention, why_this_budget
 from budgetformer_core.io.inputs import table_csv
+from budgetformer_core.shipped import ROOT
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +78,7 @@ if mcfg is None:  # config.json unreadable: loading says why
     st.stop()
 H, max_len = mcfg.n_heads, mcfg.max_len
 method = model_method(name)  # each method in its own words: s, f_θ, g_φ, or bba's b and gates
-budgeted = not method.is_dense
+budgeted = method.budgeted
 is_bba = method.is_bba
 has_f, has_g, sym = method.has_f, method.has_g, method.symbol
 dataset = dataset_of(name)
@@ -139,13 +137,8 @@ no_f = no_g = False
 head_ablation = "uniform"
 seed = 0
 with below:
-    if is_bba:  # bba has no f_θ or g_φ: no toggles named after them
-        st.caption(
-            "A budgeted-attention-allocation (bba) model: the slider is the requested budget b; each "
-            f"layer runs the ⌊b·H⌋ heads its gates rank highest, nested across budgets (no b "
-            f"requested: b = {method.default_budget:g}). It has no budget network or head scorer to "
-            "ablate."
-        )
+    if method.controls_note:  # no f_θ or g_φ (bba): no toggles named after them
+        st.caption(method.controls_note)
     elif budgeted:
         # the two switches sit on the first screen, beside the prediction and the map they change;
         # the choice of heads without g_φ and its seed below
@@ -199,7 +192,7 @@ with left:
         )
     else:
         budget_mode = st.radio(
-            "Requested budget b per layer" if is_bba else "Budget s per layer",
+            f"{method.budget_name} per layer",
             list(method.mode_labels),
             format_func=method.mode_labels.get,
             key="budget_mode",
@@ -208,9 +201,9 @@ with left:
             persist_state="session",
         )
         live = not no_f  # a slider is live only in its own mode
-        s = st.slider(
-            "Requested budget b (share of heads)" if is_bba else "Budget s (share of heads)", 0.05, 1.0, 0.5, 0.05,
-            key="budget_s",
+        s = budget_slider(
+            "Requested budget b (share of heads)" if is_bba else "Budget s (share of heads)",
+            "budget_s",
             disabled=not (live and budget_mode == "slider"),
             persist_state="session",
             help=f"Live in the mode “{method.mode_labels['slider']}”.",
@@ -224,7 +217,7 @@ with left:
         )
         if live and budget_mode == "learned":
             st.caption(
-                f"The sliders are off: the model uses its own {'default b' if is_bba else 's'} "
+                f"The sliders are off: the model uses its own {method.description.own_budget_name} "
                 "(on the right). Pick another mode to set it."
             )
         settings = Settings(budget_mode=budget_mode, budget=float(s), k=int(k), no_budget_net=bool(no_f and has_f),
@@ -247,9 +240,9 @@ def write_link() -> None:
 
 write_link()
 with below:
-    if budgeted and not is_bba and not has_f:
+    if method.predicts_budget and not has_f:
         st.caption("This checkpoint has no budget network f_θ: its s is fixed by its config.")
-    if budgeted and not is_bba and not has_g:
+    if method.predicts_budget and not has_g:
         st.caption(
             f"This checkpoint has no head-scoring network g_φ (its head choice is "
             f"{md_escape(mcfg.head_choice)})."
@@ -413,99 +406,11 @@ if changed:
         selection_diff(full.selected_heads, a.selected_heads, H), key="chart_diff"
     )
 
-# ----------------------------------------------------------------------------- why this budget
-explained = None
+# ----------------------------------------------------------------------------- why this budget, what the heads saw
+explained = attention_shown = None  # drawn when their switches are on; the export holds them
 if budgeted:
-    what = "the gate margin" if is_bba else "s"
-    st.subheader("What the gates depend on" if is_bba else "Why this budget?")
-    if is_bba and all(k == H for k in a.k):  # the margin compares the heads that ran with the others: there are none
-        st.info(
-            f"Here every layer runs all its heads (k = {H} of {H}): no gate decides anything, so there is no "
-            "gate margin for a token to move. Request a smaller b, or force fewer heads, to see which "
-            "tokens the gates depend on."
-        )
-    elif st.toggle(
-        "Which tokens moved the gates (occlusion)" if is_bba else "Which tokens raised or lowered s (occlusion)",
-        key="explain_on",
-        persist_state="session",
-        help=explain_help(is_bba),
-    ):
-        try:
-            with st.spinner("Leaving out one token at a time…"):
-                explained = token_attribution(name, prepared.text, settings.canonical())
-        except ValueError as e:
-            st.error(f"The attribution cannot be computed: {md_escape(e)}")
-    if explained is not None and explained.fixed:
-        st.info(
-            f"Here s is set ({md_escape(settings.describe(sym))}), not predicted by f_θ: no token changes "
-            "it, so there is nothing to attribute. Pick “learned by f_θ” or “force k heads” to see "
-            "which tokens raise or lower s."
-        )
-    elif explained is not None:
-        zmax = attribution_scale(explained)
-        st.html(attribution_legend_html(zmax, what))
-        for layer, (row, value) in enumerate(zip(explained.budget_attribution, explained.value, strict=True)):
-            if is_bba and explained.k[layer] == H:
-                st.markdown(f"**Layer {layer}** · k = {H} of {H}: every head runs, no gate margin to move")
-                continue
-            st.markdown(
-                f"**Layer {layer}** · {'gate margin' if is_bba else 's'} = {value:.3f} · "
-                f"k = {explained.k[layer]} of {H}"
-            )
-            st.html(attribution_html(explained.tokens, row, zmax))
-        st.caption(attribution_caption(what, zmax, explained.span))
-
-# ----------------------------------------------------------------------------- what the heads saw
-attention_shown = None  # the map drawn below, for the export
-if budgeted:
-    st.subheader("What the heads that ran looked at")
-if budgeted and st.toggle(
-    "Show one head's attention on this input",
-    key="attention_on",
-    persist_state="session",
-    help="The attention of one head, as the budgeted (structural) path computed it on this input: "
-    "row q is how token q's attention is spread over the tokens.",
-):
-    h1, h2 = st.columns(2)
-    att_layer = h1.selectbox("Layer", range(cfg.n_layers), format_func=lambda i: f"layer {i}", key="att_layer")
-    ran = a.selected_heads[att_layer]
-    if st.session_state.get("att_head") is None:
-        st.session_state["att_head"] = ran[0]
-    att_head = h2.selectbox(
-        "Head",
-        range(H),
-        format_func=lambda h: f"head {h} · ran ★" if h in ran else f"head {h} · not computed",
-        key="att_head",
-    )
-    st.caption(ran_heads_caption(att_layer, ran, H))
-    if att_head not in ran:
-        st.info(
-            f"Head {att_head} did not run in layer {att_layer} on this input: it was not computed, so "
-            "it has no attention to show. Pick a head marked ★."
-        )
-    else:
-        probs = head_attention(name, prepared.text, settings.canonical(), att_layer, att_head)  # (T, T)
-        shown = read if len(read) == len(probs) else ["[UNK]"] * len(probs)
-        attention_shown = attention_record(att_layer, att_head, shown, probs)
-        start = 0
-        if len(shown) > ATTENTION_TOKENS:
-            start = int(
-                st.number_input(
-                    f"First token shown (of {len(shown)}; {ATTENTION_TOKENS} at a time)",
-                    0, len(shown) - 1, 0, ATTENTION_TOKENS // 2, key="att_start",
-                )
-            )
-        show_chart(
-            st,
-            attention_heatmap(
-                probs, shown, f"Attention of layer {att_layer}, head {att_head} on this input", start
-            ),
-            key="chart_attention",
-        )
-        st.caption(
-            "Each row is one token's attention over the tokens of the text (it sums to 1), computed by "
-            "the heads that ran — the budgeted path itself, not a second dense pass."
-        )
+    explained = why_this_budget(name, prepared.text, settings, method, a, H)
+    attention_shown = one_head_attention(name, prepared.text, settings, a, cfg.n_layers, H, read)
 
 write_link()  # with the head whose attention is drawn, picked above
 

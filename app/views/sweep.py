@@ -8,33 +8,20 @@ sweep and the per-budget specialists (static gates, post-hoc + recovery) of the 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 from app import speed
 from app.charts.sweep import budget_curves, cost_by_length
-from app.components import csv_download, error_bars_section, md_escape, result_column_config, show_chart, sweeps_or_stop
-from app.error_bars import error_bars
-from app.live import dense_reference
+from app.components import budget_slider, csv_download, md_escape, result_column_config, show_chart, sweeps_or_stop
+from app.error_bars import error_bars, error_bars_section
+from app.live import reference_checkpoint
 from app.logic import results
-from app.state import (
-    available_models,
-    classifier_sweep,
-    dataset_of,
-    get_checkpoint,
-    is_classifier,
-    is_dense,
-    model_method,
-    selected_model,
-    sweeps,
-    test_samples,
-)
+from app.models import available_models, dataset_of, is_classifier, model_method, selected_model
+from app.state import classifier_sweep, get_checkpoint, sweeps, test_samples
 from budgetformer_core.measure.bench import length_curve, read_length_sweep
-
-# saved `budgetformer bench --seq-lens … --json` runs, one <model>-lengths.json per model
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from budgetformer_core.shipped import dense_reference, length_sweep_path
 
 CHARTS = [  # (column, title, y axis, percent)
     ("accuracy", "Accuracy vs budget", "test accuracy", True),
@@ -47,14 +34,15 @@ st.title("Budget sweep")
 name = selected_model()
 dataset = dataset_of(name)
 model = name.removeprefix(f"{dataset}-")
-sym = model_method(name).symbol  # the budget's name: s, or bba's requested b
+method = model_method(name)
+sym = method.symbol  # the budget's name: s, or bba's requested b
 if is_classifier(name):
     st.caption(
         "Your classifier run at a requested budget b, one point per number of heads, on the held-out "
         "test split: its heads ranked zero-shot by their importance on the validation split (nested "
         "sets, no training), measured on this machine; the shipped models of the same dataset beside it."
     )
-elif not is_dense(name):
+elif method.budgeted:
     st.caption(
         ("The model asked for a budget b" if sym == "b" else "The model run with its budget s set")
         + " (the fraction of heads it may use) from 0.05 to 1, "
@@ -82,7 +70,7 @@ def classifier_rows() -> pd.DataFrame:
 rows = classifier_rows() if is_classifier(name) else sweeps_or_stop(dataset)
 config = result_column_config(speed.baseline_of(rows[rows["model"] == model]))
 
-if is_dense(name):
+if not method.budgeted:
     others = [m for m in available_models() if dataset_of(m) == dataset and m != name]
     st.info(
         "This is a **dense** model: it always runs every head, so a budget sweep does not apply. "
@@ -130,7 +118,8 @@ def live_section(curve: pd.DataFrame) -> None:
             ckpt = get_checkpoint(name)
             bar = st.progress(0.0, text="Evaluating…")
             done = []
-            for row in results.live_sweep(ckpt, samples.texts[:n], samples.labels[:n], reference=dense_reference(name)):
+            reference = reference_checkpoint(name)
+            for row in results.live_sweep(ckpt, samples.texts[:n], samples.labels[:n], reference=reference):
                 done.append(row)
                 bar.progress(len(done) / len(results.LIVE_BUDGETS), text=f"{sym} = {row['budget_b']:g} done")
             st.session_state[key] = pd.DataFrame(done)
@@ -180,7 +169,7 @@ if curve.empty:
     st.stop()
 
 # ----------------------------------------------------------------------------- at one budget
-budget = st.slider(f"Budget {sym}", 0.05, 1.0, 0.5, 0.05, key="sweep_budget", format="%.2f")
+budget = budget_slider(f"Budget {sym}", "sweep_budget", format="%.2f")
 row = results.at_budget(curve, budget)
 if abs(row["b"] - budget) > 1e-6:
     st.caption(f"No point at {sym} = {budget:.2f}; showing the nearest one, {sym} = {row['b']:.2f}.")
@@ -224,13 +213,14 @@ st.subheader("Every method against its cost")
 cost = st.radio("Cost axis", list(results.COST_AXES), format_func=results.COST_AXES.get, horizontal=True,
                 key="sweep_cost_axis")
 bars = error_bars(dataset, results.sweep_pairs(model)) if intervals else None
+scratch = dense_reference(dataset, "dense", full=True)  # the rows timed against the dense model trained from scratch
 for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), (
     ("accuracy", "Accuracy vs cost, every method", "test accuracy", True),
     ("latency_ms", "Latency vs cost, every method (batch 1)", "ms per input (1 thread)", False),
 ), strict=True):  # fmt: skip
     dense = results.own_point(rows, "dense")
     level = ({"dense level": dense[column]} if dense is not None and pd.notna(dense[column]) else None) \
-        if column == "accuracy" else results.dense_level(rows[rows["reference"] == f"{dataset}-dense"]) or None
+        if column == "accuracy" else results.dense_level(rows[rows["reference"] == scratch]) or None
     show_chart(
         col,
         budget_curves(
@@ -251,7 +241,7 @@ if intervals:
 # ----------------------------------------------------------------------------- cost vs input length
 st.subheader("Cost vs input length")
 try:
-    sweep = read_length_sweep(BENCHMARKS / f"{name}-lengths.json")
+    sweep = read_length_sweep(length_sweep_path(name))
 except FileNotFoundError:
     sweep = None
     st.caption(

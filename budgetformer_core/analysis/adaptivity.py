@@ -30,8 +30,8 @@ import pandas as pd
 from scipy.stats import entropy
 
 from ..io.checkpoint import Checkpoint
-from ..io.data import Split
 from ..io.loader import load_checkpoint
+from ..io.splits import Split
 from ..model.budget import Control
 from .infer import Evaluation, evaluate_split, spearman
 
@@ -223,8 +223,8 @@ def default_reference(checkpoint_dir: str | Path) -> Path:
     from ..shipped import dense_reference
 
     path = Path(checkpoint_dir)
-    dataset, _, model = path.name.partition("-")
-    reference = path.parent / f"{dataset}-{dense_reference(dataset, model)}"
+    dataset = path.name.partition("-")[0]
+    reference = path.parent / dense_reference(dataset, path.name, full=True)
     if not reference.is_dir():
         raise FileNotFoundError(f"no reference model: {reference} does not exist; pass --reference DIR "
                                 f"(a dense model trained on the same dataset)")

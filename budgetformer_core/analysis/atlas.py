@@ -29,7 +29,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from ..io.checkpoint import Checkpoint
-    from ..io.data import Split
+    from ..io.splits import Split
     from ..model.budget import Control
 
 
@@ -47,13 +47,13 @@ def allocate(ckpt: Checkpoint, split: Split, control: Control | None = None) -> 
     """Run ``split`` through the checkpoint once (structural path) and keep, per input, what the
     per-example frame holds plus the relevance p of every head of every layer.
 
-    ``control`` sets the budget (bba: the requested b) for every input; None is the model's own.
+    ``control`` sets the budget (bba: the requested b) for every input; None is the model's own
+    (a dense model runs without it, as :func:`~budgetformer_core.analysis.infer.evaluate` says).
     """
     from ..io.tokenizer import encode
     from .infer import evaluate
 
     ids, _ = encode(ckpt.tokenizer, split.texts, ckpt.config.max_len)
-    control = control if ckpt.model.method.budgeted else None
     evaluation = evaluate(ckpt.model, ids, split.labels, control)
     return Allocation(evaluation.to_frame([len(x) for x in ids]), evaluation.relevance)
 
@@ -229,7 +229,7 @@ def attention_profile(
     totals = dict.fromkeys(PROFILE_PARTS, 0.0)
     inputs = queries = 0
     model = ckpt.model.eval()
-    control = control if ckpt.model.method.budgeted else None
+    control = model.control_in_effect(control)
     for start in range(0, len(texts), batch_size):
         prefixes = [reading_prefix(ckpt.tokenizer, t, max_len) for t in texts[start : start + batch_size]]
         batch = encode_batch(ckpt.tokenizer, prefixes, max_len)

@@ -19,8 +19,8 @@ import pandas as pd
 import torch
 
 from ..io.checkpoint import Checkpoint
-from ..io.data import Split
 from ..io.inputs import MAX_CHARS
+from ..io.splits import Split
 from ..io.tokenizer import encode, encode_batch, pad, reading_prefix
 from ..measure.flops import dense_flops, forward_flops
 from ..model.budget import Control
@@ -103,7 +103,8 @@ def analyze(
         texts: non-empty strings of at most :data:`MAX_CHARS` characters; only their
             :func:`~budgetformer_core.io.tokenizer.reading_prefix` is tokenised, and the model
             reads its first ``max_len`` tokens (``truncated`` says when that is not all).
-        control: overrides of budget / k / head choice (see :class:`Control`).
+        control: overrides of budget / k / head choice (see :class:`Control`); a dense model
+            runs without them (:meth:`~budgetformer_core.model.encoder.BudgetFormer.control_in_effect`).
         mode: execution mode (default: ``structural``, ``dense`` for a dense model).
 
     Raises:
@@ -112,6 +113,7 @@ def analyze(
     check_texts(texts)
     model = ckpt.model.eval()
     mode = resolve_mode(model, mode)
+    control = model.control_in_effect(control)
     results: list[Analysis] = []
     for start in range(0, len(texts), batch_size):
         chunk = texts[start : start + batch_size]
@@ -329,9 +331,11 @@ def evaluate(
     mode: str | None = None,
     batch_size: int = 64,
 ) -> Evaluation:
-    """Evaluate pre-tokenised inputs (see :func:`evaluate_split` for texts)."""
+    """Evaluate pre-tokenised inputs (see :func:`evaluate_split` for texts); ``control`` as
+    :func:`analyze` takes it."""
     model.eval()
     mode = resolve_mode(model, mode)
+    control = model.control_in_effect(control)
     device = next(model.parameters()).device
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths batch together
     preds = np.zeros(len(ids), dtype=np.int64)

@@ -1,7 +1,8 @@
 """A classification dataset as the engine sees it: label names and train / validation / test
 splits of plain strings and integer labels (:class:`TextDataset`, :class:`Split`), whatever the
-source (:mod:`budgetformer_core.io.data` for files, the hub and BBC News,
-:mod:`budgetformer_core.io.synthetic` for the generated tasks)."""
+source (:mod:`budgetformer_core.io.data` for BBC News and any dataset by name,
+:mod:`budgetformer_core.io.hub` for files and the hub, :mod:`budgetformer_core.io.synthetic`
+for the generated tasks)."""
 
 from __future__ import annotations
 

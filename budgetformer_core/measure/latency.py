@@ -73,9 +73,8 @@ class Point:
         padded batch — and how many inputs it runs."""
         model = self.model
         mode = model.method.default_mode
-        control = self.control if self.control is not None else (
-            Control(budget=self.budget) if self.budget is not None else None)
-        control = None if mode == "dense" else control
+        control = model.control_in_effect(self.control if self.control is not None else (
+            Control(budget=self.budget) if self.budget is not None else None))
         if batch:
             b = pad(self.ids[:BATCH])  # (B, T) ids and mask
             return (lambda: model(b.ids, b.mask, mode=mode, control=control)), len(self.ids[:BATCH])

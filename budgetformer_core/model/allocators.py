@@ -1,9 +1,10 @@
 """Allocation: how each attention layer decides which heads run for each input.
 
 Every layer owns an :class:`Allocator` that turns the layer's normalised input into a
-:class:`LayerTrace` — the budget s, the head relevance p, the head weights w and the heads that
-run. The attention layer then executes that trace (:mod:`budgetformer_core.model.attention`). One
-allocator class per method, chosen once when the model is built (:func:`method_class`):
+:class:`~budgetformer_core.model.trace.LayerTrace` — the budget s, the head relevance p, the head
+weights w and the heads that run. The attention layer then executes that trace
+(:mod:`budgetformer_core.model.attention`). One allocator class per method, chosen once when the
+model is built (:func:`method_class`):
 
 * :class:`AllHeads` — dense: every head, weight 1;
 * :class:`BudgetAllocator` — BudgetFormer. From a global summary h of the layer input (its mean
@@ -22,9 +23,10 @@ A layer whose heads were pruned once (:meth:`HeadAttention.prune_heads`) gets a
 :class:`FixedHeads`, whatever the method: the heads kept, weight 1, nothing decided per input.
 
 What differs between the methods outside the layer — the default execution mode, the FLOPs of
-the networks, what an explanation attributes, how training sets up a batch — is said once, by
-the method's class (its class attributes and class methods), and read from there by the rest of
-the engine and the app.
+the networks, what an explanation attributes, how training sets up a batch — is said once: the
+facts by the method's torch-free description (:mod:`budgetformer_core.methods`), which its class
+carries as class attributes, the rest by the class's class methods. The rest of the engine reads
+them from the class, the app from the description.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
@@ -40,6 +41,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import ModelConfig, TrainConfig
+from ..methods import METHOD_DESCRIPTIONS, MethodDescription
 from .budget import (
     NO_TRAINING,
     BudgetNet,
@@ -59,130 +61,38 @@ from .budget import (
     soft_gates,
     summarize,
 )
+from .trace import ForwardContext, LayerTrace, full_budget_trace
 
-
-@dataclass
-class LayerTrace:
-    """What one attention layer decided for each input of the batch."""
-
-    budget: Tensor
-    """(B,) the budget s (BudgetFormer) or the requested budget b (bba)."""
-    relevance: Tensor
-    """(B, H) head relevance p (sums to 1)."""
-    head_weights: Tensor
-    """(B, H) w: s·H·p (``scaled``), or 1 on the heads that run (``gated``, bba, dense, pruned)."""
-    k: Tensor
-    """(B,) number of heads run."""
-    selected: Tensor
-    """(B, H) bool, True for the heads that ran."""
-    order: Tensor
-    """(B, H) head indices by decreasing relevance: the heads that ran are ``order[b, :k[b]]``."""
-    gate_scores: Tensor | None = None
-    """(B, H) bba gate scores z (None for the other variants)."""
-    gate_temperature: float = 1.0
-    every_head: bool = False
-    """True when the layer runs all the heads its attention has at weight 1 (dense, heads pruned
-    once, or a budget that buys every head at unit weights): executed as plain attention,
-    nothing gathered."""
-    unit_weights: bool = False
-    """True when ``head_weights`` are exactly ``selected`` (1 on the heads that run, no
-    gradient): the structural path then skips scaling the heads' outputs."""
-    attention: Tensor | None = None
-    """(B, H, T, T) the attention probabilities each head computed in this layer (query × key,
-    by head index), NaN for the heads that were not computed; only when the forward pass was
-    asked for them (``BudgetFormer.forward(..., capture_attention=True)``), else None."""
-
-    @property
-    def est_cost(self) -> Tensor:
-        """(B,) estimated attention cost, the fraction of head work the soft path pays for: the
-        mean soft gate (bba), the budget s (budgetformer) or 1 (dense). Computed on demand, so
-        inference does not pay for it."""
-        if self.gate_scores is None:
-            return self.budget
-        return soft_gates(self.gate_scores, self.order, self.k, self.gate_temperature).mean(-1)
-
-
-@dataclass
-class ForwardContext:
-    """What every layer of one forward pass shares."""
-
-    mask: Tensor | None
-    """(B, T) True for real tokens, or None when every token is real."""
-    control: Control
-    mode: str
-    """``dense``, ``soft``, ``masked`` or ``structural`` (see :mod:`budgetformer_core.model.encoder`)."""
-    embeddings: Tensor
-    """(B, T, D) the embedding output (the input of the first layer)."""
-    capture_attention: bool = False
-    """Keep every layer's attention probabilities in its trace (``LayerTrace.attention``)."""
-    pooling: str = "mean"
-    """The model's pooling: how :func:`summarize` sums up an input for the budgeting networks."""
-    _memo: dict = field(default_factory=dict, repr=False)
-
-    def embedded(self) -> Tensor:
-        """(B, D) :func:`summarize` of the embedding output: a summary of the input that no
-        layer's head choice changes (bba's gates read it). Computed once per forward pass."""
-        if "embedded" not in self._memo:
-            self._memo["embedded"] = summarize(self.embeddings, self.mask, self.pooling)
-        return self._memo["embedded"]
-
-    def every_head(self, n_heads: int, heads: Sequence[int] | None = None) -> LayerTrace:
-        """:func:`every_head_trace` for this batch, made once per forward pass and head set."""
-        key = ("every", None if heads is None else tuple(heads))
-        if key not in self._memo:
-            self._memo[key] = every_head_trace(self.embeddings, n_heads, heads)
-        return self._memo[key]
-
-
-def every_head_trace(x: Tensor, n_heads: int, heads: Sequence[int] | None = None) -> LayerTrace:
-    """All of a layer's heads at weight 1: the dense trace, or (``heads``: the original indices
-    of the heads kept) the trace of a layer pruned to those heads. x: (B, ...) for B and device."""
-    B = x.shape[0]
-    keep = list(range(n_heads)) if heads is None else list(heads)
-    selected = torch.zeros(B, n_heads, dtype=torch.bool, device=x.device)
-    selected[:, keep] = True
-    rest = [h for h in range(n_heads) if h not in keep]
-    order = torch.tensor(keep + rest, device=x.device).expand(B, n_heads)
-    relevance = selected.to(x.dtype) / len(keep)
-    k = torch.full((B,), len(keep), device=x.device)
-    return LayerTrace(x.new_ones(B), relevance, selected.to(x.dtype), k, selected, order, every_head=True)
-
-
-def full_budget_trace(budget: Tensor, relevance: Tensor, order: Tensor, gate_scores: Tensor | None = None,
-                      gate_temperature: float = 1.0) -> LayerTrace:
-    """The trace of a layer whose budget buys all H heads at weight 1 (k = H): every head selected,
-    run as plain attention (``every_head``); s or b, p and the ranking are kept for what is shown.
-    budget: (B,), relevance and order: (B, H)."""
-    B, H = order.shape
-    selected = torch.ones(B, H, dtype=torch.bool, device=order.device)
-    k = torch.full((B,), H, device=order.device)
-    return LayerTrace(budget, relevance, selected.to(relevance.dtype), k, selected, order, gate_scores,
-                      gate_temperature, every_head=True, unit_weights=True)
+METHOD_FACTS = ("budgeted", "predicts_budget", "symbol", "default_mode", "training_mode", "attributed",
+                "attributed_name")
+"""The facts of a method's description that its allocator class carries as class attributes."""
 
 
 class Allocator(nn.Module):
     """Decides, per input, which of a layer's heads run; ``forward`` returns the layer's trace.
 
-    The class of a method (:func:`method_class`) also says, in its class attributes and class
-    methods, what the rest of the engine does differently for a model of that method.
+    The class of a method (:func:`method_class`) also says what the rest of the engine does
+    differently for a model of that method: the facts of its description as class attributes,
+    the rest in its class methods.
     """
 
-    budgeted: ClassVar[bool] = True
-    """The model has a budget: a caller may request one, and an explanation has something to attribute."""
-    predicts_budget: ClassVar[bool] = False
-    """s is predicted per input by f_θ (BudgetFormer): the budget losses train it, a requested
-    budget forces it, and the ablations of :data:`~budgetformer_core.model.budget.ABLATIONS` apply.
-    False where the budget is the caller's request b (bba) or there is none (dense)."""
-    symbol: ClassVar[str] = "s"
-    """The budget's symbol in tables and pages: s (predicted), b (requested)."""
-    default_mode: ClassVar[str] = "structural"
-    """The execution mode at inference (:data:`budgetformer_core.model.encoder.MODES`)."""
-    training_mode: ClassVar[str] = "soft"
-    """The execution mode of a forward pass in training."""
-    attributed: ClassVar[str] = ""
-    """What :func:`budgetformer_core.analysis.explain.explain` attributes to the tokens ("" where nothing)."""
-    attributed_name: ClassVar[str] = ""
-    """Its short name, as a heading says it."""
+    description: ClassVar[MethodDescription | None] = None
+    """The method this class allocates for (:data:`~budgetformer_core.methods.METHOD_DESCRIPTIONS`);
+    None for :class:`FixedHeads`, which serves a pruned layer of any method."""
+    budgeted: ClassVar[bool]
+    predicts_budget: ClassVar[bool]
+    symbol: ClassVar[str]
+    default_mode: ClassVar[str]
+    training_mode: ClassVar[str]
+    attributed: ClassVar[str]
+    attributed_name: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs):
+        """The class of a method carries its description's facts (:data:`METHOD_FACTS`)."""
+        super().__init_subclass__(**kwargs)
+        if "description" in vars(cls):
+            for fact in METHOD_FACTS:
+                setattr(cls, fact, getattr(cls.description, fact))
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -246,8 +156,7 @@ class Allocator(nn.Module):
 class AllHeads(Allocator):
     """Dense: every head, weight 1."""
 
-    budgeted = False
-    default_mode = training_mode = "dense"
+    description = METHOD_DESCRIPTIONS["dense"]
 
     @classmethod
     def notes(cls, cfg: ModelConfig, control: Control | None) -> list[str]:
@@ -282,9 +191,7 @@ class BudgetAllocator(Allocator):
     "no g_φ" model (p = 1/H: the first k heads, or random ones).
     """
 
-    predicts_budget = True
-    attributed = "s: the budget f_θ predicts in the layer"
-    attributed_name = "s"
+    description = METHOD_DESCRIPTIONS["budgetformer"]
 
     def __init__(self, cfg: ModelConfig, budget_net: BudgetNet | None, scorer: HeadScorer | None):
         super().__init__(cfg)
@@ -403,9 +310,7 @@ class GateAllocator(Allocator):
     (hard-gate adaptation).
     """
 
-    symbol = "b"
-    attributed = "gate margin: mean gate score z of the heads that ran at b minus that of the heads that did not"
-    attributed_name = "the gate margin"
+    description = METHOD_DESCRIPTIONS["bba"]
 
     def __init__(self, cfg: ModelConfig, gate: nn.Module):
         super().__init__(cfg)

@@ -148,6 +148,12 @@ class BudgetFormer(nn.Module):
         (:func:`~budgetformer_core.model.allocators.method_class`)."""
         return method_class(self.cfg)
 
+    def control_in_effect(self, control: Control | None) -> Control | None:
+        """What a request means for this model: ``control`` itself, or None for a dense model,
+        which has no budget or head choice to override (the request is dropped, not refused).
+        The one place that decides it: inference, evaluation, the atlas, timing and the app ask here."""
+        return control if self.method.budgeted else None
+
     @property
     def allocators(self) -> list[Allocator]:
         return [layer.alloc for layer in self.layers]

@@ -4,7 +4,9 @@ BudgetFormer loss, per-epoch validation, a history of every epoch, and a checkpo
 The checkpoint holds the final epoch's weights (no picking the best epoch on validation), and
 its reported test figures are measured on the model exactly as stored. A run saves its state
 after every epoch and on Ctrl-C, and resumes from it to the same final weights
-(:mod:`budgetformer_core.train.resume`).
+(:mod:`budgetformer_core.train.resume`). The model a run starts from is built in
+:mod:`budgetformer_core.train.build`; what each epoch's row of the history holds is
+:mod:`budgetformer_core.train.history`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import math
 import random
 import shutil
 import time
-from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,17 +27,18 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from ..analysis.infer import evaluate
-from ..config import ENCODER_FIELDS, ModelConfig, TrainConfig, to_dict
+from ..config import ModelConfig, TrainConfig, to_dict
 from ..io.checkpoint import check_out_dir, round_for_storage, save_checkpoint
 from ..io.data import TextDataset
 from ..io.loader import load_checkpoint
-from ..io.pretrained import load_backbone, load_base
-from ..io.tokenizer import encode, load_tokenizer, pad, train_tokenizer
+from ..io.tokenizer import encode, pad
 from ..model.allocators import method_class
 from ..model.budget import Control
 from ..model.encoder import BudgetFormer
 from ..model.losses import total_loss
 from . import distributed
+from .build import build_model, freeze, init_embeddings, input_losses
+from .history import SUMS, epoch_summary, loss_weights
 from .resume import (
     CtrlC,
     TrainingInterrupted,
@@ -96,55 +98,6 @@ def augment(ids: list[int], max_len: int, cfg: TrainConfig, rng: random.Random) 
     return ids
 
 
-def sinusoids(length: int, dim: int, std: float = 0.02) -> torch.Tensor:
-    """(length, dim) sine / cosine position table of Vaswani et al., scaled to ``std``."""
-    pos = torch.arange(length, dtype=torch.float32)[:, None]  # (T, 1)
-    freq = torch.exp(-math.log(10_000.0) * torch.arange(0, dim, 2, dtype=torch.float32) / dim)  # (D/2,)
-    table = torch.zeros(length, dim)
-    table[:, 0::2] = torch.sin(pos * freq)
-    table[:, 1::2] = torch.cos(pos * freq)
-    return table * (std / table.std())
-
-
-def lsa_embeddings(ids: list[list[int]], vocab_size: int, dim: int, seed: int, std: float = 0.02) -> torch.Tensor:
-    """(vocab_size, dim) token vectors from a truncated SVD of the TF-IDF token-document matrix."""
-    from scipy.sparse import csr_matrix
-    from sklearn.decomposition import TruncatedSVD
-    from sklearn.feature_extraction.text import TfidfTransformer
-
-    rows = np.repeat(np.arange(len(ids)), [len(x) for x in ids])
-    cols = np.concatenate([np.asarray(x) for x in ids])
-    counts = csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(ids), vocab_size))  # (docs, vocab)
-    tfidf = TfidfTransformer(sublinear_tf=True).fit_transform(counts)
-    svd = TruncatedSVD(min(dim, min(tfidf.shape) - 1), random_state=seed).fit(tfidf)
-    vectors = np.zeros((vocab_size, dim), dtype=np.float32)
-    vectors[:, : svd.components_.shape[0]] = (svd.components_ * svd.singular_values_[:, None]).T
-    vectors *= std / max(vectors.std(), 1e-12)
-    return torch.from_numpy(vectors)
-
-
-SHAPE_FIELDS = (*ENCODER_FIELDS, "max_len", "pooling")
-"""What a warm start (``init``) takes from its checkpoint."""
-
-
-def warm_start(model: BudgetFormer, source: BudgetFormer, skip: Collection[str] = ()) -> list[str]:
-    """Copy every weight ``source`` shares with ``model`` (by name; shapes must agree), less
-    those named in ``skip``, into it.
-
-    Returns:
-        The names of ``model``'s weights that were not copied (they keep their fresh init).
-    """
-    own, theirs = model.state_dict(), source.state_dict()
-    shared = {k: v for k, v in theirs.items() if k in own and k not in skip}
-    for k, v in shared.items():
-        if v.shape != own[k].shape:
-            raise ValueError(
-                f"the init checkpoint's {k} has shape {tuple(v.shape)}, this model's {tuple(own[k].shape)}"
-            )
-    model.load_state_dict(shared, strict=False)
-    return sorted(set(own) - set(shared))
-
-
 @dataclass
 class TrainResult:
     """Where the checkpoint went and what it scored."""
@@ -165,77 +118,6 @@ def keep_ranking(model: BudgetFormer) -> None:
     for name, param in model.named_parameters():
         if (".budget_net." not in name) if has_f else (".scorer." in name):
             param.grad = None
-
-
-def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainConfig, train_texts: list[str],
-                init: str | Path | None, backbone: str | None, saved_tokenizer: Path | None,
-                device: torch.device) -> tuple[BudgetFormer, Any, Any]:
-    """The model to train, its tokenizer and its pretrained base (None when it has none).
-
-    With ``init`` the model takes the checkpoint's tokenizer, shape and every weight the two share
-    (:func:`warm_start`) — except ``max_len`` on a pretrained base, whose position table serves
-    any length up to its own, so that a fine-tune can go on at longer inputs; with ``backbone``
-    the base's tokenizer and encoder weights. Otherwise the
-    tokenizer is the resumed run's (``saved_tokenizer``) or one trained on ``train_texts``. The
-    method's recipe settings are applied to the config (``Allocator.trained_config``).
-    """
-    start = load_checkpoint(init) if init is not None else None
-    base = load_backbone(backbone) if backbone is not None else None
-    if start is not None and start.meta.get("backbone"):
-        base = load_base(start.meta["backbone"])  # what it was built on, and what it left unchanged
-    if start is not None:
-        tok = start.tokenizer
-        shape = {k: getattr(start.config, k) for k in SHAPE_FIELDS if k != "max_len" or base is None}
-        model_cfg = dataclasses.replace(model_cfg, **shape)
-    elif base is not None:
-        tok = base.tokenizer
-    elif saved_tokenizer is not None:  # the run's own vocabulary (a retrained one could differ on a small corpus)
-        tok = load_tokenizer(saved_tokenizer)
-    else:
-        tok = distributed.same_tokenizer(train_tokenizer(train_texts, model_cfg.vocab_size))
-    model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size(), n_classes=dataset.n_classes)
-    model_cfg = method_class(model_cfg).trained_config(model_cfg, train_cfg)
-    model = (base.build(model_cfg) if base is not None else BudgetFormer(model_cfg)).to(device)
-    if start is not None:  # (the tensors it kept as the base's are the model's already, at its length)
-        warm_start(model, start.model, skip=base.unchanged(start.model) if base is not None else ())
-    return model, tok, base
-
-
-@torch.no_grad()
-def input_losses(model: BudgetFormer, ids: list[list[int]], labels: list[int], batch_size: int = 64) -> torch.Tensor:
-    """(N,) ``model``'s task loss on each input, its first ``max_len`` tokens, in float64 (the
-    losses of inputs it fits well differ in digits that float32 rounds away)."""
-    model.eval()
-    device = next(model.parameters()).device
-    losses = []
-    for start in range(0, len(ids), batch_size):
-        batch = pad([x[: model.cfg.max_len] for x in ids[start : start + batch_size]])
-        logits = model(batch.ids.to(device), batch.mask.to(device)).logits.double()  # (B, C)
-        y = torch.tensor(labels[start : start + batch_size], device=device)
-        losses.append(torch.nn.functional.cross_entropy(logits, y, reduction="none").cpu())
-    return torch.cat(losses)
-
-
-def init_embeddings(model: BudgetFormer, train_ids: list[list[int]], cfg: TrainConfig) -> None:
-    """Token embeddings from an LSA of the training split (``embed_init``) and sinusoidal
-    positions (``pos_init``), for a model that does not start pretrained."""
-    with torch.no_grad():
-        if cfg.embed_init == "lsa":
-            lsa = lsa_embeddings(train_ids, model.cfg.vocab_size, model.cfg.d_model, cfg.seed)
-            model.tok_emb.weight.copy_(lsa)
-        if cfg.pos_init == "sinusoidal":
-            model.pos_emb.weight.copy_(sinusoids(model.cfg.max_len, model.cfg.d_model))
-
-
-def freeze(model: BudgetFormer, cfg: TrainConfig) -> None:
-    """What stays as it starts: the embeddings (``freeze_embeddings``), bba's gates (``freeze_gates``)."""
-    if cfg.freeze_embeddings:
-        for module in (model.tok_emb, model.pos_emb, model.type_emb, model.ln_emb):
-            if module is not None:
-                module.requires_grad_(False)
-    if cfg.freeze_gates:
-        for alloc in model.allocators:
-            alloc.gate.requires_grad_(False)
 
 
 def step_mode(model_cfg: ModelConfig, train_cfg: TrainConfig, t: float) -> str:
@@ -300,10 +182,6 @@ class Diverged(RuntimeError):
     """The loss is no longer finite: training stops before the weights are overwritten."""
 
 
-SUMS = ("loss", "task", "budget", "entropy", "cost", "entropy_term", "difficulty", "balance")
-"""The loss terms an epoch sums over its inputs (``correct`` counts beside them)."""
-
-
 def train_step(run: Training, net: nn.Module, views: list[list[int]], rows: list[int], labels: torch.Tensor,
                train_cfg: TrainConfig, total_steps: int, device: torch.device, where: str):
     """One optimiser step on the global batch ``rows`` (``views``: their augmented token ids);
@@ -338,32 +216,6 @@ def train_step(run: Training, net: nn.Module, views: list[list[int]], rows: list
     return terms, out, y
 
 
-def epoch_summary(epoch: int, sums: dict[str, float], s_sum: torch.Tensor, n_train: int, terms, lr: float,
-                  val) -> dict[str, Any]:
-    """The history row of an epoch: its mean training losses, accuracy and budget, and validation."""
-    mean = {key: sums[key] / n_train for key in SUMS}
-    return {
-        "epoch": epoch + 1,
-        "loss": mean["loss"],
-        "task_loss": mean["task"],
-        "budget_loss": mean["budget"],
-        "entropy": mean["entropy"],
-        "cost": mean["cost"],
-        "entropy_term": mean["entropy_term"],
-        "difficulty_loss": mean["difficulty"],
-        "balance_loss": mean["balance"],
-        "beta": terms.beta,
-        "lr": lr,
-        "train_accuracy": sums["correct"] / n_train,
-        "train_mean_budget_per_layer": (s_sum / n_train).tolist(),
-        "val_accuracy": val.accuracy,
-        "val_mean_budget": val.mean_budget,
-        "val_mean_budget_per_layer": val.mean_budget_per_layer,
-        "val_mean_heads_fraction": val.mean_heads_fraction,
-        "val_head_entropy": val.head_entropy,
-    }
-
-
 def by_length(perm: list[int], lengths: list[int], batch_size: int, groups: int,
               generator: torch.Generator) -> list[int]:
     """``perm`` with inputs of similar length batched together (``TrainConfig.length_groups``):
@@ -388,6 +240,7 @@ def run_epochs(run: Training, train_ids: list[list[int]], labels: torch.Tensor, 
     steps_per_epoch = math.ceil(len(train_ids) / train_cfg.batch_size)
     total_steps = steps_per_epoch * train_cfg.epochs
     first_epoch, first_batch = (saved["epoch"], saved["batch"]) if saved is not None else (0, 0)
+    weights = loss_weights(to_dict(train_cfg), not model.method.predicts_budget)  # as total_loss adds them
     net = distributed.wrap(model, train_cfg.seed)  # DDP under torchrun, else the model itself
     with CtrlC() as ctrl_c:
         for epoch in range(first_epoch, train_cfg.epochs):
@@ -423,7 +276,8 @@ def run_epochs(run: Training, train_ids: list[list[int]], labels: torch.Tensor, 
                 bar.set_postfix(loss=f"{terms.total.item():.3f}")
             sums, s_sum = distributed.sum_over_ranks(sums), distributed.sum_over_ranks(s_sum)
             val = evaluate(run.final(), val_ids, val_labels)
-            row = epoch_summary(epoch, sums, s_sum, len(train_ids), terms, run.opt.param_groups[0]["lr"], val)
+            row = epoch_summary(epoch, sums, s_sum, len(train_ids), terms, run.opt.param_groups[0]["lr"], val,
+                                weights)
             run.history.append(row)
             if progress:
                 tqdm.write(

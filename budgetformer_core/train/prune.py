@@ -31,7 +31,7 @@ from torch import Tensor
 from ..io.checkpoint import Checkpoint, check_out_dir, save_checkpoint
 from ..io.tokenizer import pad
 from ..model.encoder import BudgetFormer
-from .loop import warm_start
+from .build import warm_start
 
 
 def head_importance(

@@ -22,7 +22,8 @@ import torch
 
 from ..io.checkpoint import Checkpoint
 from ..io.classifier import RANKED
-from ..io.data import FORMATS, NoLabels, load_dataset
+from ..io.data import load_dataset
+from ..io.hub import FORMATS, NoLabels
 from ..io.inputs import TABLE_SUFFIXES, input_rows
 from ..io.loader import load_checkpoint
 from ..io.tokenizer import encode, pad

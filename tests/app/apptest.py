@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.state import CHECKPOINTS, DEFAULT_MODEL, available_models
+from app.models import DEFAULT_MODEL, available_models
+from budgetformer_core.shipped import CHECKPOINTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +49,7 @@ MARKUP = "<script>alert(1)</script><b>x</b>"
 BF = "bbc-budgetformer"
 """The BudgetFormer trained from scratch on BBC (2 layers × 4 heads), shipped beside ``bbc-bba``,
 the per-budget baselines, the ablations and the seeds: the model most page tests open (the
-app's default, :data:`app.state.DEFAULT_MODEL`, is its MiniLM fine-tune)."""
+app's default, :data:`app.models.DEFAULT_MODEL`, is its MiniLM fine-tune)."""
 
 
 def start(model: str | None = BF) -> AppTest:

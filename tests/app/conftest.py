@@ -25,7 +25,7 @@ def default_at() -> AppTest:
 @pytest.fixture
 def results(tmp_path, monkeypatch) -> pd.DataFrame:
     """Made-up precomputed results under tmp_path; returns sweeps.csv as written."""
-    import app.state
+    from budgetformer_core import shipped
     from budgetformer_core.io.data import load_dataset
 
     frame = fake_sweeps()
@@ -34,7 +34,7 @@ def results(tmp_path, monkeypatch) -> pd.DataFrame:
     (tmp_path / "per_example").mkdir()
     for model, wrong in WRONG.items():
         fake_per_example(labels, wrong).to_parquet(tmp_path / "per_example" / f"bbc-{model}.parquet")
-    monkeypatch.setattr(app.state, "RESULTS", tmp_path)
+    monkeypatch.setattr(shipped, "RESULTS", tmp_path)
     return frame
 
 

@@ -28,7 +28,7 @@ pytestmark = requires_default_model
 
 
 def test_ablation_page(at, results):
-    import app.state
+    from budgetformer_core import shipped
 
     open_page(at, "ablations")
     assert at.title[0].value == "Ablations"
@@ -58,7 +58,7 @@ def test_ablation_page(at, results):
     assert len(at.get("download_button")) == 3  # the table, its intervals, the disagreements
 
     # a model missing from sweeps.csv: one row per model that is there
-    fake_sweeps(without=("no-budget-net", "bba")).to_csv(app.state.RESULTS / "sweeps.csv", index=False)
+    fake_sweeps(without=("no-budget-net", "bba")).to_csv(shipped.sweeps_csv(), index=False)
     run(at)
     assert at.dataframe[0].value["model"].tolist() == ["BudgetFormer (full)", "no head scorer (no g_φ)", "dense"]
     assert any(c.value.startswith("Not in sweeps") and "bba" in c.value for c in at.caption)

@@ -39,13 +39,13 @@ from app.logic.explore import (
 )
 from app.method import Method, method_of
 from app.settings import Settings, control_for
-from app.state import CHECKPOINTS as PRECOMPUTED
 from budgetformer_core.analysis.infer import Evaluation, spearman
 from budgetformer_core.config import ModelConfig
 from budgetformer_core.io.files import file_sha256
 from budgetformer_core.io.inputs import MAX_CHARS
 from budgetformer_core.io.loader import load_checkpoint
 from budgetformer_core.io.tokenizer import encode, reading_prefix
+from budgetformer_core.shipped import CHECKPOINTS as PRECOMPUTED
 
 SPORT = "The striker scored twice as the champions won the cup final after extra time."
 
@@ -430,6 +430,52 @@ def test_history_frame_and_story():
     assert "no training history" in dynamics.dynamics_story(dynamics.history_frame([]), 8, None, None)
 
 
+ADAPTIVE = {"recipe": "adaptive", "lambda_budget": 10.0, "lambda_entropy": 0.01, "lambda_cost": 2.0,
+            "lambda_difficulty": 5.0, "lambda_balance": 0.0}
+"""A run's recorded training config, its weights far from the defaults."""
+
+
+def test_loss_terms_as_the_history_records_them():
+    recorded = [{**h, "loss_terms": {"task": h["task_loss"], "budget": 0.3, "entropy_term": -0.2, "cost": 0.1}}
+                for h in HISTORY]
+    got = dynamics.loss_terms(recorded, dynamics.history_frame(recorded), ADAPTIVE, task_only=False)
+    assert got.source == "history" and "as the run recorded" in got.note
+    assert got.terms == {"task: cross-entropy": [1.1, 0.1], "λ_b·hinge (λ_b = 10)": [0.3, 0.3],
+                         "λ_c·s (λ_c = 2)": [0.1, 0.1], "λ_e·β(t)·H(p)": [-0.2, -0.2]}  # the chart's order
+    # a run whose history records only some epochs (resumed from an older state): derived throughout
+    mixed = [recorded[0], HISTORY[1]]
+    assert dynamics.loss_terms(mixed, dynamics.history_frame(mixed), ADAPTIVE, False).source == "config"
+
+
+def test_loss_terms_of_an_older_history_come_from_its_own_config():
+    """Weighted by the run's recorded λ (not the defaults); the terms the history does not hold
+    apart are the total minus the others, named after each of them; they add up to the total."""
+    old = [{**h, "cost": 0.25} for h in HISTORY]
+    frame = dynamics.history_frame(old)
+    got = dynamics.loss_terms(old, frame, ADAPTIVE, task_only=False)
+    assert got.source == "config" and "from the run's own training config" in got.note
+    assert list(got.terms) == ["task: cross-entropy", "λ_b·hinge (λ_b = 10)", "λ_c·s (λ_c = 2)",
+                               "λ_e·β(t)·H(p) + λ_d·(s − target)² (not recorded apart: the total minus the others)"]
+    assert got.terms["λ_b·hinge (λ_b = 10)"] == pytest.approx([0.1, 0.0])
+    assert got.terms["λ_c·s (λ_c = 2)"] == pytest.approx([0.5, 0.5])
+    assert [sum(v[e] for v in got.terms.values()) for e in range(2)] == pytest.approx([1.0, 0.1])
+    paper = dynamics.loss_terms(old, frame, {**ADAPTIVE, "recipe": "paper"}, task_only=False)
+    assert list(paper.terms) == ["task: cross-entropy", "λ_b·hinge (λ_b = 10)", "λ_e·β(t)·H(p)"]  # no λ_c·s
+    dense = dynamics.loss_terms(old, frame, {}, task_only=True)  # the task loss alone, whatever is recorded
+    assert dense.source == "history" and list(dense.terms) == ["task: cross-entropy", "not recorded apart (the "
+                                                                "total minus the others)"]
+
+
+def test_loss_terms_say_so_when_the_config_records_no_weights():
+    for train_cfg in ({}, {k: v for k, v in ADAPTIVE.items() if k != "lambda_cost"}, {**ADAPTIVE, "recipe": None},
+                      {**ADAPTIVE, "lambda_budget": "ten"}):
+        got = dynamics.loss_terms(HISTORY, dynamics.history_frame(HISTORY), train_cfg, task_only=False)
+        assert got.source == "unrecorded" and "does not record the weights" in got.note
+        assert list(got.terms) == ["task: cross-entropy", dynamics.REST]  # the rest of the total, not split
+        assert got.terms[dynamics.REST] == pytest.approx([-0.1, 0.0])
+    assert dynamics.loss_terms([], dynamics.history_frame([]), {}, False).terms == {}
+
+
 def test_page_charts():
     curves = [[0.5, 0.4], [0.5, 0.2]]
     fig = training_budget([1, 2], curves, curves, 0.1, 0.45)
@@ -632,7 +678,7 @@ def test_a_map_selection_names_its_rows_and_the_listing_links_them():
 
 
 def test_standing_against_dense():
-    from app.logic.results import standing
+    from app.logic.standing import standing
 
     def cfg(variant="budgetformer", accuracy=0.9, **model):
         return {"dataset": "d", "model": {"variant": variant, **model}, "test": {"accuracy": accuracy}}

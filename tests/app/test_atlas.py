@@ -18,8 +18,8 @@ import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetStates
 from streamlit.testing.v1 import AppTest
 
-import app.state
-from app.state import RESULTS, available_models
+from app.models import available_models
+from budgetformer_core import shipped
 from budgetformer_core.analysis.infer import evaluate_split
 from budgetformer_core.io.data import load_dataset
 from budgetformer_core.io.loader import load_checkpoint
@@ -41,7 +41,7 @@ pytestmark = pytest.mark.skipif(
 def model(request, monkeypatch) -> str:
     """The model's name; for the 6 × 12 model, the app's checkpoint folder is the one holding it."""
     if request.param == DEEP:
-        monkeypatch.setattr(app.state, "CHECKPOINTS", request.getfixturevalue("deep_checkpoint").parent)
+        monkeypatch.setattr(shipped, "CHECKPOINTS", request.getfixturevalue("deep_checkpoint").parent)
     elif request.param not in available_models():
         pytest.skip(f"{request.param} is not shipped here")
     return request.param
@@ -50,10 +50,10 @@ def model(request, monkeypatch) -> str:
 def per_example_frame(name: str) -> pd.DataFrame:
     """The per-example test table: the shipped parquet, or (a model not shipped) the engine's
     evaluation of the BBC test split."""
-    path = RESULTS / "per_example" / f"{name}.parquet"
+    path = shipped.per_example_path(name)
     if path.is_file():
         return pd.read_parquet(path)
-    ckpt = load_checkpoint(app.state.CHECKPOINTS / name)
+    ckpt = load_checkpoint(shipped.CHECKPOINTS / name)
     split = load_dataset("bbc", seed=0).split("test")
     ids, _ = encode(ckpt.tokenizer, split.texts, ckpt.config.max_len)
     return evaluate_split(ckpt, split).to_frame([len(x) for x in ids])
@@ -157,7 +157,7 @@ def test_a_bba_model_at_another_budget_runs_nested_subsets_of_its_heads():
 
 
 def test_head_sets_and_head_card(monkeypatch, deep_checkpoint):
-    monkeypatch.setattr(app.state, "CHECKPOINTS", deep_checkpoint.parent)
+    monkeypatch.setattr(shipped, "CHECKPOINTS", deep_checkpoint.parent)
     frame = per_example_frame(DEEP)
     at = open_atlas(DEEP, "Head sets")
     at.selectbox(key="atlas_sets_layer").set_value(3)

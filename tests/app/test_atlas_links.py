@@ -15,13 +15,13 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import local_copy, state
+from app import local_copy, models
 
 from .test_atlas import MAIN, TIMEOUT, listed, run, send_selection
 
 MODEL = "ag_news-bba"
 
-pytestmark = pytest.mark.skipif(MODEL not in state.available_models(), reason="no shipped ag_news bba model")
+pytestmark = pytest.mark.skipif(MODEL not in models.available_models(), reason="no shipped ag_news bba model")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import io
 import pandas as pd
 import pytest
 
-from app.state import available_models
+from app.models import available_models
 
 from .apptest import (
     BBA,

@@ -147,7 +147,8 @@ def test_explore_page_in_a_browser(server, browser):
     """A visitor's first session, on the default model: the teaching layout at 1280×720, typed
     texts, the budget slider to all heads, the export, an ablation, markup and an empty text."""
     from app.logic.explore import per_layer_value
-    from app.state import CHECKPOINTS, DEFAULT_MODEL
+    from app.models import DEFAULT_MODEL
+    from budgetformer_core.shipped import CHECKPOINTS
 
     shape = json.loads((CHECKPOINTS / DEFAULT_MODEL / "config.json").read_text())["model"]
     n_layers, n_heads = shape["n_layers"], shape["n_heads"]

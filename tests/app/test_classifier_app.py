@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.state import MODEL_ROOTS_ENV, available_models
+from app.models import MODEL_ROOTS_ENV, available_models
 from budgetformer_core.analysis.infer import evaluate_split
 from budgetformer_core.io.data import load_dataset
 from budgetformer_core.io.loader import load_checkpoint

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.state import available_models
+from app.models import available_models
 
 from .apptest import BBA, BF, MARKUP, SPORT, chart, config, metric, open_page, pick_model, requires_default_model, run
 
@@ -30,7 +30,7 @@ def shown_ks(at: AppTest, side: str) -> list[int]:
 @pytest.mark.skipif(BBA not in available_models(), reason="no bbc bba checkpoint")
 def test_side_by_side_two_models_two_budgets_two_texts(at):
     from app.logic.compare import side_differences
-    from app.state import model_method
+    from app.models import model_method
 
     open_page(at, "compare")
     at.text_area(key="sbs_text").input(SPORT)

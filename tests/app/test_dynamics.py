@@ -11,7 +11,8 @@ import math
 
 import pytest
 
-from app.state import CHECKPOINTS, available_models
+from app.models import available_models
+from budgetformer_core.shipped import CHECKPOINTS
 
 from .apptest import (
     BF,
@@ -61,6 +62,8 @@ def test_training_dynamics_page(at):
     assert names[0] == "task: cross-entropy" and names[1].startswith("λ_b·hinge") and names[2].startswith("λ_c·s")
     assert "λ_e·β(t)·H(p)" in names[3] and names[-1].startswith("total loss")
     loss_terms_add_up(at, history)
+    assert "loss_terms" not in history[-1]  # shipped before the terms were recorded: weighted by its own λ
+    assert any("from the run's own training config" in str(c.value) for c in at.caption)
     story = " ".join(all_markdown(at))
     assert "exploration" in story and "exploitation" in story
     assert f"{len(history)} epochs" in story

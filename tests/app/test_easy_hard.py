@@ -72,9 +72,10 @@ def test_easy_vs_hard_page(at):
 def expected_adaptivity(model: str, needed: list[int] | None = None):
     """The figures the page should show, from the shipped per-example tables."""
     from budgetformer_core.analysis.adaptivity import from_frames
+    from budgetformer_core.shipped import dense_reference
 
     frame = pd.read_parquet(PER_EXAMPLE / f"{model}.parquet")
-    reference = pd.read_parquet(PER_EXAMPLE / f"{model.split('-', 1)[0]}-dense.parquet")
+    reference = pd.read_parquet(PER_EXAMPLE / f"{dense_reference(config(model)['dataset'], model, full=True)}.parquet")
     return from_frames(frame, config(model)["model"]["n_heads"], reference, needed)
 
 

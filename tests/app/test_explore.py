@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.state import DEFAULT_MODEL, available_models
+from app.models import DEFAULT_MODEL, available_models
 
 from .apptest import (
     BF,
@@ -62,12 +62,12 @@ def test_default_page_shows_the_analysis(default_at):
 
 
 def test_the_picked_models_per_example_tables_are_read_in_the_background(default_at):
-    from app import state
+    from app import models, state
 
     thread = state.PREFETCH[DEFAULT_MODEL]  # started by the run that picked the model, after its page
     thread.join(120)
     assert not thread.is_alive() and thread.daemon
-    for model in (DEFAULT_MODEL, state.reference_model(DEFAULT_MODEL)):
+    for model in (DEFAULT_MODEL, models.reference_model(DEFAULT_MODEL)):
         assert state.precomputed_table(model) is not None  # what the thread read: vouched and readable
     state.prefetch(DEFAULT_MODEL)
     assert state.PREFETCH[DEFAULT_MODEL] is thread  # once per server process

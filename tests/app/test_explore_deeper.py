@@ -19,8 +19,8 @@ from streamlit.testing.v1 import AppTest
 
 from app.links import LINK_TEXT_LIMIT, link_params, read_link
 from app.method import method_of
+from app.models import DEFAULT_MODEL, available_models
 from app.settings import Settings
-from app.state import DEFAULT_MODEL, available_models
 from budgetformer_core.analysis.explain import explain
 from budgetformer_core.analysis.report import attribution_html
 from budgetformer_core.config import ModelConfig

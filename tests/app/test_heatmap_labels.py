@@ -17,7 +17,7 @@ from app.charts.explore import ATTENTION_LABELS, attention_heatmap, selection_di
 from app.charts.heads import head_heatmap
 from app.head_cells import TIE, tied_at_cut
 from app.logic.explore import run_analysis
-from app.state import available_models
+from app.models import available_models
 from budgetformer_core.io.loader import load_checkpoint
 
 from ..conftest import PRECOMPUTED

@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import local_copy as copies
-from app import state
+from app import models, state
 
 SECRET = "my diary entry 7f3c"
 """The text of the private file: it must never reach a page."""
@@ -48,7 +48,7 @@ def test_several_roots_and_the_default(roots, monkeypatch, tmp_path):
     monkeypatch.setenv(copies.DATA_ROOTS_ENV, os.pathsep.join([str(allowed), str(private)]))
     assert copies.local_copy(str(private / "secret.csv")) == (private / "secret.csv").resolve()
     monkeypatch.delenv(copies.DATA_ROOTS_ENV)
-    assert copies.allowed_data_roots() == [(state.ROOT.parent / "shared" / "data").resolve()]
+    assert copies.allowed_data_roots() == [(copies.ROOT.parent / "shared" / "data").resolve()]
     assert copies.local_copy(str(private)) is None
 
 
@@ -68,7 +68,7 @@ def test_dot_dot_links_and_look_alike_names(roots, tmp_path):
     allowed, private = roots
     mine = (allowed / "mine").resolve()
     inside = [str(allowed / "mine" / ".." / "mine"), str(allowed) + "//mine/", str(allowed / "." / "mine"),
-              os.path.relpath(allowed / "mine", state.ROOT)]  # relative paths start at the project
+              os.path.relpath(allowed / "mine", copies.ROOT)]  # relative paths start at the project
     for typed in inside:
         assert copies.local_copy(typed) == mine, typed
     look_alike = tmp_path / (allowed.name + "-private")  # a string prefix of it is not inside
@@ -79,7 +79,7 @@ def test_dot_dot_links_and_look_alike_names(roots, tmp_path):
     (allowed / "in").symlink_to(allowed / "mine")  # a link that stays inside is fine
     outside = [str(look_alike), str(look_alike / "secret.csv"), str(allowed / "secret.csv"),
                str(allowed / "up"), str(allowed / "up" / "private" / "secret.csv"),
-               os.path.relpath(private / "secret.csv", state.ROOT), "../" * 40 + "etc/passwd",
+               os.path.relpath(private / "secret.csv", copies.ROOT), "../" * 40 + "etc/passwd",
                str(allowed / "mine" / ".." / ".." / "private"), "/etc/passwd", "//etc", "~", "~/.ssh",
                str(allowed / "in" / ".." / ".." / "private")]
     for typed in outside:
@@ -109,7 +109,7 @@ def everything_rendered(at: AppTest) -> bytes:
     return b"".join(n.proto.SerializeToString() for n in at if getattr(n, "proto", None) is not None)
 
 
-@pytest.mark.skipif(AG_NEWS not in state.available_models(), reason="no shipped ag_news model")
+@pytest.mark.skipif(AG_NEWS not in models.available_models(), reason="no shipped ag_news model")
 def test_the_sidebar_never_shows_a_file_outside_the_list(roots):
     """A visitor types paths into the sidebar's "Local copy of ag_news": the private file's text
     is on no page; a CSV file inside the operator's folder is read whole."""
@@ -130,7 +130,7 @@ def test_the_sidebar_never_shows_a_file_outside_the_list(roots):
     at.sidebar.selectbox(key="dataset").set_value("ag_news").run()
     at.sidebar.selectbox(key="model_for_ag_news").set_value(AG_NEWS).run()
     for typed in (str(private), str(private / "secret.csv"), str(allowed / ".." / "private" / "secret.csv"),
-                  str(allowed / "secret.csv"), os.path.relpath(private / "secret.csv", state.ROOT)):
+                  str(allowed / "secret.csv"), os.path.relpath(private / "secret.csv", copies.ROOT)):
         visit(typed)
         assert any("could be read" in w.value for w in at.sidebar.warning), typed
         assert any("no samples to pick" in i.value for i in at.info), typed

@@ -12,7 +12,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.charts.style import SCATTER_POINTS
-from app.state import CHECKPOINTS, OFFLINE_DATASETS, available_models
+from app.models import available_models
+from app.state import OFFLINE_DATASETS
+from budgetformer_core.shipped import CHECKPOINTS
 
 from .apptest import (
     AG_NEWS,
@@ -46,7 +48,8 @@ def test_every_page_renders_on_its_own(view):
 def test_broken_checkpoint_gives_a_clear_error(tmp_path, monkeypatch, damage):
     import shutil
 
-    import app.state
+    import app.models
+    from budgetformer_core import shipped
 
     broken = tmp_path / "bbc-broken"
     shutil.copytree(CHECKPOINTS / BF, broken)
@@ -56,11 +59,11 @@ def test_broken_checkpoint_gives_a_clear_error(tmp_path, monkeypatch, damage):
     else:
         (broken / "config.json").write_text('{"dataset": "bbc", "model": ')
     shutil.copytree(CHECKPOINTS / BF, tmp_path / BF)
-    monkeypatch.setattr(app.state, "CHECKPOINTS", tmp_path)
+    monkeypatch.setattr(shipped, "CHECKPOINTS", tmp_path)
 
     at = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
     if damage != "truncated weights":  # an unreadable config.json: the model is not offered at all
-        assert "bbc-broken" in app.state.unusable_models() and "bbc-broken" not in app.state.available_models()
+        assert "bbc-broken" in app.models.unusable_models() and "bbc-broken" not in app.models.available_models()
         assert not at.exception
         return
     dataset = "bbc"
@@ -94,14 +97,14 @@ def test_pages_without_the_dataset_texts(tmp_path, monkeypatch):
     """A checkpoint of a dataset whose texts are not on this machine: history only."""
     import shutil
 
-    import app.state
+    from budgetformer_core import shipped
 
     other = tmp_path / "agnews-budgetformer"
     shutil.copytree(CHECKPOINTS / BF, other)
     cfg = config()
     (other / "config.json").write_text(json.dumps({**cfg, "dataset": "ag_news"}))
     shutil.copytree(CHECKPOINTS / BF, tmp_path / BF)
-    monkeypatch.setattr(app.state, "CHECKPOINTS", tmp_path)
+    monkeypatch.setattr(shipped, "CHECKPOINTS", tmp_path)
 
     at = run(AppTest.from_file(str(MAIN), default_timeout=TIMEOUT))
     at.sidebar.selectbox(key="dataset").set_value("ag_news")
@@ -360,10 +363,11 @@ def test_switching_dataset_picks_its_budgetformer_and_flags_a_foreign_text(at):
 def flagged_model() -> str | None:
     """A shipped full method more than 3 points below its dataset's dense model (config.json's
     test accuracies), if any."""
-    from app.logic.results import FLAG_POINTS
+    from app.logic.standing import FLAG_POINTS
+    from budgetformer_core.shipped import dense_reference
 
     for m in available_models():
-        cfg, dense = config(m), f"{config(m)['dataset']}-dense"
+        cfg, dense = config(m), dense_reference(config(m)["dataset"], m, full=True)
         full = cfg["model"]["variant"] != "dense" and cfg["model"].get("use_budget_net", True) \
             and cfg["model"].get("head_choice", "learned") == "learned"
         if full and dense in available_models() and \
@@ -375,8 +379,11 @@ def flagged_model() -> str | None:
 @pytest.mark.skipif(flagged_model() is None, reason="no shipped full method falls 3 points below dense")
 @pytest.mark.artifacts
 def test_a_model_far_below_dense_is_flagged_wherever_it_appears(at):
+    from budgetformer_core.shipped import dense_reference
+
     model = flagged_model()
-    cfg, dense = config(model), config(f"{config(model)['dataset']}-dense")
+    cfg = config(model)
+    dense = config(dense_reference(cfg["dataset"], model, full=True))
     versus = f"{cfg['test']['accuracy']:.1%} against dense {dense['test']['accuracy']:.1%}"
     pick_model(at, model)
     picker = at.sidebar.selectbox(key=f"model_for_{cfg['dataset']}")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.logic.results import backbone_of, dense_name, own_point, same_backbone, specialist_rows, standing, sweep_curve
+from app.logic.results import backbone_of, own_point, same_backbone, specialist_rows, sweep_curve
+from app.logic.standing import standing
+from budgetformer_core.shipped import dense_reference
 
 
 def cfg(variant: str, accuracy: float, dataset: str = "bbc") -> dict:
@@ -13,10 +15,11 @@ def cfg(variant: str, accuracy: float, dataset: str = "bbc") -> dict:
 
 
 def test_each_model_has_the_dense_model_of_its_own_encoder():
-    assert dense_name("bbc-minilm-budgetformer", "bbc") == "bbc-minilm-dense"
-    assert dense_name("ag_news-minilm-bba", "ag_news") == "ag_news-minilm-dense"
-    assert dense_name("bbc-budgetformer", "bbc") == "bbc-dense"
-    assert dense_name("bbc-dense-1head", "bbc") == "bbc-dense"
+    assert dense_reference("bbc", "bbc-minilm-budgetformer", full=True) == "bbc-minilm-dense"
+    assert dense_reference("ag_news", "ag_news-minilm-bba", full=True) == "ag_news-minilm-dense"
+    assert dense_reference("bbc", "bbc-budgetformer", full=True) == "bbc-dense"
+    assert dense_reference("bbc", "bbc-dense-1head", full=True) == "bbc-dense"
+    assert dense_reference("bbc", "minilm-bba") == "minilm-dense"  # sweeps.csv's names
     assert backbone_of("minilm-bba") == "minilm-" and backbone_of("bba") == ""
 
 

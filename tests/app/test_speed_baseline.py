@@ -18,8 +18,9 @@ from streamlit.testing.v1 import AppTest
 
 from app import speed
 from app.logic import results
-from app.state import CHECKPOINTS, available_models
+from app.models import available_models
 from budgetformer_core.measure.latency import Latency
+from budgetformer_core.shipped import CHECKPOINTS
 
 from .apptest import BF, SPORT, run, start, typed_arrays_as_lists
 
@@ -62,10 +63,10 @@ def write_sweeps(path) -> pd.DataFrame:
 
 @pytest.fixture
 def sweeps(tmp_path, monkeypatch) -> pd.DataFrame:
-    import app.state
+    from budgetformer_core import shipped
 
     frame = write_sweeps(tmp_path / "sweeps.csv")
-    monkeypatch.setattr(app.state, "RESULTS", tmp_path)
+    monkeypatch.setattr(shipped, "RESULTS", tmp_path)
     return frame
 
 

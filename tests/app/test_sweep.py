@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.logic import results as results_module
-from app.state import available_models
+from app.models import available_models
 
 from .apptest import (
     SWEEP_BUDGETS,
@@ -109,7 +109,7 @@ def test_sweep_page_with_a_dense_checkpoint(at, results):
 
 @pytest.mark.parametrize("case", ["missing", "unreadable", "other dataset", "no sweep"])
 def test_sweep_and_ablation_pages_without_results(tmp_path, monkeypatch, case):
-    import app.state
+    from budgetformer_core import shipped
 
     csv = tmp_path / "sweeps.csv"
     if case == "unreadable":
@@ -118,7 +118,7 @@ def test_sweep_and_ablation_pages_without_results(tmp_path, monkeypatch, case):
         fake_sweeps().assign(dataset="synthetic").to_csv(csv, index=False)
     elif case == "no sweep":
         fake_sweeps(without=("budgetformer",)).to_csv(csv, index=False)
-    monkeypatch.setattr(app.state, "RESULTS", tmp_path)
+    monkeypatch.setattr(shipped, "RESULTS", tmp_path)
     at = start()
     expected = {
         "missing": "sweeps\\.csv is missing",

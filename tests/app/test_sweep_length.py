@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.state import DEFAULT_MODEL
+from app.models import DEFAULT_MODEL
 from budgetformer_core.measure.bench import read_length_sweep
 
 from .apptest import BF, start

@@ -25,8 +25,9 @@ from budgetformer_core.analysis.adaptivity import (
 )
 from budgetformer_core.analysis.infer import evaluate_split, spearman
 from budgetformer_core.cli import main
-from budgetformer_core.io.data import Split, load_dataset
+from budgetformer_core.io.data import load_dataset
 from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.io.splits import Split
 
 from ..conftest import PRECOMPUTED
 

@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from budgetformer_core.analysis import atlas
-from budgetformer_core.io.data import Split, load_synthetic
+from budgetformer_core.io.data import load_synthetic
 from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.io.splits import Split
 from budgetformer_core.io.tokenizer import encode_batch
 from budgetformer_core.model.budget import Control
 

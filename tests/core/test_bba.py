@@ -15,7 +15,8 @@ from budgetformer_core.io.data import load_dataset, load_synthetic
 from budgetformer_core.io.loader import load_checkpoint
 from budgetformer_core.model.budget import Control, heads_for_budget_value, rank_heads, soft_gates
 from budgetformer_core.model.encoder import BudgetFormer
-from budgetformer_core.train.loop import train, warm_start
+from budgetformer_core.train.build import warm_start
+from budgetformer_core.train.loop import train
 
 from ..conftest import PRECOMPUTED, small_config
 

@@ -97,8 +97,8 @@ def test_rows():
 
 def test_eval_maps_a_subset_of_classes_by_name_and_scores_every_row(capsys, tiny_checkpoint, tmp_path, test_rows):
     from budgetformer_core.analysis.infer import evaluate_split
-    from budgetformer_core.io.data import Split
     from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.io.splits import Split
 
     ckpt = load_checkpoint(tiny_checkpoint)
     texts, labels = test_rows

@@ -103,21 +103,53 @@ def test_head_load_is_one_when_inputs_spread_over_heads_and_h_when_they_agree():
     assert head_load(agree).item() == pytest.approx(4.0)
 
 
+ENTERED = [  # settings; the terms that enter the total with either recipe; those that enter with adaptive only
+    ({"lambda_difficulty": 2.0, "lambda_balance": 0.3}, {"task", "budget", "entropy_term"},
+     {"cost", "difficulty", "balance"}),
+    ({"lambda_budget": 0.0}, {"task", "entropy_term"}, {"cost"}),
+    ({"lambda_entropy": 0.0}, {"task", "budget"}, {"cost"}),
+]  # fmt: skip
+
+
 @pytest.mark.parametrize("recipe", ["adaptive", "paper"])
 def test_the_recorded_terms_add_up_to_the_total(recipe):
-    """Each weighted term the loss reports (the history's columns) adds up to the total."""
-    from budgetformer_core.config import TrainConfig
+    """Each term the loss reports, weighted as the history weighs it (``loss_weights``), adds up
+    to the total, and a term with no weight is not listed; a model trained on the task loss
+    alone (dense, bba) has that term alone."""
+    from budgetformer_core.config import TrainConfig, to_dict
     from budgetformer_core.model.encoder import BudgetFormer
     from budgetformer_core.model.losses import total_loss
+    from budgetformer_core.train.history import loss_weights
 
     from ..conftest import small_config
 
     torch.manual_seed(0)
     out = BudgetFormer(small_config()).train()(torch.randint(3, 50, (4, 7)), torch.ones(4, 7, dtype=torch.bool))
+    labels = torch.tensor([0, 1, 2, 0])
+    for settings, both, adaptive in ENTERED:
+        cfg = TrainConfig(recipe=recipe, lambda_cost=0.5, s_min=0.6, s_max=0.7, **settings)
+        t = total_loss(out, labels, cfg, 0.2, task_only=False)
+        weights = loss_weights(to_dict(cfg), task_only=False)
+        assert set(weights) == both | (adaptive if recipe == "adaptive" else set()), settings
+        assert t.total.item() == pytest.approx(sum(w * getattr(t, term) for term, w in weights.items()), abs=1e-6)
     cfg = TrainConfig(recipe=recipe, lambda_cost=0.5, lambda_difficulty=2.0, lambda_balance=0.3, s_min=0.6, s_max=0.7)
-    t = total_loss(out, torch.tensor([0, 1, 2, 0]), cfg, 0.2, task_only=False)
-    parts = (t.task + cfg.lambda_budget * t.budget + t.entropy_term + cfg.lambda_cost * t.cost
-             + cfg.lambda_difficulty * t.difficulty + cfg.lambda_balance * t.balance)
-    assert t.total.item() == pytest.approx(parts, abs=1e-6)
+    t = total_loss(out, labels, cfg, 0.2, task_only=False)
     assert t.entropy_term == pytest.approx(cfg.lambda_entropy * t.beta * t.entropy, rel=1e-5)
     assert (t.difficulty > 0 and t.balance >= 1) == (recipe == "adaptive")
+    alone = total_loss(out, labels, cfg, 0.2, task_only=True)
+    assert loss_weights(to_dict(cfg), task_only=True) == {"task": 1.0} and alone.total.item() == alone.task
+
+
+def test_loss_weights_name_a_setting_the_config_does_not_record():
+    """A training config written before a setting existed does not stand in a default for it."""
+    from budgetformer_core.config import TrainConfig, to_dict
+    from budgetformer_core.train.history import loss_weights
+
+    old = {k: v for k, v in to_dict(TrainConfig()).items() if k != "lambda_cost"}
+    with pytest.raises(KeyError, match="lambda_cost"):
+        loss_weights(old, task_only=False)
+    with pytest.raises(KeyError, match="recipe"):  # recorded as null: not recorded either
+        loss_weights({**old, "lambda_cost": 0.05, "recipe": None}, task_only=False)
+    assert loss_weights(old, task_only=True) == {"task": 1.0}  # the task loss alone needs no λ
+    assert loss_weights({**old, "recipe": "paper"}, task_only=False) == {"task": 1.0, "budget": 1.0,
+                                                                        "entropy_term": 1.0}

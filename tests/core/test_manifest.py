@@ -12,6 +12,7 @@ import pytest
 from budgetformer_core.analysis.infer import evaluate_split
 from budgetformer_core.io.data import load_dataset
 from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.shipped import dense_reference
 from rebuild.jobs import plan
 from rebuild.manifest import SLICE
 from rebuild.measure import PRETRAINED_SWEEP, SWEEP_BUDGETS, TEXT_BASELINE, local_copy
@@ -177,7 +178,7 @@ def test_adaptive_budgetformer_follows_difficulty_and_the_paper_recipe_does_not(
     from budgetformer_core.analysis.adaptivity import from_frames
 
     tables = OUT / "results" / "per_example"
-    dense = pd.read_parquet(tables / f"{dataset}-dense.parquet")
+    dense = pd.read_parquet(tables / f"{dense_reference(dataset, 'budgetformer', full=True)}.parquet")
     figures = {m: from_frames(pd.read_parquet(tables / f"{dataset}-{m}.parquet"), 8, dense)
                for m in ("budgetformer", "budgetformer-paper")}
     adaptive, paper = figures["budgetformer"], figures["budgetformer-paper"]

@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides
-from budgetformer_core.io.data import Split, TextDataset
+from budgetformer_core.io.splits import Split, TextDataset
 from budgetformer_core.model.allocators import method_class
 from budgetformer_core.model.budget import Control
 from budgetformer_core.model.encoder import BudgetFormer
-from budgetformer_core.train.loop import by_length, input_losses, keep_ranking, lr_at, param_groups, set_seed, train
+from budgetformer_core.train.build import input_losses
+from budgetformer_core.train.loop import by_length, keep_ranking, lr_at, param_groups, set_seed, train
 
 from ..conftest import small_config, train_tiny
 
@@ -38,6 +39,8 @@ def test_tiny_run_lowers_the_loss(tmp_path, variant):
                    TrainConfig(epochs=4, batch_size=16, lr=3e-3), tmp_path / variant, progress=False)
     losses = [h["task_loss"] for h in result.history]
     assert losses[-1] < losses[0] * 0.7
+    if variant == "dense":  # the task loss alone made up its total
+        assert [h["loss_terms"] for h in result.history] == [{"task": h["task_loss"]} for h in result.history]
     assert [h["epoch"] for h in result.history] == [1, 2, 3, 4]
     betas = [h["beta"] for h in result.history]
     assert betas == sorted(betas)
@@ -102,6 +105,30 @@ def test_overrides_convert_and_reject_unknown_keys():
         apply_overrides(ModelConfig(), TrainConfig(), ["n_heads"])
     with pytest.raises(ValueError, match="s_min"):
         apply_overrides(ModelConfig(), TrainConfig(), ["s_min=0.9", "s_max=0.1"])
+
+
+def test_the_history_holds_each_loss_term_as_it_entered_the_total(tiny_checkpoint):
+    """history.json's ``loss_terms``: each term the run's loss added, times its λ from the run's
+    training config, adding up to the epoch's mean total; a term whose λ is 0 is not there."""
+    import json
+
+    from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.train.history import TERM_COLUMNS
+
+    ckpt = load_checkpoint(tiny_checkpoint)
+    train_cfg = ckpt.meta["train"]  # the adaptive recipe, λ_d and λ_u off
+    assert train_cfg["recipe"] == "adaptive" and not train_cfg["lambda_difficulty"] and not train_cfg["lambda_balance"]
+    weights = {"task": 1.0, "budget": train_cfg["lambda_budget"], "entropy_term": 1.0,
+               "cost": train_cfg["lambda_cost"]}
+    history = json.loads((tiny_checkpoint / "history.json").read_text())
+    assert history == ckpt.history and len(history) == 2
+    for h in history:
+        assert h["loss_terms"] == pytest.approx({term: w * h[TERM_COLUMNS[term]] for term, w in weights.items()},
+                                                rel=1e-12)
+        assert h["loss_terms"]["cost"] > 0
+        assert sum(h["loss_terms"].values()) == pytest.approx(h["loss"], abs=1e-6)
+    # β(t) < 0 in the first epoch: the entropy term lowers the total; > 0 in the second
+    assert [h["loss_terms"]["entropy_term"] < 0 for h in history] == [True, False]
 
 
 def test_tokenizer_ids_are_canonical():

@@ -1,0 +1,117 @@
+"""What an attention layer decided for a batch (:class:`LayerTrace`) and what every layer of one
+forward pass shares (:class:`ForwardContext`).
+
+An allocator (:mod:`budgetformer_core.model.allocators`) writes a layer's trace; the attention
+layer executes it (:mod:`budgetformer_core.model.attention`); explanations, the atlas and the
+app read it. The two traces every method shares are made here: all heads at weight 1
+(:func:`every_head_trace`) and a budget that buys every head (:func:`full_budget_trace`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from .budget import Control, soft_gates, summarize
+
+
+@dataclass
+class LayerTrace:
+    """What one attention layer decided for each input of the batch."""
+
+    budget: Tensor
+    """(B,) the budget s (BudgetFormer) or the requested budget b (bba)."""
+    relevance: Tensor
+    """(B, H) head relevance p (sums to 1)."""
+    head_weights: Tensor
+    """(B, H) w: s·H·p (``scaled``), or 1 on the heads that run (``gated``, bba, dense, pruned)."""
+    k: Tensor
+    """(B,) number of heads run."""
+    selected: Tensor
+    """(B, H) bool, True for the heads that ran."""
+    order: Tensor
+    """(B, H) head indices by decreasing relevance: the heads that ran are ``order[b, :k[b]]``."""
+    gate_scores: Tensor | None = None
+    """(B, H) bba gate scores z (None for the other variants)."""
+    gate_temperature: float = 1.0
+    every_head: bool = False
+    """True when the layer runs all the heads its attention has at weight 1 (dense, heads pruned
+    once, or a budget that buys every head at unit weights): executed as plain attention,
+    nothing gathered."""
+    unit_weights: bool = False
+    """True when ``head_weights`` are exactly ``selected`` (1 on the heads that run, no
+    gradient): the structural path then skips scaling the heads' outputs."""
+    attention: Tensor | None = None
+    """(B, H, T, T) the attention probabilities each head computed in this layer (query × key,
+    by head index), NaN for the heads that were not computed; only when the forward pass was
+    asked for them (``BudgetFormer.forward(..., capture_attention=True)``), else None."""
+
+    @property
+    def est_cost(self) -> Tensor:
+        """(B,) estimated attention cost, the fraction of head work the soft path pays for: the
+        mean soft gate (bba), the budget s (budgetformer) or 1 (dense). Computed on demand, so
+        inference does not pay for it."""
+        if self.gate_scores is None:
+            return self.budget
+        return soft_gates(self.gate_scores, self.order, self.k, self.gate_temperature).mean(-1)
+
+
+@dataclass
+class ForwardContext:
+    """What every layer of one forward pass shares."""
+
+    mask: Tensor | None
+    """(B, T) True for real tokens, or None when every token is real."""
+    control: Control
+    mode: str
+    """``dense``, ``soft``, ``masked`` or ``structural`` (see :mod:`budgetformer_core.model.encoder`)."""
+    embeddings: Tensor
+    """(B, T, D) the embedding output (the input of the first layer)."""
+    capture_attention: bool = False
+    """Keep every layer's attention probabilities in its trace (``LayerTrace.attention``)."""
+    pooling: str = "mean"
+    """The model's pooling: how :func:`summarize` sums up an input for the budgeting networks."""
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    def embedded(self) -> Tensor:
+        """(B, D) :func:`summarize` of the embedding output: a summary of the input that no
+        layer's head choice changes (bba's gates read it). Computed once per forward pass."""
+        if "embedded" not in self._memo:
+            self._memo["embedded"] = summarize(self.embeddings, self.mask, self.pooling)
+        return self._memo["embedded"]
+
+    def every_head(self, n_heads: int, heads: Sequence[int] | None = None) -> LayerTrace:
+        """:func:`every_head_trace` for this batch, made once per forward pass and head set."""
+        key = ("every", None if heads is None else tuple(heads))
+        if key not in self._memo:
+            self._memo[key] = every_head_trace(self.embeddings, n_heads, heads)
+        return self._memo[key]
+
+
+def every_head_trace(x: Tensor, n_heads: int, heads: Sequence[int] | None = None) -> LayerTrace:
+    """All of a layer's heads at weight 1: the dense trace, or (``heads``: the original indices
+    of the heads kept) the trace of a layer pruned to those heads. x: (B, ...) for B and device."""
+    B = x.shape[0]
+    keep = list(range(n_heads)) if heads is None else list(heads)
+    selected = torch.zeros(B, n_heads, dtype=torch.bool, device=x.device)
+    selected[:, keep] = True
+    rest = [h for h in range(n_heads) if h not in keep]
+    order = torch.tensor(keep + rest, device=x.device).expand(B, n_heads)
+    relevance = selected.to(x.dtype) / len(keep)
+    k = torch.full((B,), len(keep), device=x.device)
+    return LayerTrace(x.new_ones(B), relevance, selected.to(x.dtype), k, selected, order, every_head=True)
+
+
+def full_budget_trace(budget: Tensor, relevance: Tensor, order: Tensor, gate_scores: Tensor | None = None,
+                      gate_temperature: float = 1.0) -> LayerTrace:
+    """The trace of a layer whose budget buys all H heads at weight 1 (k = H): every head selected,
+    run as plain attention (``every_head``); s or b, p and the ranking are kept for what is shown.
+    budget: (B,), relevance and order: (B, H)."""
+    B, H = order.shape
+    selected = torch.ones(B, H, dtype=torch.bool, device=order.device)
+    k = torch.full((B,), H, device=order.device)
+    return LayerTrace(budget, relevance, selected.to(relevance.dtype), k, selected, order, gate_scores,
+                      gate_temperature, every_head=True, unit_weights=True)
