@@ -31,6 +31,7 @@ from app.models import (
     unusable_models,
 )
 from app.state import DATA_DIRS_KEY, Samples
+from budgetformer_core.config import stored_method
 
 TEXT_KEY = "text"
 """Session-state key of the text being explored (the text area's value)."""
@@ -168,7 +169,7 @@ def model_card(name: str) -> None:
     test = {k: v for k, v in test.items() if isinstance(v, (int, float))}  # numbers only: they are formatted
     n_layers = model.get("n_layers", "?")
     lines = [
-        f"**{md_escape(model.get('variant', '?'))}** · {n_layers} layer{'' if n_layers == 1 else 's'} × "
+        f"**{md_escape(stored_method(model, '?'))}** · {n_layers} layer{'' if n_layers == 1 else 's'} × "
         f"{model.get('n_heads', '?')} heads"
     ]
     base = cfg.get("backbone")

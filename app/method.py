@@ -30,7 +30,7 @@ class Method:
     b, gate scores z, weights 1 or 0), completed by what the checkpoint's config says."""
 
     kind: str = "budgetformer"
-    """``dense``, ``budgetformer`` or ``bba`` (the config's ``variant``)."""
+    """``dense``, ``budgetformer`` or ``bba`` (the config's ``method``)."""
     has_f: bool = True
     """A budget network f_θ predicts s (BudgetFormer with ``use_budget_net``)."""
     has_g: bool = True
@@ -137,7 +137,7 @@ class Method:
 def method_of(cfg: ModelConfig) -> Method:
     """The :class:`Method` of a checkpoint's model config, as the engine reads config.json
     (:func:`budgetformer_core.config.model_config_from_dict`: its defaults, its checks)."""
-    method = Method(kind=cfg.variant, head_choice=cfg.head_choice, default_budget=cfg.default_budget)
+    method = Method(kind=cfg.method, head_choice=cfg.head_choice, default_budget=cfg.default_budget)
     if not method.is_budgetformer:
         return replace(method, has_f=False, has_g=False)
     return replace(method, has_f=cfg.use_budget_net, has_g=cfg.head_choice == "learned",

@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Variant = Literal["dense", "budgetformer", "bba"]
+MethodName = Literal["dense", "budgetformer", "bba"]
 HeadChoice = Literal["learned", "uniform", "random"]
 HeadWeighting = Literal["scaled", "gated"]
 GateSource = Literal["embedding", "layer"]
@@ -87,9 +87,10 @@ class ModelConfig:
     then reaches the classifier, so what a head passes on is one attention pattern's reading), or
     that state through a dense layer and tanh (``pooler``: BERT's pooler, which a Hugging Face
     sequence classifier brings trained, :mod:`budgetformer_core.io.classifier`)."""
-    variant: Variant = "budgetformer"
+    method: MethodName = "budgetformer"
     """``dense`` (plain multi-head attention), ``budgetformer`` (f_θ + g_φ per layer) or ``bba``
-    (budgeted attention allocation: the caller requests a budget b, monotone head gates)."""
+    (budgeted attention allocation: the caller requests a budget b, monotone head gates).
+    config.json stores it under :data:`STORED_METHOD_KEY`."""
     budget_hidden: int = 32
     """Hidden width of the budget network f_θ and of the head-scoring network g_φ."""
     shared_budget: bool = False
@@ -163,8 +164,8 @@ class ModelConfig:
             raise ValueError(f"head_dim must be >= 0 (0 = d_model / n_heads), got {self.head_dim}")
         if not self.head_dim and self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        if self.variant not in ("dense", "budgetformer", "bba"):
-            raise ValueError(f"variant must be dense, budgetformer or bba, got {self.variant!r}")
+        if self.method not in ("dense", "budgetformer", "bba"):
+            raise ValueError(f"method must be dense, budgetformer or bba, got {self.method!r}")
         if not 0.0 < self.default_budget <= 1.0:
             raise ValueError(f"default_budget must be in (0, 1], got {self.default_budget}")
         if self.gate_temperature <= 0:
@@ -189,8 +190,8 @@ class ModelConfig:
             raise ValueError(f"type_vocab_size must be >= 0 (0 = none), got {self.type_vocab_size}")
         if not 0.0 < self.layer_norm_eps < 1.0:
             raise ValueError(f"layer_norm_eps must be in (0, 1), got {self.layer_norm_eps}")
-        if self.summary_norm and self.variant != "budgetformer":
-            raise ValueError(f"summary_norm standardises what f_θ and g_φ read; a {self.variant} model has neither")
+        if self.summary_norm and self.method != "budgetformer":
+            raise ValueError(f"summary_norm standardises what f_θ and g_φ read; a {self.method} model has neither")
         if self.gate_source not in ("embedding", "layer"):
             raise ValueError(f"gate_source must be 'embedding' or 'layer', got {self.gate_source!r}")
         if self.kept_heads is not None:
@@ -395,76 +396,40 @@ class TrainConfig:
                              f"{self.lambda_cost}, {self.lambda_difficulty}, {self.lambda_balance}")
 
 
-_MODEL_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelConfig))
-_TRAIN_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainConfig))
+STORED_METHOD_KEY = "variant"
+"""The key under which a stored model config (config.json's ``model`` section, a run's records)
+holds :attr:`ModelConfig.method`: the field's name when the first checkpoints were saved.
+:func:`to_dict` writes it, :func:`model_config_from_dict` and :func:`stored_method` read it, and an
+override ``variant=…`` means ``method=…``."""
 
 
-def _settable(key: str, model: ModelConfig, train: TrainConfig) -> Any:
-    """The value ``key`` has now; ``ValueError`` for an unknown key or a field the engine sets."""
-    if key in _MODEL_FIELDS:
-        current = getattr(model, key)
-    elif key in _TRAIN_FIELDS:
-        current = getattr(train, key)
-    else:
-        raise ValueError(f"unknown config key {key!r}; known keys: {', '.join(sorted(_MODEL_FIELDS | _TRAIN_FIELDS))}")
-    if current is None or isinstance(current, list):
-        raise ValueError(f"--set {key}: this field is set by the engine (e.g. by pruning), not on the command line")
-    return current
+def field_name(key: str) -> str:
+    """The config field ``key`` names: ``method`` for :data:`STORED_METHOD_KEY`, else ``key``."""
+    return "method" if key == STORED_METHOD_KEY else key
 
 
-def _convert(value: str, current: Any, key: str) -> Any:
-    if isinstance(current, bool):
-        if value.lower() in ("1", "true", "yes", "on"):
-            return True
-        if value.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"--set {key}: expected true/false, got {value!r}")
-    try:
-        return type(current)(value)
-    except ValueError:
-        raise ValueError(f"--set {key}: expected {type(current).__name__}, got {value!r}") from None
-
-
-def parse_overrides(
-    overrides: Iterable[str], model: ModelConfig | None = None, train: TrainConfig | None = None
-) -> dict[str, Any]:
-    """``key=value`` strings as typed values, each converted to its field's type (the type of
-    its value in ``model`` / ``train``, by default the defaults'); a key given twice keeps its
-    last value. Unknown keys raise ``ValueError``."""
-    model, train = model or ModelConfig(), train or TrainConfig()
-    changes: dict[str, Any] = {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        changes[key] = _convert(value, _settable(key, model, train), key)
-    return changes
-
-
-def apply_overrides(
-    model: ModelConfig, train: TrainConfig, overrides: Iterable[str] | Mapping[str, Any]
-) -> tuple[ModelConfig, TrainConfig]:
-    """Apply overrides to the two configs: ``key=value`` strings (``--set``) or a mapping of
-    typed values (a recipe). Unknown keys and values of the wrong type raise ``ValueError``."""
-    if isinstance(overrides, Mapping):
-        for key in overrides:
-            _settable(key, model, train)
-        changes = dict(overrides)
-    else:
-        changes = parse_overrides(overrides, model, train)
-    m_changes = {k: v for k, v in changes.items() if k in _MODEL_FIELDS}
-    t_changes = {k: v for k, v in changes.items() if k not in _MODEL_FIELDS}
-    return dataclasses.replace(model, **m_changes), dataclasses.replace(train, **t_changes)
+def stored_method(model: Mapping[str, Any], default: Any = None) -> Any:
+    """The method a stored model config (config.json's ``model`` section as JSON) names, under
+    :data:`STORED_METHOD_KEY` or ``method``; ``default`` when it names none."""
+    return model.get(STORED_METHOD_KEY, model.get("method", default))
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
+    """A config's fields as config.json stores them: a ModelConfig's ``method`` under
+    :data:`STORED_METHOD_KEY`, in the field's place."""
+    d = dataclasses.asdict(cfg)
+    if isinstance(cfg, ModelConfig):
+        d = {(STORED_METHOD_KEY if k == "method" else k): v for k, v in d.items()}
+    return d
 
 
 def model_config_from_dict(d: dict[str, Any]) -> ModelConfig:
     """Build a ModelConfig from JSON, rejecting unknown keys (a mismatched checkpoint) and a config
-    that does not state :data:`STATED_FIELDS`."""
+    that does not state :data:`STATED_FIELDS`. The method is read under :data:`STORED_METHOD_KEY`,
+    as config.json stores it, or under ``method``; a config stating both is refused."""
+    if "method" in d and STORED_METHOD_KEY in d:
+        raise ValueError(f"config states the method twice, as method and as {STORED_METHOD_KEY}")
+    d = {field_name(k): v for k, v in d.items()}
     known = {f.name for f in dataclasses.fields(ModelConfig)}
     unknown = set(d) - known
     if unknown:

@@ -1,7 +1,7 @@
 """What each method is, in one torch-free record: the facts the engine acts on and the words that
 name its budget, heads and weights.
 
-A model's method is its config's ``variant``: ``dense`` (every head runs), ``budgetformer`` (f_θ
+A model's method is its config's ``method``: ``dense`` (every head runs), ``budgetformer`` (f_θ
 predicts the budget s, g_φ the head relevance p) or ``bba`` (budgeted attention allocation: the
 caller requests a budget b, and gates choose nested head sets). Each method's allocator class
 (:mod:`budgetformer_core.model.allocators`) reads its facts from here, and the app
@@ -24,7 +24,7 @@ class MethodDescription:
     """
 
     name: str
-    """``dense``, ``budgetformer`` or ``bba`` (``ModelConfig.variant``)."""
+    """``dense``, ``budgetformer`` or ``bba`` (``ModelConfig.method``)."""
     budgeted: bool
     """The model has a budget: a caller may request one, and an explanation has something to attribute."""
     predicts_budget: bool
@@ -174,4 +174,4 @@ BBA = MethodDescription(
 )
 
 METHOD_DESCRIPTIONS: dict[str, MethodDescription] = {m.name: m for m in (DENSE, BUDGETFORMER, BBA)}
-"""The description of each method, by ``ModelConfig.variant``."""
+"""The description of each method, by ``ModelConfig.method``."""

@@ -142,10 +142,10 @@ def model_table() -> list[dict]:
     rows = []
     for name, run in shipped_runs().items():
         r = own.get(name, {})
-        model, variant = r.get("model"), r.get("variant")
-        detail = ABLATIONS[model].split(":")[0] if model in ABLATIONS else (model or "").removeprefix(f"{variant}-")
+        model, method = r.get("model"), r.get("variant")  # sweeps.csv's column of the method
+        detail = ABLATIONS[model].split(":")[0] if model in ABLATIONS else (model or "").removeprefix(f"{method}-")
         rows.append({"name": name, "dataset": r.get("dataset"),
-                     "method": None if not r else variant if model == variant else f"{variant} ({detail})",
+                     "method": None if not r else method if model == method else f"{method} ({detail})",
                      "accuracy": run.get("test_accuracy"),
                      "heads_run": float(r["heads_fraction"]) if r.get("heads_fraction") else None,
                      "path": run["path"]})

@@ -24,7 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides, parse_overrides
+from budgetformer_core.config import ModelConfig, TrainConfig
+from budgetformer_core.overrides import apply_overrides, parse_overrides
 from budgetformer_core.shipped import CHECKPOINTS, PRECOMPUTED, dense_reference, model_name, relative, run_times_csv
 
 from .recipes import DATA_ROOT, RECIPES, SHIPPED, SHIPPED_PRETRAINED, TABLE_BUDGETS, Overrides, data_dir
@@ -99,10 +100,10 @@ def dataset_jobs(ds: str, data_root: str | Path = DATA_ROOT) -> list[Job]:
         jobs.append(Job(ds, name, argv, tuple(after), name in (*SHIPPED, *SHIPPED_PRETRAINED), budget, overrides,
                         stage))
 
-    def train(name: str, variant: str, *groups: Overrides, init: str | None = None, after=(), budget=None) -> None:
+    def train(name: str, method: str, *groups: Overrides, init: str | None = None, after=(), budget=None) -> None:
         start = ["--init", str(out_of(ds, init))] if init else []
         merged = {k: v for group in (r.common, *groups) for k, v in group.items()}
-        job(name, ["train", "--dataset", ds, *data, "--variant", variant, *start], merged, after, budget)
+        job(name, ["train", "--dataset", ds, *data, "--variant", method, *start], merged, after, budget)
 
     dense = (dense_reference(ds, "budgetformer", full=True),)  # what the models trained from scratch start from
     train("dense", "dense", r.scratch)
@@ -115,7 +116,7 @@ def dataset_jobs(ds: str, data_root: str | Path = DATA_ROOT) -> list[Job]:
           after=(*after, f"{ds}-budgetformer"))
     train("no-head-scorer", "budgetformer", r.scratch, r.adaptive, {"head_choice": "uniform"}, init=init, after=after)
     for extra in r.extra:
-        train(extra.name, extra.variant, extra.overrides)
+        train(extra.name, extra.method, extra.overrides)
     # gates on the pooled embeddings (nested in every layer), spelt out: earlier bba checkpoints
     # gated on each layer's input under the same command; a recipe's bba overrides may restate it
     train("bba", "bba", r.warm, {"gate_source": "embedding"}, r.bba, init="dense", after=dense)
@@ -132,7 +133,7 @@ def dataset_jobs(ds: str, data_root: str | Path = DATA_ROOT) -> list[Job]:
             job(m.name, ["prune", "--checkpoint", str(out_of(ds, m.init)), *data], after=after)
             continue
         start = ["--backbone", "minilm-l6"] if m.init is None else ["--init", str(out_of(ds, m.init))]
-        job(m.name, ["train", "--dataset", ds, *data, "--variant", m.variant, *start], m.overrides, after, m.budget,
+        job(m.name, ["train", "--dataset", ds, *data, "--variant", m.method, *start], m.overrides, after, m.budget,
             m.stage)
     return jobs
 

@@ -57,8 +57,8 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
     ckpt = load_checkpoint(ROOT / path)
     split = load_dataset(dataset, data, seed=ckpt.meta.get("split_seed", 0)).split("test")
     ids, _ = encode(ckpt.tokenizer, split.texts, ckpt.config.max_len)
-    variant = ckpt.config.variant
-    sweeps = (variant == "bba" and budget is None) or variant == "budgetformer"
+    method = ckpt.config.method
+    sweeps = (method == "bba" and budget is None) or method == "budgetformer"
     points: list[float | None] = [budget] if budget is not None else [None]
     if sweeps:
         points += list(PRETRAINED_SWEEP if ckpt.meta.get("backbone") else SWEEP_BUDGETS)
@@ -71,7 +71,7 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
                 frame = ev.to_frame([len(x) for x in ids])
                 frame.round(6).to_parquet(ROOT / per_example_path, index=False)
             out.append({
-                "dataset": dataset, "model": name, "variant": variant,
+                "dataset": dataset, "model": name, "variant": method,
                 "budget": "own" if b is None else f"{b:g}",
                 "accuracy": ev.accuracy, "macro_f1": ev.macro_f1, "n": ev.n,
                 "mean_s": ev.mean_budget, "heads_fraction": ev.mean_heads_fraction,

@@ -2,7 +2,7 @@
 
 An override set is a mapping from a field of :class:`~budgetformer_core.config.ModelConfig` or
 :class:`~budgetformer_core.config.TrainConfig` to a value of that field's type; the engine
-checks both (:func:`~budgetformer_core.config.apply_overrides`). A model's overrides are the
+checks both (:func:`~budgetformer_core.overrides.apply_overrides`). A model's overrides are the
 sets of its recipe merged in order (a later value of a key wins); :mod:`rebuild.jobs` turns them
 into the ``budgetformer train`` command that makes the model.
 """
@@ -74,7 +74,7 @@ class Extra:
     """A further model trained from scratch with the dataset's common overrides (e.g. one head)."""
 
     name: str
-    variant: str
+    method: str
     overrides: Overrides
 
 
@@ -83,7 +83,7 @@ class Pretrained:
     """A model fine-tuned from the pretrained encoder ``minilm-l6`` (6 layers × 12 heads)."""
 
     name: str
-    variant: str
+    method: str
     overrides: Overrides = field(default_factory=dict)
     init: str | None = None
     """The model of the same dataset it starts from (a warm start); None: the pretrained encoder."""

@@ -13,9 +13,10 @@ import pandas as pd
 import pytest
 
 from budgetformer_core.analysis.infer import evaluate
-from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides, parse_overrides
+from budgetformer_core.config import ModelConfig, TrainConfig
 from budgetformer_core.io.data import load_dataset
 from budgetformer_core.measure.latency import agrees, live_check
+from budgetformer_core.overrides import apply_overrides, parse_overrides
 from budgetformer_core.shipped import dense_reference
 from rebuild import jobs as rebuild_jobs
 from rebuild.__main__ import main, parser

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from budgetformer_core.config import stored_method
 from budgetformer_core.shipped import dense_reference
 
 FLAG_POINTS = 3.0
@@ -48,7 +49,7 @@ def standing(name: str, cfg: dict, dense_accuracy: float | None) -> Standing:
         else ""
     )
     reference = dense_reference(dataset, name, full=True)
-    if model.get("variant") == "dense":
+    if stored_method(model) == "dense":
         if name == reference:
             return Standing("reference", "")
         return Standing("expected", f"A smaller dense model: it is expected to lose to {reference}{versus}.",

@@ -79,7 +79,6 @@ if mcfg is None:  # config.json unreadable: loading says why
 H, max_len = mcfg.n_heads, mcfg.max_len
 method = model_method(name)  # each method in its own words: s, f_θ, g_φ, or bba's b and gates
 budgeted = method.budgeted
-is_bba = method.is_bba
 has_f, has_g, sym = method.has_f, method.has_g, method.symbol
 dataset = dataset_of(name)
 if st.session_state.get(MODEL_SHOWN) != name:
@@ -202,7 +201,7 @@ with left:
         )
         live = not no_f  # a slider is live only in its own mode
         s = budget_slider(
-            "Requested budget b (share of heads)" if is_bba else "Budget s (share of heads)",
+            f"{method.budget_name} (share of heads)",
             "budget_s",
             disabled=not (live and budget_mode == "slider"),
             persist_state="session",

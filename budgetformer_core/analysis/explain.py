@@ -57,7 +57,8 @@ class Explanation:
     tokens: list[str]
     """The tokens the model read (its first ``max_len``)."""
     variant: str
-    """``budgetformer`` or ``bba``."""
+    """``budgetformer`` or ``bba``: the model's ``ModelConfig.method``, named ``variant`` in
+    ``explain --json``'s output."""
     attributed: str
     """What is attributed (the method's ``Allocator.attributed``)."""
     budget: list[float]
@@ -178,7 +179,7 @@ def explain(
             Explanation(
                 text=text,
                 tokens=tokens,
-                variant=model.cfg.variant,
+                variant=model.cfg.method,
                 attributed=method.attributed,
                 budget=[float(t.budget[0]) for t in whole.layers],
                 value=base[0].tolist(),

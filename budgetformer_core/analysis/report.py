@@ -167,7 +167,7 @@ def build_report(
         "<h2>Settings</h2>",
         _rows([[html.escape(k), html.escape(str(v))] for k, v in (
             ("model", name),
-            ("method", ckpt.config.variant),
+            ("method", ckpt.config.method),
             ("layers × heads", f"{ckpt.config.n_layers} × {ckpt.config.n_heads}"),
             ("setting", setting),
             ("weights sha256", file_sha256(ckpt.path / "model.safetensors") if ckpt.path else "unknown"),

@@ -69,7 +69,7 @@ def read_classifier(path: str | Path) -> tuple[ModelConfig, list[str], str]:
     labels = _label_names(hf.get("id2label"), file)
     cfg = read_config(path)
     try:
-        cfg = dataclasses.replace(cfg, variant="dense", pooling="pooler", n_classes=len(labels))
+        cfg = dataclasses.replace(cfg, method="dense", pooling="pooler", n_classes=len(labels))
     except ValueError as e:
         raise CheckpointError(f"{file}: {e}") from None
     return cfg, labels, architecture
@@ -93,7 +93,7 @@ def _label_names(id2label: Any, file: Path) -> list[str]:
     return labels
 
 
-RANKED = {"variant": "bba", "gate_input": False, "default_budget": 1.0}
+RANKED = {"method": "bba", "gate_input": False, "default_budget": 1.0}
 """The config values a classifier takes with its heads ranked (:func:`rank_heads`): static gates,
 and the whole classifier unless a budget is asked for."""
 

@@ -6,7 +6,7 @@ its tokenizer (``tokenizer.json``, or ``vocab.txt``). :func:`load_backbone` read
 :class:`~budgetformer_core.config.ModelConfig` (``norm="post"``, token-type embeddings, BERT's
 GELU and layer-norm ε) and the checkpoint's own WordPiece tokenizer.
 :meth:`Backbone.build` then makes a :class:`~budgetformer_core.model.encoder.BudgetFormer` of any
-variant with those weights in its encoder. Its attention layers are our ``HeadAttention``, so
+method with those weights in its encoder. Its attention layers are our ``HeadAttention``, so
 dense, soft, masked and structural execution, BudgetFormer's f_θ / g_φ and bba's gates work on
 it unchanged; the classifier and the budgeting networks start fresh.
 
@@ -89,7 +89,7 @@ class Backbone:
     path: Path
     """The checkpoint folder."""
     config: ModelConfig
-    """The encoder's shape, with ModelConfig's defaults for the rest (variant, classes, budgeting
+    """The encoder's shape, with ModelConfig's defaults for the rest (method, classes, budgeting
     networks): change those with ``dataclasses.replace`` or ``--set`` and pass it to :meth:`build`."""
     weights: dict[str, Tensor]
     """The encoder's tensors under our state-dict names."""

@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from ..config import to_dict
 from ..model.allocators import ForwardContext
 from ..model.budget import Control, heads_for_budget_value
 from ..model.encoder import BudgetFormer
@@ -422,7 +423,7 @@ def bench(
         )
     return BenchResult(
         machine=machine,
-        model=asdict(cfg),
+        model=to_dict(cfg),
         source=source,
         batch_size=batch_size,
         seq_len=seq_len,

@@ -387,12 +387,12 @@ RECIPE_WEIGHTING = {"paper": "scaled", "adaptive": "gated"}
 """BudgetFormer's head weighting under each training recipe (``TrainConfig.recipe``)."""
 
 METHODS: dict[str, type[Allocator]] = {"dense": AllHeads, "budgetformer": BudgetAllocator, "bba": GateAllocator}
-"""The allocator class of each method (``ModelConfig.variant``)."""
+"""The allocator class of each method (``ModelConfig.method``)."""
 
 
 def method_class(cfg: ModelConfig) -> type[Allocator]:
     """The allocator class of ``cfg``'s method: what the engine asks about a model's method."""
-    return METHODS[cfg.variant]
+    return METHODS[cfg.method]
 
 
 def make_allocators(cfg: ModelConfig) -> list[Allocator]:

@@ -92,7 +92,7 @@ class EncoderLayer(nn.Module):
 
 
 class BudgetFormer(nn.Module):
-    """The encoder classifier; ``variant='dense'`` gives the standard Transformer baseline."""
+    """The encoder classifier; ``method='dense'`` gives the standard Transformer baseline."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()

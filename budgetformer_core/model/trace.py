@@ -35,7 +35,7 @@ class LayerTrace:
     order: Tensor
     """(B, H) head indices by decreasing relevance: the heads that ran are ``order[b, :k[b]]``."""
     gate_scores: Tensor | None = None
-    """(B, H) bba gate scores z (None for the other variants)."""
+    """(B, H) bba gate scores z (None for the other methods)."""
     gate_temperature: float = 1.0
     every_head: bool = False
     """True when the layer runs all the heads its attention has at weight 1 (dense, heads pruned

@@ -88,7 +88,7 @@ def head_importance(
 def posthoc_model(dense: BudgetFormer, importance: Tensor, **fields) -> BudgetFormer:
     """A static-gate ``bba`` model (in eval mode) with ``dense``'s weights and its heads ranked
     by ``importance`` (L, H); ``fields`` change other config values (e.g. ``default_budget``)."""
-    model = BudgetFormer(dataclasses.replace(dense.cfg, variant="bba", gate_input=False, **fields))
+    model = BudgetFormer(dataclasses.replace(dense.cfg, method="bba", gate_input=False, **fields))
     warm_start(model, dense)
     with torch.no_grad():
         for gate, scores in zip((a.gate for a in model.allocators), importance, strict=True):

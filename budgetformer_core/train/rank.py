@@ -42,7 +42,7 @@ def rank_heads(ckpt: Checkpoint, texts: list[str], labels: list[int] | None = No
         ValueError: not a dense classifier, no texts, or labels that do not match the texts.
     """
     if ckpt.model.method.budgeted:
-        raise ValueError(f"{ckpt.path}: only a dense classifier's heads are ranked (it is {ckpt.config.variant})")
+        raise ValueError(f"{ckpt.path}: only a dense classifier's heads are ranked (it is {ckpt.config.method})")
     if not texts:
         raise ValueError(f"{source or 'the ranking data'} holds no texts to rank the heads on")
     if labels is not None and len(labels) != len(texts):

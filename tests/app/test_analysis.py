@@ -248,18 +248,18 @@ def test_class_axes_are_categories():
 
 
 def test_each_method_in_its_own_words():
-    bba = method_of(ModelConfig(variant="bba", default_budget=0.5, use_budget_net=True))
+    bba = method_of(ModelConfig(method="bba", default_budget=0.5, use_budget_net=True))
     assert bba.symbol == "b" and not bba.has_f and not bba.has_g
     words = " ".join([bba.budget_name, bba.own_budget, *bba.mode_labels.values(), bba.relevance_title(),
                       bba.weight_title, bba.weight_note, explanation(bba, 8)])
     assert "f_θ" not in words and "g_φ" not in words and "s·H·p" not in words
     assert "requested budget b" in words.lower() and "gate score z" in words
-    paper = method_of(ModelConfig(variant="budgetformer", head_weighting="scaled"))  # the paper's weights
-    adaptive = method_of(ModelConfig(variant="budgetformer", head_weighting="gated"))
+    paper = method_of(ModelConfig(method="budgetformer", head_weighting="scaled"))  # the paper's weights
+    adaptive = method_of(ModelConfig(method="budgetformer", head_weighting="gated"))
     assert paper.weight_title == "Head weight w = s·H·p" and "w = s·H·p" in explanation(paper, 8)
     assert adaptive.weight_title == "Head weight w = 1 on the heads that ran"
     assert "w = 1" in explanation(adaptive, 8) and "s·H·p" not in explanation(adaptive, 8)
-    no_f = method_of(ModelConfig(variant="budgetformer", use_budget_net=False))
+    no_f = method_of(ModelConfig(method="budgetformer", use_budget_net=False))
     assert no_f.mode_labels["learned"] == "fixed by its config (no f_θ)"
     assert Settings(budget_mode="slider", budget=0.3).describe("b") == "b = 0.30"
 
@@ -269,11 +269,11 @@ def test_bba_dynamics_story():
         {"epoch": 1, "val_accuracy": 0.5, "val_mean_heads_fraction": 0.5},
         {"epoch": 2, "val_accuracy": 0.9, "val_mean_heads_fraction": 0.5},
     ])  # fmt: skip
-    story = bba_dynamics_story(frame, {"budget_min": 0.1, "structural_from": 0.7}, ModelConfig(variant="bba"))
+    story = bba_dynamics_story(frame, {"budget_min": 0.1, "structural_from": 0.7}, ModelConfig(method="bba"))
     assert "drawn uniformly in [0.1, 1]" in story and "first 70%" in story
     assert "soft gate" in story and "hard-gate adaptation" in story and "50.0% to 90.0%" in story
     assert "β" not in story and "band" not in story
-    fixed = bba_dynamics_story(frame, {"train_budget": 0.25}, ModelConfig(variant="bba"))
+    fixed = bba_dynamics_story(frame, {"train_budget": 0.25}, ModelConfig(method="bba"))
     assert "fixed budget b = 0.25" in fixed
 
 
@@ -323,7 +323,7 @@ def test_metric_cards(bbc_budgetformer, dense):
     assert dense_cards[1].note == "dense: every head" and dense_cards[3].value == "100%"
     assert dense_cards[4].value == "timing…"  # shown until the input is timed, after the rest of the page
     assert latency_card(None, failed=True).value == "—"
-    bba = method_of(ModelConfig(variant="bba", default_budget=0.5))
+    bba = method_of(ModelConfig(method="bba", default_budget=0.5))
     bba_cards = metric_cards(full, None, Settings(budget_mode="slider", budget=0.25), 8, bba)
     assert bba_cards[1].label == "Requested budget b per layer" and bba_cards[1].note == "requested: b = 0.25"
 

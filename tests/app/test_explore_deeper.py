@@ -157,7 +157,7 @@ def test_bad_link_values_fall_back_with_a_message():
 
 
 def test_link_parameters_round_trip():
-    method = method_of(ModelConfig(variant="budgetformer", head_weighting="scaled"))
+    method = method_of(ModelConfig(method="budgetformer", head_weighting="scaled"))
     for settings in (Settings(), Settings("slider", budget=0.35), Settings("force_k", k=4),
                      Settings(no_budget_net=True, head_ablation="random", seed=12)):
         params = link_params("m", "a text", None, settings, method)
@@ -167,7 +167,7 @@ def test_link_parameters_round_trip():
                            view.seed)
         assert back.canonical() == settings.canonical()
     assert "text" not in link_params("m", "x" * (LINK_TEXT_LIMIT + 1), None, Settings(), method)
-    bba = method_of(ModelConfig(variant="bba"))
+    bba = method_of(ModelConfig(method="bba"))
     view, notes = read_link({"ablation": "no-budget-net", "budget": "0.26"}, bba, 8, None)
     assert view.budget == 0.25 and not view.no_budget_net and "does not apply to a bba model" in notes[0]
     assert link_params("m", "t", 3, Settings("slider", budget=0.25), bba) == {

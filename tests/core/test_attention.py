@@ -130,8 +130,8 @@ def test_unit_weights_skip_equals_plain_structural_shared_heads(attn, k):
     torch.testing.assert_close(attn.structural(x, mask, selected, None), plain, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("variant", ["budgetformer", "bba"])
-def test_models_mark_unit_weights_only_where_the_weights_are_one(variant):
+@pytest.mark.parametrize("method", ["budgetformer", "bba"])
+def test_models_mark_unit_weights_only_where_the_weights_are_one(method):
     """The model's structural pass (unit weights skipped) equals its masked pass, per-input k and
     a shared budget, and the flag is set exactly when the trace's weights are the selection."""
     from budgetformer_core.model.budget import Control
@@ -140,7 +140,7 @@ def test_models_mark_unit_weights_only_where_the_weights_are_one(variant):
     from ..conftest import small_config
 
     torch.manual_seed(0)
-    model = BudgetFormer(small_config(head_weighting="gated", variant=variant)).eval()
+    model = BudgetFormer(small_config(head_weighting="gated", method=method)).eval()
     with torch.no_grad():
         for alloc in model.allocators:  # varied head choices per input
             net = getattr(alloc, "scorer", None) or alloc.gate
@@ -158,12 +158,12 @@ def test_models_mark_unit_weights_only_where_the_weights_are_one(variant):
     scaled = BudgetFormer(small_config(head_weighting="scaled")).eval()
     assert not any(t.unit_weights for t in scaled(ids, mask).layers)  # w = s·H·p is not 1
     model.train()  # training weights carry the soft gates' gradients (bba straight through)
-    modes = ["soft", "structural"] if variant == "bba" else ["soft"]
+    modes = ["soft", "structural"] if method == "bba" else ["soft"]
     assert not any(t.unit_weights for mode in modes for t in model(ids, mask, mode=mode).layers)
 
 
-@pytest.mark.parametrize("variant", ["budgetformer", "bba"])
-def test_a_budget_buying_every_head_runs_the_dense_kernel_and_keeps_the_ranking(variant):
+@pytest.mark.parametrize("method", ["budgetformer", "bba"])
+def test_a_budget_buying_every_head_runs_the_dense_kernel_and_keeps_the_ranking(method):
     """At b = 1 (k = H, weights 1) a layer runs as plain attention: the dense path's output and
     attention, each head's attention under its own index although the trace ranks the heads by
     relevance, and s or b, p and that ranking kept for what is shown."""
@@ -173,7 +173,7 @@ def test_a_budget_buying_every_head_runs_the_dense_kernel_and_keeps_the_ranking(
     from ..conftest import small_config
 
     torch.manual_seed(1)
-    model = BudgetFormer(small_config(head_weighting="gated", variant=variant)).eval()
+    model = BudgetFormer(small_config(head_weighting="gated", method=method)).eval()
     with torch.no_grad():
         for alloc in model.allocators:  # rankings far from index order
             (getattr(alloc, "scorer", None) or alloc.gate).net[-1].weight.normal_(0, 3.0)
@@ -186,8 +186,8 @@ def test_a_budget_buying_every_head_runs_the_dense_kernel_and_keeps_the_ranking(
     H = model.cfg.n_heads
     for f, d in zip(full.layers, dense.layers, strict=True):
         assert f.every_head and f.unit_weights and f.selected.all() and (f.k == H).all()
-        assert (f.budget == 1.0).all() if variant == "bba" else f.budget.shape == (3,)
-        scores = f.gate_scores if variant == "bba" else f.relevance
+        assert (f.budget == 1.0).all() if method == "bba" else f.budget.shape == (3,)
+        scores = f.gate_scores if method == "bba" else f.relevance
         assert torch.equal(f.order, rank_heads(scores)) and (f.order != torch.arange(H)).any()
         torch.testing.assert_close(f.attention, d.attention, atol=1e-5, rtol=0)
 

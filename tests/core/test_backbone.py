@@ -58,7 +58,7 @@ def build(backbone, **fields):
 
 @pytest.fixture(scope="module")
 def dense(backbone):
-    return build(backbone, variant="dense")
+    return build(backbone, method="dense")
 
 
 @pytest.mark.artifacts
@@ -102,7 +102,7 @@ def test_vocab_txt_gives_the_tokenizer_json_ids(backbone, tmp_path):
 
 
 def test_a_shorter_max_len_cuts_the_position_table_and_changes_nothing_else(backbone, dense):
-    short = build(backbone, variant="dense", max_len=32)
+    short = build(backbone, method="dense", max_len=32)
     assert short.pos_emb.weight.shape == (32, 384)
     b = encode_batch(backbone.tokenizer, TEXTS, 32)
     with torch.no_grad():
@@ -111,7 +111,7 @@ def test_a_shorter_max_len_cuts_the_position_table_and_changes_nothing_else(back
 
 @pytest.mark.parametrize("weighting", ["gated", "scaled"])
 def test_structural_path_on_the_backbone(backbone, batch, dense, weighting):
-    model = build(backbone, variant="budgetformer", head_weighting=weighting)
+    model = build(backbone, method="budgetformer", head_weighting=weighting)
     H = backbone.config.n_heads
     with torch.no_grad():
         reference = dense(batch.ids, batch.mask).hidden
@@ -130,7 +130,7 @@ def test_structural_path_on_the_backbone(backbone, batch, dense, weighting):
 
 
 def test_budgetformer_on_the_backbone_runs_its_own_budget_structurally(backbone, batch):
-    model = build(backbone, variant="budgetformer")
+    model = build(backbone, method="budgetformer")
     with torch.no_grad():
         out = model(batch.ids, batch.mask)  # eval: structural, f_θ decides s, g_φ the heads
     assert out.logits.shape == (3, 4) and len(out.layers) == 6
@@ -144,7 +144,7 @@ def test_budgetformer_on_the_backbone_runs_its_own_budget_structurally(backbone,
 
 
 def test_bba_on_the_backbone_gates_nested_heads_structurally(backbone, batch):
-    model = build(backbone, variant="bba")
+    model = build(backbone, method="bba")
     previous = None
     for b in (0.1, 0.25, 0.5, 0.75, 1.0):
         with torch.no_grad():

@@ -30,9 +30,9 @@ def bba_checkpoint(tiny_checkpoint, tmp_path_factory):
     data.splits = {k: v.head(300) for k, v in data.splits.items()}
     root = tmp_path_factory.mktemp("bba")
     cfg = small_config(vocab_size=200, max_len=64)
-    train(data, small_config(variant="dense", vocab_size=200, max_len=64), TrainConfig(epochs=1), root / "dense",
+    train(data, small_config(method="dense", vocab_size=200, max_len=64), TrainConfig(epochs=1), root / "dense",
           progress=False)
-    train(data, small_config(variant="bba", vocab_size=cfg.vocab_size), TrainConfig(epochs=2), root / "bba",
+    train(data, small_config(method="bba", vocab_size=cfg.vocab_size), TrainConfig(epochs=2), root / "bba",
           progress=False, init=root / "dense")
     return load_checkpoint(root / "bba")
 
@@ -58,7 +58,7 @@ def test_exact_budget_k(bba_checkpoint):
 def varied_bba() -> BudgetFormer:
     """A small random bba model whose gates give different inputs different heads."""
     torch.manual_seed(0)
-    model = BudgetFormer(small_config(variant="bba")).eval()
+    model = BudgetFormer(small_config(method="bba")).eval()
     with torch.no_grad():
         for alloc in model.allocators:
             alloc.gate.net[-1].weight.normal_(0, 3.0)
@@ -85,7 +85,7 @@ def test_gates_on_the_embedding_are_nested_in_every_layer(source):
     """Gates that read the pooled embeddings rank heads the same way at every budget, so the head
     sets nest in every layer; gates on each layer's input (``gate_source="layer"``) need not."""
     torch.manual_seed(0)
-    model = BudgetFormer(small_config(variant="bba", gate_source=source, n_layers=3)).eval()
+    model = BudgetFormer(small_config(method="bba", gate_source=source, n_layers=3)).eval()
     with torch.no_grad():
         for alloc in model.allocators:
             alloc.gate.net[-1].weight.normal_(0, 0.3)
@@ -98,7 +98,7 @@ def test_gates_on_the_embedding_are_nested_in_every_layer(source):
 
 
 def test_static_gates_pick_the_same_heads_for_every_input():
-    model = BudgetFormer(small_config(variant="bba", gate_input=False)).eval()
+    model = BudgetFormer(small_config(method="bba", gate_input=False)).eval()
     with torch.no_grad():
         model.allocators[0].gate.scores.copy_(torch.tensor([0.1, 3.0, -1.0, 2.0]))
     out = model(torch.randint(3, 50, (4, 6)), torch.ones(4, 6, dtype=torch.bool), control=Control(budget=0.5))
@@ -116,13 +116,13 @@ def test_soft_gates_follow_top_k_and_pass_gradients():
 
 
 def test_warm_start_copies_the_shared_weights():
-    dense = BudgetFormer(small_config(variant="dense"))
-    bba = BudgetFormer(small_config(variant="bba"))
+    dense = BudgetFormer(small_config(method="dense"))
+    bba = BudgetFormer(small_config(method="bba"))
     fresh = warm_start(bba, dense)
     assert fresh and all(".alloc.gate." in name for name in fresh)
     assert torch.equal(bba.layers[0].attn.qkv.weight, dense.layers[0].attn.qkv.weight)
     with pytest.raises(ValueError, match="has shape"):
-        warm_start(BudgetFormer(small_config(variant="bba", d_model=64)), dense)
+        warm_start(BudgetFormer(small_config(method="bba", d_model=64)), dense)
 
 
 def test_posthoc_pruning_ranks_heads_by_importance(tmp_path):
@@ -131,7 +131,7 @@ def test_posthoc_pruning_ranks_heads_by_importance(tmp_path):
     from budgetformer_core.train.prune import head_importance, posthoc_checkpoint
 
     torch.manual_seed(0)
-    dense = BudgetFormer(small_config(variant="dense")).eval()
+    dense = BudgetFormer(small_config(method="dense")).eval()
     ids = [[5, 6, 7, 8], [9, 10, 11], [12, 13, 14, 15, 16]]
     importance = head_importance(dense, ids, [0, 1, 2])
     assert importance.shape == (2, 4) and bool((importance >= 0).all())
@@ -154,7 +154,7 @@ def test_posthoc_pruning_ranks_heads_by_importance(tmp_path):
 def test_fixed_budget_training_runs_at_its_budget(tmp_path):
     data = load_synthetic()
     data.splits = {k: v.head(64) for k, v in data.splits.items()}
-    cfg = small_config(variant="bba", gate_input=False, vocab_size=200, max_len=64)
+    cfg = small_config(method="bba", gate_input=False, vocab_size=200, max_len=64)
     train(data, cfg, TrainConfig(epochs=1, train_budget=0.25), tmp_path / "static", progress=False)
     ckpt = load_checkpoint(tmp_path / "static")
     assert ckpt.config.default_budget == 0.25
@@ -273,7 +273,7 @@ def test_one_head_set_per_batch_equals_each_input_run_with_that_set():
 
 
 def test_cli_bench_with_one_head_set_per_batch(capsys):
-    assert main(["bench", "--set", "variant=bba", "--set", "n_layers=1", "--set", "max_len=16",
+    assert main(["bench", "--set", "method=bba", "--set", "n_layers=1", "--set", "max_len=16",
                  "--batch-size", "3", "--budgets", "0.5", "--repeats", "2", "--warmup", "0",
                  "--head-sets", "batch", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

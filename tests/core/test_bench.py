@@ -92,7 +92,7 @@ def test_cli_bench_table_on_a_random_model_of_a_given_shape(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--set", "variant=dense"], "dense model"),
+        (["--set", "method=dense"], "dense model"),
         (["--set", "max_len=8", "--seq-len", "9"], "seq_len"),
         (["--set", "epochs=3"], "only model keys"),
         (["--checkpoint", "/no/such/dir"], "not a directory"),

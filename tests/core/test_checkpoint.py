@@ -198,7 +198,7 @@ def test_shipped_checkpoints_load_without_hashes():
 
     path = PRECOMPUTED / "bbc-bba"
     assert "sha256" not in json.loads((path / "config.json").read_text())  # built before the hashes
-    assert load_checkpoint(path).config.variant == "bba"
+    assert load_checkpoint(path).config.method == "bba"
 
 
 def older_layout(path) -> None:

@@ -71,7 +71,7 @@ def run(capsys, *argv):
 def test_it_loads_with_its_pooler_classifier_and_labels_and_equals_transformers(hf_classifier, their_logits):
     ckpt = load_checkpoint(hf_classifier)
     cfg = ckpt.config
-    assert (cfg.variant, cfg.pooling, cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.max_len) == ("dense", "pooler", 2, 4,
+    assert (cfg.method, cfg.pooling, cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.max_len) == ("dense", "pooler", 2, 4,
                                                                                                   32, 64)
     assert ckpt.label_names == BBC_CLASSES
     batch = encode_batch(ckpt.tokenizer, TEXTS, cfg.max_len)
@@ -133,7 +133,7 @@ def test_a_budget_without_a_ranking_says_how_to_get_one(capsys, hf_classifier, r
 def test_the_ranking_gives_nested_head_sets_from_labels_or_own_predictions(hf_classifier, rank_csv, tmp_path):
     dense = load_checkpoint(hf_classifier)
     ranked = open_checkpoint(hf_classifier, rank_csv)
-    assert ranked.config.variant == "bba" and not ranked.config.gate_input and ranked.config.default_budget == 1.0
+    assert ranked.config.method == "bba" and not ranked.config.gate_input and ranked.config.default_budget == 1.0
     assert ranked.meta["ranking"] == {"source": str(rank_csv), "rows": len(TEXTS), "labels": "given"}
     texts, labels = read_rank_file(rank_csv, BBC_CLASSES)
     assert labels == [BBC_CLASSES.index(y) for y in LABELS]

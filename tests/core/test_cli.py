@@ -160,7 +160,7 @@ def test_train_checks_out_before_reading_data(capsys, tmp_path):
 
 
 def test_json_output_never_holds_bare_nan():
-    from budgetformer_core.commands import dumps
+    from budgetformer_core.cli.commands import dumps
 
     assert dumps({"a": float("nan"), "b": [float("inf"), 1.5]}) == '{"a": null, "b": [null, 1.5]}'
 

@@ -13,7 +13,7 @@ import pytest
 
 from budgetformer_core import __version__
 from budgetformer_core.cli import main
-from budgetformer_core.parser import build_parser
+from budgetformer_core.cli.parser import build_parser
 from budgetformer_core.shipped import PRECOMPUTED, resolve_checkpoint, shipped_models
 
 from ..conftest import ROOT

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides, model_config_from_dict
+from budgetformer_core.config import (
+    ModelConfig,
+    TrainConfig,
+    dumps,
+    model_config_from_dict,
+    stored_method,
+    to_dict,
+)
+from budgetformer_core.overrides import apply_overrides
 
 
 @pytest.mark.parametrize("item, message", [
@@ -34,7 +42,8 @@ from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides, 
     ("activation=relu", "activation must be 'gelu' or 'gelu_tanh'"),
     ("type_vocab_size=-1", "type_vocab_size must be >= 0"),
     ("layer_norm_eps=0", r"layer_norm_eps must be in \(0, 1\)"),
-    ("variant=bba,summary_norm=true", "a bba model has neither"),
+    ("method=bba,summary_norm=true", "a bba model has neither"),
+    ("method=sparse", "method must be dense, budgetformer or bba"),
     ("difficulty_from=dense", "difficulty_from must be 'model' or 'init'"),
 ])
 def test_bad_overrides_are_refused_with_the_field_named(item, message):
@@ -63,3 +72,25 @@ def test_defaults_and_ints_for_floats_are_accepted():
     TrainConfig(lr=1, grad_clip=5)
     model, train = apply_overrides(ModelConfig(), TrainConfig(), ["lr=3e-3", "max_train=0", "tau=0.5"])
     assert (train.lr, train.max_train, model.tau) == (3e-3, 0, 0.5)
+
+
+def test_the_method_is_stored_under_its_older_key():
+    """config.json's ``model`` section keeps the key ``variant``, in the field's place."""
+    stored = to_dict(ModelConfig(method="bba"))
+    assert "method" not in stored and stored["variant"] == "bba" and stored_method(stored) == "bba"
+    assert list(stored).index("variant") == [f for f in ModelConfig.__dataclass_fields__].index("method")
+    assert '"variant": "bba"' in dumps(ModelConfig(method="bba"))
+    assert "variant" not in to_dict(TrainConfig())
+    full = {**stored, "head_weighting": "gated", "gate_source": "embedding"}
+    assert model_config_from_dict(full) == ModelConfig(method="bba")
+    as_field = {("method" if k == "variant" else k): v for k, v in full.items()}
+    assert model_config_from_dict(as_field).method == "bba" and stored_method(as_field) == "bba"
+    with pytest.raises(ValueError, match="states the method twice"):
+        model_config_from_dict({**full, "method": "bba"})
+    assert stored_method({"n_layers": 2}) is None and stored_method({}, "?") == "?"
+
+
+@pytest.mark.parametrize("overrides", [["method=dense"], ["variant=dense"], {"method": "dense"}, {"variant": "dense"}])
+def test_the_method_is_set_by_its_name_or_its_stored_key(overrides):
+    model, _ = apply_overrides(ModelConfig(), TrainConfig(), overrides)
+    assert model.method == "dense"

@@ -78,8 +78,8 @@ GRADIENT_CASES = {
     "adaptive, soft gates": (dict(head_weighting="gated"), "soft", TrainingControl(soft_gates=True)),
     "adaptive, exact top-k": (dict(head_weighting="gated"), "soft", Control()),
     "paper, structural top-k": (dict(head_weighting="scaled"), "structural", Control()),
-    "bba, structural": (dict(variant="bba"), "structural", Control(budget=0.4)),
-    "dense": (dict(variant="dense"), "dense", Control()),
+    "bba, structural": (dict(method="bba"), "structural", Control(budget=0.4)),
+    "dense": (dict(method="dense"), "dense", Control()),
 }
 
 
@@ -96,7 +96,7 @@ def gradient_gaps() -> dict[str, float]:
         ids = torch.randint(3, 60, (7, 20), generator=torch.Generator().manual_seed(1))  # (B, T)
         mask = torch.arange(20)[None] < torch.tensor([20, 5, 17, 9, 12, 20, 3])[:, None]  # (B, T)
         y = torch.tensor([0, 1, 2, 0, 1, 2, 0])
-        cost_only = cfg.variant != "budgetformer"
+        cost_only = cfg.method != "budgetformer"
         total_loss(whole(ids, mask, mode=mode, control=control), y, TrainConfig(), 0.5, cost_only).total.backward()
         net = distributed.wrap(model, seed=0)
         mine, share = distributed.shard(len(y))

@@ -69,9 +69,9 @@ MODELS = {
     "no f_θ": dict(use_budget_net=False, fixed_budget=0.5),
     "no g_φ": dict(head_choice="uniform"),
     "random heads": dict(head_choice="random"),
-    "bba": dict(variant="bba"),
-    "bba, layer-input gates": dict(variant="bba", gate_source="layer"),
-    "static gates": dict(variant="bba", gate_input=False),
+    "bba": dict(method="bba"),
+    "bba, layer-input gates": dict(method="bba", gate_source="layer"),
+    "static gates": dict(method="bba", gate_input=False),
 }
 
 
@@ -81,7 +81,7 @@ MODELS = {
 def test_every_variant_counts_exactly_the_networks_it_runs(name, control):
     torch.manual_seed(0)
     model = BudgetFormer(small_config(**MODELS[name])).eval()
-    if control is not None and control.head_choice and model.cfg.variant == "bba":
+    if control is not None and control.head_choice and model.cfg.method == "bba":
         pytest.skip("bba takes no head choice")
     for n_tokens in (1, 9):
         counted, ks = counted_flops(model, n_tokens, "structural", control)
@@ -93,19 +93,19 @@ def test_budget_networks_cost_what_their_layers_do():
     M, D, H = cfg.budget_hidden, cfg.d_model, cfg.n_heads
     assert budgeting_flops(cfg) == [2 * (D * M + M) + 2 * (D * M + M * H)] * cfg.n_layers
     assert budgeting_flops(cfg, Control(budget=0.5)) == [2 * (D * M + M * H)] * cfg.n_layers  # f_θ skipped
-    assert budgeting_flops(small_config(variant="bba", gate_input=False)) == [0, 0]
-    assert budgeting_flops(small_config(variant="dense")) == [0, 0]
+    assert budgeting_flops(small_config(method="bba", gate_input=False)) == [0, 0]
+    assert budgeting_flops(small_config(method="dense")) == [0, 0]
     # all heads plus f_θ and g_φ costs a little more than the dense model
     assert forward_flops(cfg, 10, [H] * cfg.n_layers) == dense_flops(cfg, 10) + sum(budgeting_flops(cfg))
 
 
 def test_pruned_model_flops_match_torch_counter():
     torch.manual_seed(0)
-    for variant in ("dense", "budgetformer", "bba"):
-        model = BudgetFormer(small_config(variant=variant)).eval()
+    for method in ("dense", "budgetformer", "bba"):
+        model = BudgetFormer(small_config(method=method)).eval()
         model.prune_heads([[1, 3], [2]])
         assert budgeting_flops(model.cfg) == [0, 0]
-        mode = "dense" if variant == "dense" else "structural"
+        mode = "dense" if method == "dense" else "structural"
         counted, ks = counted_flops(model, 9, mode)
         assert ks == [2, 1]
         assert counted == forward_flops(model.cfg, 9, ks) == forward_flops(model.cfg, 9)

@@ -1,4 +1,4 @@
-"""The methods' descriptions: torch-free, one per variant, and what the allocator classes carry."""
+"""The methods' descriptions: torch-free, one per method, and what the allocator classes carry."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from typing import get_args
 
-from budgetformer_core.config import Variant
+from budgetformer_core.config import MethodName
 from budgetformer_core.methods import METHOD_DESCRIPTIONS
 from budgetformer_core.model.allocators import METHOD_FACTS, METHODS, FixedHeads
 
@@ -17,8 +17,8 @@ def test_the_descriptions_import_without_torch():
     assert out.strip() == "False"
 
 
-def test_one_description_and_one_allocator_class_per_variant():
-    assert set(METHOD_DESCRIPTIONS) == set(METHODS) == set(get_args(Variant))
+def test_one_description_and_one_allocator_class_per_method():
+    assert set(METHOD_DESCRIPTIONS) == set(METHODS) == set(get_args(MethodName))
     for name, cls in METHODS.items():
         assert cls.description is METHOD_DESCRIPTIONS[name]
         assert all(getattr(cls, fact) == getattr(cls.description, fact) for fact in METHOD_FACTS)

@@ -104,7 +104,7 @@ def test_fixed_budget_ablation_model_has_no_budget_net():
 
 
 def test_dense_model_runs_only_dense():
-    model = BudgetFormer(small_config(variant="dense")).eval()
+    model = BudgetFormer(small_config(method="dense")).eval()
     ids, mask = batch()
     out = model(ids, mask)
     assert all(bool(t.selected.all()) for t in out.layers)
@@ -167,7 +167,7 @@ def test_pruned_heads_equal_the_structural_path_with_those_heads_and_survive_sav
     from budgetformer_core.io.tokenizer import train_tokenizer
 
     torch.manual_seed(0)
-    model = BudgetFormer(small_config(variant="bba", gate_input=False)).eval()
+    model = BudgetFormer(small_config(method="bba", gate_input=False)).eval()
     ids, mask = batch()
     keep = [[1, 3], [0, 2, 3]]
     with torch.no_grad():  # static scores that rank the kept heads first, so k = 2 / 3 runs them
@@ -188,7 +188,7 @@ def test_pruned_heads_equal_the_structural_path_with_those_heads_and_survive_sav
 
 def test_pruning_equals_running_the_same_heads_structurally():
     torch.manual_seed(0)
-    model = BudgetFormer(small_config(variant="bba", gate_input=False)).eval()
+    model = BudgetFormer(small_config(method="bba", gate_input=False)).eval()
     keep = [[1, 3], [0, 2]]
     with torch.no_grad():
         for alloc, heads in zip(model.allocators, keep):

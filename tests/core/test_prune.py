@@ -13,7 +13,7 @@ from tests.conftest import small_config
 
 def dense_model(**kw) -> BudgetFormer:
     torch.manual_seed(0)
-    return BudgetFormer(small_config(variant="dense", **kw)).eval()
+    return BudgetFormer(small_config(method="dense", **kw)).eval()
 
 
 def one_by_one(model: BudgetFormer, ids: list[list[int]], labels: list[int]) -> list[torch.Tensor]:

@@ -48,7 +48,7 @@ def test_the_report_holds_the_analysis_and_fetches_nothing(tiny, tiny_checkpoint
 
 def test_a_dense_model_has_no_budget_to_explain_or_to_set(tiny, tmp_path):
     shape = dict(vocab_size=tiny.config.vocab_size, n_classes=tiny.config.n_classes, max_len=64)
-    dense = BudgetFormer(small_config(variant="dense", **shape))
+    dense = BudgetFormer(small_config(method="dense", **shape))
     ckpt = load_checkpoint(save_checkpoint(tmp_path / "dense", dense, tiny.tokenizer, tiny.label_names))
     page = build_report(ckpt, MARKUP)
     assert "no budget to explain" in page and "data-a=" not in page

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from budgetformer_core.config import ModelConfig, TrainConfig, apply_overrides
+from budgetformer_core.config import ModelConfig, TrainConfig
 from budgetformer_core.io.splits import Split, TextDataset
 from budgetformer_core.model.allocators import method_class
 from budgetformer_core.model.budget import Control
 from budgetformer_core.model.encoder import BudgetFormer
+from budgetformer_core.overrides import apply_overrides
 from budgetformer_core.train.build import input_losses
 from budgetformer_core.train.loop import by_length, keep_ranking, lr_at, param_groups, set_seed, train
 
@@ -31,28 +32,28 @@ def keyword_task(n: int, seed: int) -> Split:
     return Split(texts, labels)
 
 
-@pytest.mark.parametrize("variant", ["budgetformer", "dense"])
-def test_tiny_run_lowers_the_loss(tmp_path, variant):
+@pytest.mark.parametrize("method", ["budgetformer", "dense"])
+def test_tiny_run_lowers_the_loss(tmp_path, method):
     data = TextDataset("keywords", ["a", "b", "c"], {"train": keyword_task(240, 0),
                        "validation": keyword_task(60, 1), "test": keyword_task(60, 2)})
-    result = train(data, small_config(variant=variant, vocab_size=200, max_len=64),
-                   TrainConfig(epochs=4, batch_size=16, lr=3e-3), tmp_path / variant, progress=False)
+    result = train(data, small_config(method=method, vocab_size=200, max_len=64),
+                   TrainConfig(epochs=4, batch_size=16, lr=3e-3), tmp_path / method, progress=False)
     losses = [h["task_loss"] for h in result.history]
     assert losses[-1] < losses[0] * 0.7
-    if variant == "dense":  # the task loss alone made up its total
+    if method == "dense":  # the task loss alone made up its total
         assert [h["loss_terms"] for h in result.history] == [{"task": h["task_loss"]} for h in result.history]
     assert [h["epoch"] for h in result.history] == [1, 2, 3, 4]
     betas = [h["beta"] for h in result.history]
     assert betas == sorted(betas)
-    assert (tmp_path / variant / "model.safetensors").is_file()
+    assert (tmp_path / method / "model.safetensors").is_file()
 
 
-@pytest.mark.parametrize("variant", ["budgetformer", "bba", "dense"])
-def test_new_lr_is_the_rate_of_the_classifier_and_the_allocators_only(variant):
-    model = BudgetFormer(small_config(variant=variant))
+@pytest.mark.parametrize("method", ["budgetformer", "bba", "dense"])
+def test_new_lr_is_the_rate_of_the_classifier_and_the_allocators_only(method):
+    model = BudgetFormer(small_config(method=method))
     names = {id(p): n for n, p in model.named_parameters()}
     fresh = {n for n in names.values() if n.startswith("head.") or ".alloc." in n}
-    assert fresh and any(".alloc." in n for n in fresh) == (variant != "dense")
+    assert fresh and any(".alloc." in n for n in fresh) == (method != "dense")
     cfg = TrainConfig(lr=1e-4, new_lr=2e-3, weight_decay=0.01)
     groups = param_groups(model, cfg)
     in_groups = [names[id(p)] for g in groups for p in g["params"]]
@@ -176,7 +177,7 @@ def test_random_k_draws_every_inputs_k_before_f_theta_takes_over():
     (g_φ learns to rank for every k); afterwards f_θ's k, as with the other recipes throughout."""
     import random
 
-    gated = ModelConfig(variant="budgetformer", head_weighting="gated")  # 8 heads
+    gated = ModelConfig(method="budgetformer", head_weighting="gated")  # 8 heads
     recipe = TrainConfig(random_k=0.5, s_max=0.5, structural_from=0.25)  # k on 1 … 4
     rng = random.Random(0)
 
@@ -190,7 +191,7 @@ def test_random_k_draws_every_inputs_k_before_f_theta_takes_over():
     assert batch_control(Control(), 0.6, 400, gated, recipe, rng).k is None
     assert batch_control(Control(), 0.2, 4, ModelConfig(head_weighting="scaled"), recipe, rng).k is None  # paper
     assert batch_control(Control(), 0.2, 4, gated, TrainConfig(), rng).k is None  # off by default
-    b = batch_control(Control(), 0.2, 4, ModelConfig(variant="bba"), recipe, rng).budget
+    b = batch_control(Control(), 0.2, 4, ModelConfig(method="bba"), recipe, rng).budget
     assert recipe.budget_min <= b <= 1.0
     with pytest.raises(ValueError, match="random_k"):
         TrainConfig(random_k=1.5)

@@ -33,6 +33,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from ..shipped import resolve_checkpoints
 from .commands import (
     cmd_adaptivity,
     cmd_bench,
@@ -46,7 +47,6 @@ from .commands import (
     cmd_train,
 )
 from .parser import build_parser
-from .shipped import resolve_checkpoints
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "models": cmd_models,
@@ -74,6 +74,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"budgetformer {args.command}: interrupted{f': {e}' if str(e) else ''}", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

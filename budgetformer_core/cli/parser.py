@@ -1,13 +1,13 @@
 """The ``budgetformer`` command's arguments: every subcommand and option, with its help line
-(:mod:`budgetformer_core.cli` runs them; :mod:`budgetformer_core.commands` holds what each does)."""
+(:mod:`budgetformer_core.cli` runs them; :mod:`budgetformer_core.cli.commands` holds what each does)."""
 
 from __future__ import annotations
 
 import argparse
 
-from . import __version__
-from .measure.bench import BUDGETS
-from .model.budget import ABLATIONS, HEAD_SETS
+from .. import __version__
+from ..measure.bench import BUDGETS
+from ..model.budget import ABLATIONS, HEAD_SETS
 
 DESCRIPTION = "The budgetformer command: train, evaluate and explore models that run some of their attention heads."
 
@@ -48,7 +48,7 @@ def _positive(value: str) -> int:
 
 
 def add_split_arguments(p: argparse.ArgumentParser) -> None:
-    """The options :func:`~budgetformer_core.commands.checkpoint_split` reads."""
+    """The options :func:`~budgetformer_core.cli.commands.checkpoint_split` reads."""
     p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
     p.add_argument("--data-dir", help="folder holding a local copy of the dataset (e.g. data/ag_news)")
     p.add_argument("--split", choices=("train", "validation", "test", "all"),
@@ -63,7 +63,7 @@ CHECKPOINT_HELP = ("a checkpoint folder, a shipped model's name (budgetformer mo
 
 
 def add_rank_file(p: argparse.ArgumentParser) -> None:
-    """``--rank-file``, which :func:`~budgetformer_core.commands.open_model` reads."""
+    """``--rank-file``, which :func:`~budgetformer_core.cli.commands.open_model` reads."""
     p.add_argument("--rank-file", metavar="F", help="a Hugging Face classifier: rank its heads on F (CSV / JSONL / "
                    "Parquet with text and label columns, labels as its id2label names or integers; or texts alone, "
                    "labelled by its own predictions) so that it takes budgets")
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a model and write a checkpoint")
     p.add_argument("--dataset", help="bbc, synthetic, synthetic_var, a hub name (ag_news, …) or a file (required)")
     p.add_argument("--data-dir", help="folder holding a local copy of the dataset (e.g. data/ag_news)")
-    p.add_argument("--variant", choices=("dense", "budgetformer", "bba"), default="budgetformer",
+    p.add_argument("--variant", dest="method", choices=("dense", "budgetformer", "bba"), default="budgetformer",
                    help="dense: every head; budgetformer: f_θ / g_φ choose the heads per input; "
                         "bba: a requested budget b gates nested head sets (default: budgetformer)")
     p.add_argument("--init", help="warm start from this checkpoint, a folder or a shipped model's name "

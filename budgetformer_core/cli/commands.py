@@ -14,19 +14,20 @@ from pathlib import Path
 
 import torch
 
-from .analysis.infer import check_texts, evaluate_split, predict_rows
-from .config import ModelConfig, TrainConfig, apply_overrides
-from .io.checkpoint import Checkpoint, check_out_dir
-from .io.data import load_dataset, source_path
-from .io.files import json_safe, read_json
-from .io.inputs import MAX_CHARS, input_rows
-from .io.loader import load_checkpoint
-from .io.splits import Split
-from .measure.bench import bench, bench_lengths
-from .model.budget import Control, ablation
-from .model.encoder import BudgetFormer
-from .shipped import MANIFEST, model_table, resolve_checkpoints, sweeps_csv
-from .train import distributed
+from ..analysis.infer import check_texts, evaluate_split, predict_rows
+from ..config import ModelConfig, TrainConfig
+from ..io.checkpoint import Checkpoint, check_out_dir
+from ..io.data import load_dataset, source_path
+from ..io.files import json_safe, read_json
+from ..io.inputs import MAX_CHARS, input_rows
+from ..io.loader import load_checkpoint
+from ..io.splits import Split
+from ..measure.bench import bench, bench_lengths
+from ..model.budget import Control, ablation
+from ..model.encoder import BudgetFormer
+from ..overrides import apply_overrides
+from ..shipped import MANIFEST, model_table, resolve_checkpoints, sweeps_csv
+from ..train import distributed
 
 
 def shown(text: str) -> str:
@@ -58,9 +59,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from ..train.loop import train  # keeps `predict` start-up light
+    from ..train.resume import read_run, resume_dir
     from .parser import build_parser  # the parser of the run's recorded command
-    from .train.loop import train  # keeps `predict` start-up light
-    from .train.resume import read_run, resume_dir
 
     if args.resume:  # the run's own arguments, as its resume folder records them
         given = [a for a in args.argv[1:] if a not in ("--resume", args.resume, f"--resume={args.resume}", "--quiet")]
@@ -82,14 +83,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ValueError(f"train needs {' and '.join(missing)} (or --resume DIR)")
     on_base = True  # whether the model may read another length than it starts at
     if args.backbone is not None:  # the pretrained encoder's shape; --set changes the rest
-        from .io.pretrained import backbone_config
+        from ..io.pretrained import backbone_config
 
-        shape = dataclasses.replace(backbone_config(args.backbone), variant=args.variant)
+        shape = dataclasses.replace(backbone_config(args.backbone), method=args.method)
     elif args.init is not None:  # the warm start's input length unless --set changes it
         length, on_base = init_length(args.init)
-        shape = ModelConfig(variant=args.variant, max_len=length)
+        shape = ModelConfig(method=args.method, max_len=length)
     else:
-        shape = ModelConfig(variant=args.variant)
+        shape = ModelConfig(method=args.method)
     model_cfg, train_cfg = apply_overrides(shape, TrainConfig(), args.set)
     if model_cfg.max_len != shape.max_len and not on_base:
         raise ValueError(f"--init {args.init} was trained from scratch at max_len={shape.max_len}: its position "
@@ -121,14 +122,14 @@ def init_length(init: str | Path) -> tuple[int, bool]:
 
 def open_model(args: argparse.Namespace) -> Checkpoint:
     """The model ``--checkpoint`` names, a classifier's heads ranked on ``--rank-file`` if given."""
-    from .train.rank import open_checkpoint
+    from ..train.rank import open_checkpoint
 
     return open_checkpoint(args.checkpoint, args.rank_file)
 
 
 def no_budget(ckpt: Checkpoint) -> str:
     """How a dense model might get a budget: a classifier's heads can be ranked; else none."""
-    from .train.rank import RANK_HINT
+    from ..train.rank import RANK_HINT
 
     return f" ({RANK_HINT})" if "classifier" in ckpt.meta else ""
 
@@ -153,8 +154,8 @@ def ablation_control(ckpt, args: argparse.Namespace, split) -> Control:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from .io.tokenizer import encode
-    from .train.prune import head_importance, posthoc_checkpoint
+    from ..io.tokenizer import encode
+    from ..train.prune import head_importance, posthoc_checkpoint
 
     dense = load_checkpoint(args.checkpoint)
     if dense.model.method.budgeted:
@@ -220,7 +221,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_adaptivity(args: argparse.Namespace) -> int:
-    from .analysis.adaptivity import adaptivity, load_reference  # pandas / scipy: keeps `predict` start-up light
+    from ..analysis.adaptivity import adaptivity, load_reference  # pandas / scipy: keeps `predict` start-up light
 
     ckpt = open_model(args)
     reference = load_reference(args.checkpoint, args.reference)
@@ -278,7 +279,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .analysis.explain import explain, top_tokens
+    from ..analysis.explain import explain, top_tokens
 
     ckpt = open_model(args)
     method = ckpt.model.method
@@ -307,7 +308,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .analysis.report import build_report
+    from ..analysis.report import build_report
 
     ckpt = load_checkpoint(args.checkpoint)
     control = Control(budget=args.budget) if args.budget is not None else None
@@ -361,8 +362,8 @@ def cmd_latency_check(args: argparse.Namespace) -> int:
     live speed-up is not within 25 % of the shipped one."""
     import pandas as pd
 
-    from .io.data import BUILTIN
-    from .measure.latency import CHECK_MODELS, CHECK_TOLERANCE, agrees, live_check
+    from ..io.data import BUILTIN
+    from ..measure.latency import CHECK_MODELS, CHECK_TOLERANCE, agrees, live_check
 
     path = sweeps_csv()
     if not path.is_file():
