@@ -48,8 +48,11 @@ BUDGET_RANGE = (0.05, 1.0, 0.5, 0.05)
 def budget_slider(label: str, key: str, where=st, **options) -> float:
     """The budget slider of every page: 0.05 to 1 in steps of 0.05, at 0.5 until moved; drawn in
     ``where`` (``st`` or a column), ``options`` as ``st.slider`` takes them (``disabled``, ``help``,
-    ``format``, …)."""
-    return where.slider(label, *BUDGET_RANGE, key=key, **options)
+    ``format``, …). Its first value is set through Session State only, as a link sets it: a
+    widget given a value and a Session State value makes Streamlit log a warning."""
+    low, high, first, step = BUDGET_RANGE
+    st.session_state.setdefault(key, first)
+    return where.slider(label, low, high, step=step, key=key, **options)
 
 
 def show_chart(where, figure, key: str, **selection):
@@ -454,9 +457,9 @@ def result_column_config(baseline: str | None = None) -> dict:
         "flops_ratio": number("FLOPs vs dense", **percent),
         "latency_ms": number("latency (ms)", format="%.2f", help=f"Per input, batch 1, {same}"),
         "dense_latency_ms": number(f"{ref} (ms)", format="%.2f", help=f"The dense reference's latency, {same}"),
-        "speedup_b1": number(f"× vs {ref}, b1", format="%.2f×",
+        "speedup_b1": number(f"speed-up vs {ref}, batch 1", format="%.2f×",
                              help=f"Speed-up: the reference's latency / this latency ({HOW}, batch 1)"),
-        "speedup_b32": number(f"× vs {ref}, b32", format="%.2f×",
+        "speedup_b32": number(f"speed-up vs {ref}, batch 32", format="%.2f×",
                               help=f"Speed-up: the reference's latency / this latency ({HOW}, batch 32)"),
         "ideal_speedup": number("FLOP ideal ×", format="%.2f×", help="Ideal speed-up: 1 / FLOPs ratio"),
         # one reference for every row: named in the headers, its column hidden (kept in the CSV)

@@ -24,18 +24,19 @@ class ErrorBars:
     intervals: dict
     """Each model's accuracy :class:`~budgetformer_core.measure.bootstrap.Interval`."""
     missing: list[str]
-    """Models of :data:`app.logic.results.INTERVAL_MODELS` without a readable per-example table."""
+    """The models asked for (:data:`app.logic.results.INTERVAL_MODELS` unless told) without a
+    readable per-example table."""
     n: int = 0
     resamples: int = 0
     seed: int = 0
 
 
 @st.cache_data(max_entries=16, show_spinner="Resampling the test split…")
-def _error_bars(dataset: str, versions: tuple, pairs: tuple) -> ErrorBars:
+def _error_bars(dataset: str, versions: tuple, pairs: tuple, models: tuple = INTERVAL_MODELS) -> ErrorBars:
     from budgetformer_core.measure import bootstrap
 
     tables, missing = {}, []
-    for model in INTERVAL_MODELS:
+    for model in models:
         try:
             found = state.precomputed_per_example(dataset, model)
         except ValueError:
@@ -51,15 +52,16 @@ def _error_bars(dataset: str, versions: tuple, pairs: tuple) -> ErrorBars:
     return ErrorBars(compared, bootstrap.accuracy_intervals(tables), missing, n, bootstrap.RESAMPLES, bootstrap.SEED)
 
 
-def error_bars(dataset: str, pairs: tuple[tuple[str, str], ...]) -> ErrorBars:
-    """Paired bootstrap intervals of ``pairs`` of ``dataset``'s models (cached until a table changes).
+def error_bars(dataset: str, pairs: tuple[tuple[str, str], ...], models: tuple = INTERVAL_MODELS) -> ErrorBars:
+    """Paired bootstrap intervals of ``pairs`` of ``dataset``'s ``models`` (their names in
+    sweeps.csv; cached until a table changes).
 
     Raises:
         ValueError: the per-example tables are not of the same test inputs.
     """
-    paths = [shipped.per_example_path(shipped.model_name(dataset, m)) for m in INTERVAL_MODELS]
+    paths = [shipped.per_example_path(shipped.model_name(dataset, m)) for m in models]
     versions = tuple(state.file_stamp(path) for path in paths)
-    return _error_bars(dataset, versions, tuple(pairs))
+    return _error_bars(dataset, versions, tuple(pairs), tuple(models))
 
 
 @st.cache_data(max_entries=2, show_spinner=False)
@@ -85,14 +87,18 @@ def seed_spread(dataset: str) -> pd.DataFrame | None:
     return None if table is None or table.empty else table
 
 
-def error_bars_section(dataset: str, pairs, key: str, names: dict[str, str] | None = None):
+def error_bars_section(dataset: str, pairs, key: str, names: dict[str, str] | None = None,
+                       models: tuple | None = None):
     """The paired bootstrap intervals of ``pairs`` of ``dataset``'s models and, where seed runs
     exist, the spread over seeds: tables with a line on how they were made. Returns the
-    :class:`app.error_bars.ErrorBars` (None when the tables cannot be compared)."""
+    :class:`app.error_bars.ErrorBars` (None when the tables cannot be compared).
+
+    ``models``: the models whose tables are read (default :data:`INTERVAL_MODELS`); given, the
+    seed spread keeps the models built on the same encoder as the first of them."""
     from app.logic import results
 
     try:
-        bars = error_bars(dataset, pairs)
+        bars = error_bars(dataset, pairs, models or INTERVAL_MODELS)
     except ValueError as e:
         st.warning(f"The per-example tables cannot be compared: {md_escape(e)}")
         return None
@@ -120,9 +126,14 @@ def error_bars_section(dataset: str, pairs, key: str, names: dict[str, str] | No
     except ValueError as e:
         st.warning(f"precomputed/results/seeds\\.csv cannot be used: {md_escape(e)}")
         spread = None
+    if spread is not None and models:  # only the models of the same encoder
+        encoder = results.backbone_of(models[0])
+        spread = spread[[results.backbone_of(m) == encoder for m in spread["model"]]]
+        spread = None if spread.empty else spread
     if spread is None:
         st.caption(
-            f"No seed runs of {md_escape(dataset)} are shipped (every model here is seed 0): "
+            f"No seed runs of {'these models of ' if models else ''}{md_escape(dataset)} are shipped "
+            "(every model here is seed 0): "
             "`scripts/seed_table.py --csv precomputed/results/seeds.csv` trains them."
         )
     else:

@@ -236,6 +236,29 @@ def relevance(name: str, budget: float | None = None, split: str = "test"):
     return _allocation(name, stamp(name), dataset, split, _source(dataset), budget).relevance
 
 
+@st.cache_data(max_entries=8, show_spinner=False)
+def _live_ablation(name: str, version: tuple, dataset: str, source: tuple, ablation: str) -> dict:
+    from app.logic.ablations import live_summary
+
+    samples = _split_samples(dataset, "test", *source)
+    return live_summary(get_checkpoint(name), samples.texts, samples.labels, ablation)
+
+
+def live_ablation(name: str, ablation: str) -> dict | None:
+    """Ablation ``ablation`` run on ``name`` over its dataset's test split
+    (:func:`app.logic.ablations.live_summary`), once for all sessions; None when the texts are
+    not on this machine.
+
+    Raises:
+        ValueError: the checkpoint cannot be loaded, or its history has no validation budget.
+    """
+    dataset = dataset_of(name)
+    source = _source(dataset)
+    if source is None or _split_samples(dataset, "test", *source) is None:
+        return None
+    return _live_ablation(name, stamp(name), dataset, source, ablation)
+
+
 # --------------------------------------------------------------------------- precomputed results
 
 

@@ -73,3 +73,35 @@ def batch_accuracy(table, label_names: list[str]) -> tuple[float, int, list[list
     for true, predicted in zip(judged["label"], judged["prediction"], strict=True):
         matrix[index[true]][index[predicted]] += 1
     return float(judged["correct"].astype(bool).mean()), len(judged), matrix
+
+
+def _listed(values: list[str], shown: int, width: int = 30, quote: bool = False) -> str:
+    """The first ``shown`` of ``values``, each on one line and cut to ``width`` characters, and how
+    many more (plain text)."""
+    cut = [" ".join(v.split()) for v in values[:shown]]
+    cut = [v if len(v) <= width else v[: width - 1] + "…" for v in cut]
+    more = f" and {len(values) - shown} more" if len(values) > shown else ""
+    return ", ".join(f"“{v}”" if quote else v for v in cut) + more
+
+
+def label_notes(table, labels: dict[int, str], label_names: list[str]) -> list[str]:
+    """Plain-text notes on the rows of :func:`batch_table` that the accuracy leaves out for their
+    label: those whose label (``labels``, the file's cells) is none of ``label_names``, naming those
+    labels and the classes, and those with no label. The labels are the user's text: shown escaped,
+    never as markup."""
+    if "label" not in table:
+        return []
+    unknown: dict[str, int] = {}
+    for row in table.loc[table["label"] == "", "row"]:
+        given = labels.get(int(row), "")
+        unknown[given] = unknown.get(given, 0) + 1
+    blank = unknown.pop("", 0)
+    notes = []
+    if unknown:
+        classes = (f" The model's classes: {_listed(label_names, 12)}, or their numbers 0 to {len(label_names) - 1}."
+                   if label_names else "")
+        notes.append(f"{sum(unknown.values())} row(s) not counted: their label is none of the model's classes "
+                     f"({_listed(list(unknown), 5, quote=True)}).{classes}")
+    if blank:
+        notes.append(f"{blank} row(s) have no label: not counted.")
+    return notes

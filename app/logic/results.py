@@ -293,6 +293,19 @@ def sweep_cards(row: pd.Series, dense: pd.Series | None, symbol: str = "s") -> l
 
 LIVE_TIMED = 4
 """Texts the live re-measure times one at a time (batch 1) at each budget."""
+LIVE_SEED = 0
+"""Seed of the live re-measure's sample of the test texts."""
+
+
+def live_sample(texts: list[str], labels: list[int], n: int) -> tuple[list[str], list[int]]:
+    """``n`` of a split's texts and their labels for the live re-measure: a stratified sample
+    (:func:`budgetformer_core.io.splits.stratified_sample`, seed :data:`LIVE_SEED`), every class
+    in its share of the split and the same texts each time, not the split's first texts (BBC's
+    first 50 are all business)."""
+    from budgetformer_core.io.splits import stratified_sample
+
+    rows = stratified_sample(labels, n, LIVE_SEED)
+    return [texts[i] for i in rows], [labels[i] for i in rows]
 
 
 def live_sweep(
@@ -306,7 +319,11 @@ def live_sweep(
     up to :data:`LIVE_TIMED` of the texts, evenly spaced, one at a time (batch 1, one thread),
     the model at budget b and its dense ``reference`` (name, checkpoint) in the same interleaved
     rounds; ``speedup_b1`` = the reference's latency / the model's (NaN without a reference).
+    ``macro_f1`` is over the classes present in ``labels``: a class the sample lacks is left out
+    rather than counted as F1 = 0 (a text called that class still costs its true class's F1).
     """
+    from sklearn.metrics import f1_score  # slow import, only when evaluating
+
     from budgetformer_core.analysis.infer import evaluate_split
     from budgetformer_core.io.splits import Split
     from budgetformer_core.io.tokenizer import encode
@@ -330,7 +347,8 @@ def live_sweep(
         yield {
             "budget_b": b,
             "accuracy": ev.accuracy,
-            "macro_f1": ev.macro_f1,
+            "macro_f1": float(f1_score(ev.labels, ev.predictions, labels=np.unique(ev.labels), average="macro",
+                                       zero_division=0)),
             "heads_fraction": ev.mean_heads_fraction,
             "flops_ratio": ev.flops_ratio,
             "latency_ms": latency["model"].ms,

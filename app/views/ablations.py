@@ -1,6 +1,8 @@
-"""Ablations: the full BudgetFormer against itself without f_θ or g_φ, dense and BBA.
+"""Ablations: the picked model against itself without f_θ or g_φ, and its encoder's dense and BBA.
 
-Every model at its own operating point, from precomputed/results/sweeps.csv, then the test
+The picked model first, then its ablations (the models trained without f_θ or g_φ where they
+are shipped, else the same ablations run live on it), then the dense and BBA models of the
+same encoder, each at its own operating point (precomputed/results/sweeps.csv); then the test
 inputs on which their predictions differ, from the precomputed per-example tables.
 """
 
@@ -19,9 +21,9 @@ from app.components import (
     sweeps_or_stop,
 )
 from app.error_bars import error_bars_section
-from app.logic import examples, results
-from app.models import checkpoint_config, dataset_of, selected_model
-from app.state import precomputed_per_example, test_samples
+from app.logic import ablations, examples, results
+from app.models import checkpoint_config, dataset_of, model_method, selected_model
+from app.state import live_ablation, precomputed_per_example, test_samples
 
 
 def chart_specs(baseline: str | None) -> list:
@@ -32,7 +34,7 @@ def chart_specs(baseline: str | None) -> list:
         ("Accuracy and macro-F1", "score", {"accuracy": "accuracy", "macro-F1": "macro_f1"}, ".3f", False),
         ("Heads run and FLOPs vs dense", "fraction of dense",
          {"heads run": "heads_fraction", "FLOPs": "flops_ratio"}, ".0%", True),
-        (f"Latency per input, batch 1, vs {ref}", "ms",
+        ("Latency per input, batch 1", "ms",  # the legend names the reference: a title that fits
          {"latency": "latency_ms", f"{ref} (same rounds)": "dense_latency_ms"}, ".2f", False),
         (f"Speed-up over dense, vs {ref}",  # a half-page chart: a title that fits
          speed.speedup_label(baseline).split(" (")[0],
@@ -42,39 +44,67 @@ def chart_specs(baseline: str | None) -> list:
 
 
 st.title("Ablations")
+name = selected_model()
+dataset = dataset_of(name)
+method = model_method(name)
+family = ablations.family(name, dataset, method.kind, method.has_f, method.has_g)
 st.caption(
-    "What each part of BudgetFormer buys: the full model, the model with its budget network f_θ "
-    "replaced by a fixed s, the model with its head scorer g_φ replaced by the first k heads, the "
-    "dense model and BBA at its own operating point, all on the held-out test split."
+    f"What each part of **{md_escape(name)}** buys: the model itself, the model with its budget network "
+    "f_θ replaced by a fixed s, the model with its head scorer g_φ replaced by the first k heads (or k random "
+    "ones), and the dense and BBA models of the same encoder, each at its own operating point on the held-out "
+    "test split. "
+    "Every row names the checkpoint it ran."
+    if not family.note else md_escape(family.note)
 )
-
-dataset = dataset_of(selected_model())
 rows = sweeps_or_stop(dataset)
-table, missing = results.ablation_table(rows)
-if table.empty:
+picked_test = checkpoint_config(name).get("test")
+table, missing = ablations.family_table(rows, family, picked_test=picked_test)
+live = ablations.to_run_live(family, table)
+samples = test_samples(dataset) if live else None
+if table.empty and samples is None:
     st.info(
         f"precomputed/results/sweeps\\.csv has none of these models for **{md_escape(dataset)}**. "
         "Run `make precompute` to add them."
     )
     st.stop()
+slot = st.empty()  # the table: its shipped rows at once, the rows run live once they have run
+names = ", ".join(ablations.LIVE[a].split(",")[0] for a in live)
+if live and samples is None:
+    st.caption(f"Not shipped as models of their own: {names}. Running them on {md_escape(name)} needs "
+               f"the {md_escape(dataset)} test texts, which are not on this machine.")
+elif live and st.toggle(f"Run {names} on {name} live ({len(samples.texts)} test inputs, not timed)",
+                        value=ablations.runs_on_opening(family, table, len(samples.texts)), key="ablation_live"):
+    slot.dataframe(table, hide_index=True, column_config=result_column_config(speed.baseline_of(table)))
+    done = {}
+    for a in live:
+        try:
+            with st.spinner(f"Running {ablations.LIVE[a].split(',')[0]} on {name} over "
+                            f"{len(samples.texts)} test inputs…"):
+                done[a] = live_ablation(name, a)
+        except ValueError as e:
+            st.warning(f"{md_escape(ablations.LIVE[a])} cannot run on {md_escape(name)}: {md_escape(e)}")
+    done = {a: summary for a, summary in done.items() if summary is not None}
+    table, missing = ablations.family_table(rows, family, done, picked_test)
+    st.caption("Rows run live are not timed: their latency and speed-up are left empty.")
 
 baseline = speed.baseline_of(table)
-st.dataframe(table, hide_index=True, column_config=result_column_config(baseline), key="ablation_table")
-csv_download(table, f"ablations-{dataset}.csv", "ablation_csv")
+slot.dataframe(table, hide_index=True, column_config=result_column_config(baseline), key="ablation_table")
+csv_download(table, f"ablations-{name}.csv", "ablation_csv")
 if missing:
     st.caption(f"Not in sweeps\\.csv for {md_escape(dataset)}: {', '.join(md_escape(m) for m in missing)}.")
 
 models = table["model"].tolist()
-keys = [m for m, shown in results.ABLATIONS.items() if shown in models]  # the rows' model names
+keys = ablations.interval_keys(family, models)  # each row's name in sweeps.csv (None: run live)
 chart_area = st.container()  # drawn above the intervals, once they are known
 # ----------------------------------------------------------------------------- error bars
 st.subheader("Are the differences beyond noise?")
-bars = error_bars_section(dataset, results.ABLATION_PAIRS, "ablation", results.ABLATIONS)
+shipped_keys = tuple(m.key for m in family.shipped)
+bars = error_bars_section(dataset, family.pairs(), "ablation", family.names, shipped_keys)
 errors = {"accuracy": results.accuracy_error_bars(bars.intervals, keys)} if bars and bars.intervals else None
 BARS = chart_specs(baseline)
 for pair in (BARS[:2], BARS[2:]):
     for col, (title, y_title, series, fmt, percent) in zip(chart_area.columns(2, gap="large"), pair, strict=True):
-        values = {name: table[column].tolist() for name, column in series.items()}
+        values = {label: table[column].tolist() for label, column in series.items()}
         show_chart(
             col,
             model_bars(models, values, title, y_title, fmt, percent, errors=errors),
@@ -87,7 +117,7 @@ if errors:
 # ----------------------------------------------------------------------------- disagreements
 st.subheader("Inputs on which they disagree")
 tables, notes = {}, []
-for model in results.ABLATIONS:
+for model in shipped_keys:
     try:
         found = precomputed_per_example(dataset, model)
     except ValueError as e:

@@ -14,7 +14,7 @@ import streamlit as st
 from app.charts.errors import confusion_heatmap
 from app.components import budget_slider, csv_download, md_escape, show_chart
 from app.live import batch_predictions
-from app.logic.batch import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, batch_accuracy, batch_table
+from app.logic.batch import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, batch_accuracy, batch_table, label_notes
 from app.models import checkpoint_config, model_method, selected_model
 from app.settings import Settings
 
@@ -70,7 +70,8 @@ except Exception as e:  # never a traceback on the page
     st.stop()
 
 label_names = list(checkpoint_config(name).get("label_names", []))
-table = batch_table(predictions, sym, read_labels(upload.getvalue(), upload.name), label_names)
+labels = read_labels(upload.getvalue(), upload.name)
+table = batch_table(predictions, sym, labels, label_names)
 errors = int((table["error"] != "").sum())
 c1, c2, c3 = st.columns(3)
 c1.metric("Texts classified", f"{len(table) - errors} of {len(table)}")
@@ -82,17 +83,17 @@ if ks and errors < len(table):
 if settings.budget_mode == "slider":
     st.caption(f"Every text at {md_escape(settings.describe(sym))}.")
 judged = batch_accuracy(table, label_names)
+notes = " ".join(md_escape(note) for note in label_notes(table, labels, label_names))  # labels are user text
 if "label" in table and judged is None:
-    st.caption("The file's `label` column names none of the model's classes "
-               f"({md_escape(', '.join(label_names))}), so there is no accuracy to give.")
+    st.caption("No accuracy to give: no text that was classified has a label naming one of the model's "
+               "classes. " + notes)
 elif judged is not None:
     accuracy, n_judged, matrix = judged
-    unlabelled = int((table["label"] == "").sum())
     m1, m2 = st.columns([1, 2], gap="large")
     m1.metric("Accuracy against the file's labels", f"{accuracy:.1%}", f"{n_judged} texts with a label",
               delta_color="off", delta_arrow="off")
-    if unlabelled:
-        m1.caption(f"{unlabelled} row(s) have no label naming one of the model's classes: not counted.")
+    if notes:
+        m1.caption(notes)
     show_chart(m2, confusion_heatmap(matrix, label_names), key="batch_confusion")
 st.dataframe(  # cells are plain text: markup in a text stays text
     table,

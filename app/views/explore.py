@@ -172,7 +172,9 @@ with below:
             "heads drawn at random for this input (`random-heads`), from the seed on the right.",
         )
         random_live = has_g and no_g and head_ablation == "random"
-        seed = a3.number_input("Seed of the random heads", 0, 10**6, 0, 1, key="head_seed",
+        # no value= here: it starts at its minimum, 0, and a link or the button below sets it
+        # through Session State (a widget given both makes Streamlit log a warning)
+        seed = a3.number_input("Seed of the random heads", 0, 10**6, step=1, key="head_seed",
                                disabled=not random_live, persist_state="session")
         a3.button(
             "Draw other heads",
@@ -207,8 +209,9 @@ with left:
             persist_state="session",
             help=f"Live in the mode “{method.mode_labels['slider']}”.",
         )
+        st.session_state.setdefault("force_k", max(1, H // 4))  # its only default: a link sets it too
         k = st.slider(
-            f"Heads per layer k (of {H})", 1, max(H, 2), max(1, H // 4), 1,  # a slider needs two values; k ≤ H anyway
+            f"Heads per layer k (of {H})", 1, max(H, 2), step=1,  # a slider needs two values; k ≤ H anyway
             key="force_k",
             disabled=not (live and budget_mode == "force_k"),
             persist_state="session",

@@ -98,8 +98,8 @@ intervals = model in results.INTERVAL_MODELS and not backbone  # per-example tab
 
 
 def live_section(curve: pd.DataFrame) -> None:
-    """Re-evaluate the model now on the first N test texts at a few budgets."""
-    st.subheader("Live re-measure on a subset")
+    """Re-evaluate the model now on a stratified sample of N test texts at a few budgets."""
+    st.subheader("Live re-measure on a sample")
     samples = test_samples(dataset)
     if samples is None or not samples.texts:
         st.info(
@@ -109,7 +109,9 @@ def live_section(curve: pd.DataFrame) -> None:
         return
     c1, c2 = st.columns([1, 3], vertical_alignment="bottom")
     n = c1.number_input(
-        "First N test texts", 5, len(samples.texts), min(50, len(samples.texts)), key="sweep_live_n"
+        "N test texts (a stratified sample)", 5, len(samples.texts), min(50, len(samples.texts)), key="sweep_live_n",
+        help="Drawn from every class in its share of the test split (seeded: the same texts each time), "
+        "not the split's first texts, which are in class order.",
     )
     budgets = ", ".join(f"{b:g}" for b in results.LIVE_BUDGETS)
     key = f"sweep_live_{name}"
@@ -119,7 +121,8 @@ def live_section(curve: pd.DataFrame) -> None:
             bar = st.progress(0.0, text="Evaluating…")
             done = []
             reference = reference_checkpoint(name)
-            for row in results.live_sweep(ckpt, samples.texts[:n], samples.labels[:n], reference=reference):
+            texts, labels = results.live_sample(samples.texts, samples.labels, n)
+            for row in results.live_sweep(ckpt, texts, labels, reference=reference):
                 done.append(row)
                 bar.progress(len(done) / len(results.LIVE_BUDGETS), text=f"{sym} = {row['budget_b']:g} done")
             st.session_state[key] = pd.DataFrame(done)
@@ -132,11 +135,12 @@ def live_section(curve: pd.DataFrame) -> None:
             return
     live = st.session_state.get(key)
     if live is None:
-        st.caption("Runs the model on this machine now; the precomputed curve used the whole split.")
+        st.caption("Runs the model on this machine now, on a stratified sample of the test texts (every class "
+                   "in its share of the split); the precomputed curve used the whole split.")
         return
     c1, c2 = st.columns(2, gap="large")
     for col, column, title, y_title, live_name in (
-        (c1, "accuracy", "Live accuracy vs budget", "accuracy", f"live (first {int(live['n'].iloc[0])} texts)"),
+        (c1, "accuracy", "Live accuracy vs budget", "accuracy", f"live ({int(live['n'].iloc[0])} texts, stratified)"),
         (c2, "latency_ms", "Live latency vs budget (batch 1, 1 thread)", "ms per input",
          f"live ({int(live['timed'].iloc[0])} texts timed)"),
     ):  # fmt: skip
@@ -149,6 +153,8 @@ def live_section(curve: pd.DataFrame) -> None:
         )
     ref = live["reference"].iloc[0]
     st.caption(
+        f"Live accuracy and macro-F1: a stratified sample of {int(live['n'].iloc[0])} test texts, every class in "
+        "its share of the split; macro-F1 over the classes in the sample. "
         "Live latency: the median single-thread time per input of a few of these texts, one at a "
         "time, at each budget; "
         + (f"speed-up {speed.speedup_label(ref)}: {ref} timed on the same texts in the same rounds."

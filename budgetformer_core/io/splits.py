@@ -6,7 +6,8 @@ for the generated tasks)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 SEP = "[SEP]"
@@ -108,3 +109,25 @@ def stratified_splits(
     whole = Split(texts, labels)
     return {"train": whole.take(sorted(train)), "validation": whole.take(sorted(val)),
             "test": whole.take(sorted(test))}
+
+
+def stratified_sample(labels: Sequence[int], n: int, seed: int = 0) -> list[int]:
+    """Indices of ``n`` rows drawn in each label's share of ``labels``, in the rows' order.
+
+    A split kept in label order (BBC's test split: its first 50 rows are all business) is why its
+    first rows are no sample. Each label gets ⌊n · its share⌋ rows and the rows left over go to
+    the largest remainders (ties to the lower label), so the sample has exactly
+    ``min(n, len(labels))`` rows whatever the labels (a label with one row, fewer rows asked than
+    there are labels); within a label the rows are a random choice made by ``seed``, the same rows
+    for the same seed.
+    """
+    n = max(0, min(n, len(labels)))
+    rows: dict[int, list[int]] = {}
+    for i, label in enumerate(labels):
+        rows.setdefault(label, []).append(i)
+    share = {label: len(rows[label]) * n / len(labels) for label in sorted(rows)}
+    quota = {label: int(s) for label, s in share.items()}
+    for label in sorted(share, key=lambda c: quota[c] - share[c])[: n - sum(quota.values())]:
+        quota[label] += 1  # largest remainders first; sorted() is stable: ties go to the lower label
+    rng = random.Random(seed)
+    return sorted(i for label in sorted(rows) for i in rng.sample(rows[label], quota[label]))

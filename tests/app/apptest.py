@@ -195,6 +195,46 @@ WRONG = {"budgetformer": {3, 10}, "dense": {10, 20}, "no-head-scorer": set()}
 """The per-example tables written: no-budget-net and bba have none."""
 
 
+BUDGETS = [0.25, 0.5, 0.75, 1.0]
+"""The budgets :func:`write_sweeps` also times at batch 32."""
+
+
+MODELS = ("budgetformer", "no-budget-net", "no-head-scorer", "bba")
+"""The models :func:`write_sweeps` sweeps, beside dense."""
+
+
+NOT_TIMED_MODEL = "no-head-scorer"
+"""Its rows have no latency: its checkpoint was not on the timing machine."""
+
+
+def timed_row(model: str, budget: str, b: float, rng: np.random.Generator, dense_ms: float) -> dict:
+    timed = model != NOT_TIMED_MODEL
+    latency = 2 + 4 * b + rng.uniform(0, 0.5) if timed else np.nan
+    batched = latency / 3 if timed and (budget == "own" or b in BUDGETS) else np.nan
+    return {
+        "dataset": "bbc", "model": model, "variant": "test", "budget": budget, "accuracy": 0.5 + 0.4 * b,
+        "macro_f1": 0.5 + 0.4 * b, "n": 426, "mean_s": b, "heads_fraction": b, "attention_cost_estimated": b,
+        "flops_ratio": 0.3 + 0.7 * b, "latency_ms": latency, "latency_iqr_ms": 0.1,
+        "dense_latency_ms": dense_ms if timed else np.nan,
+        "speedup_b1": dense_ms / latency, "latency_b32_ms": batched,
+        "dense_latency_b32_ms": dense_ms / 3 if timed else np.nan, "speedup_b32": dense_ms / 3 / batched,
+        "dense_model": "dense", "machine": "test",
+    }  # fmt: skip
+
+
+def write_sweeps(path) -> pd.DataFrame:
+    rng = np.random.default_rng(7)
+    dense_ms = float(rng.uniform(4, 8))
+    rows = [timed_row("dense", "own", 1.0, rng, dense_ms)]
+    rows[0]["latency_ms"] = rows[0]["dense_latency_ms"] = dense_ms  # the reference is itself
+    for model in MODELS:
+        rows.append(timed_row(model, "own", 0.4, rng, dense_ms))
+        rows += [timed_row(model, f"{b:g}", b, rng, dense_ms) for b in np.round(np.arange(0.05, 1.0001, 0.05), 2)]
+    frame = pd.DataFrame(rows)
+    frame.to_csv(path, index=False)
+    return frame
+
+
 def csv_value(frame: pd.DataFrame, model: str, budget: str, column: str) -> float:
     [value] = frame.loc[(frame["model"] == model) & (frame["budget"] == budget), column]
     return value

@@ -5,12 +5,15 @@ Through Streamlit's AppTest: real widgets and the real models; assertions on ren
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
 from app.logic import results as results_module
 
 from .apptest import (
+    BBA,
     ROOT,
     chart,
     charts,
@@ -22,6 +25,8 @@ from .apptest import (
     open_page,
     requires_default_model,
     run,
+    shipped,
+    start,
 )
 
 pytestmark = requires_default_model
@@ -136,3 +141,79 @@ def test_disagreements_and_extremes_open_in_explore(at, results):
     run(at)
     assert at.title[0].value == "Explore an input" and at.text_area(key="text").value == texts[pick]
     assert any(c.value.startswith(f"Test text #{pick} of bbc") for c in at.caption)
+
+
+MINILM = "bbc-minilm-budgetformer"
+"""The default model: the MiniLM fine-tune, whose family is its encoder's, not the from-scratch one."""
+SWEEPS = ROOT / "precomputed" / "results" / "sweeps.csv"
+
+
+def column_config(at, index: int = 0) -> dict:
+    """The column settings of the page's ``index``-th table, as the browser receives them."""
+    return json.loads(at.dataframe[index].proto.columns)
+
+
+def as_shown(value: float) -> str:
+    """A fraction as a ``format="percent"`` column shows it: at most two decimals ("98.36%")."""
+    return f"{value * 100:.2f}".rstrip("0").rstrip(".") + "%"
+
+
+@pytest.mark.skipif(not (SWEEPS.is_file() and shipped(MINILM, "bbc-minilm-dense")), reason="no shipped MiniLM family")
+def test_the_ablations_of_a_fine_tuned_model_are_its_own_family():
+    """Picked bbc-minilm-budgetformer: its own row first (98.36 %, as the sidebar says), then the
+    ablations run live on it (none ships as a model), every row naming its checkpoint, its encoder's
+    dense model as the reference of every speed-up, and no model trained from scratch."""
+    at = start(MINILM)
+    open_page(at, "ablations")
+    table, columns = at.dataframe[0].value, column_config(at)
+    assert table["checkpoint"].iloc[0] == MINILM
+    assert columns["accuracy"]["type_config"]["format"] == "percent" and as_shown(table["accuracy"].iloc[0]) == "98.36%"
+    assert "bbc-minilm-dense" in table["checkpoint"].tolist()
+    assert not {"bbc-budgetformer", "bbc-dense", "bbc-bba", "bbc-no-budget-net"} & set(table["checkpoint"])
+    assert table["reference"].unique().tolist() == ["bbc-minilm-dense"]
+    assert columns["speedup_b1"]["label"] == "speed-up vs bbc-minilm-dense, batch 1"
+    assert any("bbc\\-minilm\\-bba" in c.value for c in at.caption if c.value.startswith("Not in sweeps"))
+    live = at.toggle(key="ablation_live")  # none of its ablations ships: all three run on it as the page opens
+    assert live.label.startswith(f"Run no f_θ, no g_φ, random heads on {MINILM}") and live.value
+    assert table["model"].tolist()[1:4] == ["no f_θ, run live", "no g_φ, run live", "random heads, run live"]
+    assert table["checkpoint"].tolist()[:4] == [MINILM] * 4 and table["speedup_b1"][1:4].isna().all()
+
+
+def test_a_bba_model_shows_its_family_and_says_no_ablation_runs_on_it(results):
+    """Picked bbc-bba: it comes first and sits beside its dense model; nothing is offered to run
+    live, and the page says why."""
+    at = open_page(start(BBA), "ablations")
+    table = at.dataframe[0].value
+    assert table["checkpoint"].tolist() == [BBA, "bbc-dense"]
+    expected = [csv_value(results, m, "own", "accuracy") for m in ("bba", "dense")]
+    assert table["accuracy"].tolist() == pytest.approx(expected)
+    assert any("BBA has no f\\_θ or g\\_φ to take away" in c.value for c in at.caption)
+    assert not at.get("toggle")
+
+
+def test_ablations_without_a_trained_model_run_live_on_the_picked_one(at, results):
+    """bbc-budgetformer's random-heads ablation is not shipped as a model: switched on, it runs on
+    the model itself over the test split, a row named after the model's checkpoint, not timed."""
+    open_page(at, "ablations")
+    live = at.toggle(key="ablation_live")
+    assert live.label.startswith("Run random heads on bbc-budgetformer live (426 test inputs")
+    live.set_value(True)
+    run(at)
+    table = at.dataframe[0].value
+    assert table["model"].tolist()[3:5] == ["random heads, run live", "dense"]
+    row = table.iloc[3]
+    assert row["checkpoint"] == "bbc-budgetformer" and 0.5 < row["accuracy"] <= 1
+    assert pd.isna(row["speedup_b1"]) and row["reference"] == "bbc-dense"
+    assert any(c.value.startswith("Rows run live are not timed") for c in at.caption)
+
+
+@pytest.mark.skipif(not (SWEEPS.is_file() and shipped("ag_news-minilm-bba", "ag_news-minilm-dense")),
+                    reason="no shipped AG News MiniLM models")
+def test_the_ablations_of_a_fine_tuned_bba_model_are_its_encoders_models():
+    """Picked ag_news-minilm-bba: its row and its encoder's dense model's, nothing from scratch,
+    nothing run live (no f_θ or g_φ to take away), every speed-up against ag_news-minilm-dense."""
+    at = open_page(start("ag_news-minilm-bba"), "ablations")
+    table = at.dataframe[0].value
+    assert table["checkpoint"].tolist() == ["ag_news-minilm-bba", "ag_news-minilm-dense"]
+    assert column_config(at)["speedup_b32"]["label"] == "speed-up vs ag_news-minilm-dense, batch 32"
+    assert not at.get("toggle") and any("BBA has no f\\_θ or g\\_φ" in c.value for c in at.caption)

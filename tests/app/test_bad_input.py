@@ -15,17 +15,9 @@ import pytest
 from budgetformer_core.io.inputs import MAX_CHARS
 
 from ..conftest import HOSTILE_TEXTS, PRECOMPUTED, no_formula, read_back, snapshot
-from .apptest import AG_NEWS, MAIN, ROOT
+from .apptest import AG_NEWS, MAIN
 
 # --------------------------------------------------------------------------- the app
-
-def test_app_cuts_at_the_one_limit():
-    from app.logic.explore import prepare_text
-
-    for text, kept, cut in [("x" * (MAX_CHARS + 5), MAX_CHARS, True), ("x" * MAX_CHARS, MAX_CHARS, False),
-                            (None, 0, False), ("", 0, False)]:
-        prepared = prepare_text(text)
-        assert (len(prepared.text), prepared.cut, prepared.limit) == (kept, cut, MAX_CHARS)
 
 
 def test_app_reads_no_folder_outside_the_operators_list(tmp_path, monkeypatch):
@@ -137,16 +129,6 @@ def test_class_names_are_text_in_charts():
     assert list(confusion["x"]) == list(confusion["y"]) == list(bar["y"])
     boxes = budget_by_class(names, [0.5] * 4, names).to_dict()
     assert all("<" not in str(b["x0"]) + str(b["name"]) for b in boxes["data"])
-
-
-def test_the_upload_limit_is_the_batch_pages():
-    import tomllib
-
-    from app.logic.batch import BATCH_MAX_BYTES, BATCH_MAX_MB
-
-    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
-    assert config["server"]["maxUploadSize"] == BATCH_MAX_MB  # MB: Streamlit's unit
-    assert BATCH_MAX_BYTES == BATCH_MAX_MB * 2**20  # what the server refuses, the page refuses too
 
 
 # --------------------------------------------------------------------------- the app, hostile

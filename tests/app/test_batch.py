@@ -101,4 +101,29 @@ def test_batch_accuracy_from_a_label_column(downloads):
     carried = pd.read_csv(io.BytesIO(downloads[f"batch-{BF}.csv"]), keep_default_na=False)
     assert carried["label"].tolist() == truth
     assert carried["correct"].tolist()[:3] == [str(t == p) for t, p in zip(truth[:3], predicted[:3], strict=True)]
-    assert any("1 row(s) have no label" in c.value for c in at.caption)
+    assert any("“weather”" in c.value for c in at.caption)
+
+
+def test_batch_names_the_labels_it_leaves_out_and_the_classes():
+    """A label that is none of the model's classes is left out of the accuracy with a note that
+    names it (cut when long, markup shown as text) and the model's classes; so is a file whose
+    labels name no class at all."""
+    classes = ", ".join(config()["label_names"])
+    long = "y" * 200
+    data = f'text,label\n"{SPORT}",sports\n"{BUSINESS}",weather\n"{SPORT}",<b>sport</b>\n"{SPORT}",{long}\n'
+    at = start()
+    open_page(at, "batch")
+    at.file_uploader(key="batch_file").set_value(("labelled.csv", data.encode(), "text/csv"))
+    run(at)
+    assert metric(at, "Accuracy against the file's labels").endswith("%")
+    [note] = [c.value for c in at.caption if "weather" in c.value]
+    assert "<b>" not in note  # escaped: the label is shown, not rendered
+    shown = note.replace("\\", "")
+    assert "3 row(s)" in shown and "“weather”" in shown and "“<b>sport</b>”" in shown
+    assert "y" * 20 in shown and "y" * 40 not in shown and "…" in shown  # a long label is cut
+    assert classes in shown
+
+    at.file_uploader(key="batch_file").set_value(("other.csv", f'text,label\n"{SPORT}",sport\n'.encode(), "text/csv"))
+    run(at)
+    [note] = [c.value.replace("\\", "") for c in at.caption if "sport”" in c.value]
+    assert "no accuracy" in note.lower() and classes in note

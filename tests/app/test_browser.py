@@ -727,3 +727,45 @@ def test_a_fresh_session_on_a_synthetic_var_model_opens_on_its_text(server, brow
     assert page.get_by_text("are unknown to its vocabulary").count() == 0
     assert address(page).get("index") == ["0"]
     page.close()
+
+
+def test_a_new_session_logs_no_widget_state_warning(server, browser):
+    """A new session on Explore, plain or opened from a link, sets each widget one way only
+    (Session State, no second default in the call): the server logs no "created with a default
+    value but also had its value set via the Session State API" warning and its stack trace
+    (Streamlit logs it once per server, for the first widget given both)."""
+    for query in ("", "?mode=force_k&k=2&seed=3"):
+        page = browser.new_page(viewport=VIEWPORT)
+        page.goto(f"{server}/{query}", wait_until="domcontentloaded")
+        page.locator("h1", has_text="Explore an input").wait_for(timeout=120_000)
+        wait_idle(page, 120_000)
+        no_error_box(page)
+        page.close()
+    log = (ARTIFACTS / "streamlit-server.log").read_text(encoding="utf-8", errors="replace")
+    assert "set via the Session State API" not in log, log[-3000:]
+
+
+@pytest.mark.skipif(not (RESULTS and (ROOT / "precomputed" / "checkpoints" / "bbc-minilm-budgetformer").is_dir()),
+                    reason="no shipped bbc-minilm-budgetformer or no sweeps.csv")
+def test_ablations_show_the_picked_models_own_row(server, browser):
+    """``/ablations?model=bbc-minilm-budgetformer``: the table holds the model's name and its test
+    accuracy, 98.36 % as its percent column draws it. The grid draws on a canvas; its accessible
+    copy of the cells (hidden ``gridcell``s) holds each text, and each number unformatted."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{server}/ablations?model=bbc-minilm-budgetformer", wait_until="domcontentloaded")
+    page.locator("h1", has_text="Ablations").wait_for(timeout=120_000)
+    wait_idle(page, 120_000)
+    no_error_box(page)
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    grid.locator('[role="gridcell"]').first.wait_for(state="attached", timeout=30_000)
+    cells = grid.locator('[role="gridcell"]').all_text_contents()
+
+    def as_percent(cell: str) -> str | None:  # a fraction as format="percent" shows it
+        try:
+            return f"{float(cell):.2%}"
+        except ValueError:
+            return None
+
+    assert "bbc-minilm-budgetformer" in cells, cells[:24]
+    assert "98.36%" in [as_percent(c) for c in cells], cells[:24]
+    page.close()

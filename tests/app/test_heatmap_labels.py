@@ -153,13 +153,3 @@ def test_bba_with_every_head_says_no_gate_decides():
     at.slider(key="force_k").set_value(4)
     run(at)
     assert any(t.key == "explain_on" for t in at.toggle)
-
-
-def test_the_class_reading_tells_difficulty_from_class():
-    from app.logic.examples import class_reading
-
-    assert class_reading([0.5, 0.3, None, 0.25], 0.41).endswith("follows how hard an input is, not only its class.")
-    assert "mostly follows the class" in class_reading([0.05, -0.1, 0.1], 0.41)
-    assert "median of 3" in class_reading([0.05, -0.1, 0.1], 0.41)
-    assert "neither" in class_reading([0.3, 0.3], 0.05)
-    assert class_reading([None], 0.4) == "" and class_reading([0.3], None) == ""

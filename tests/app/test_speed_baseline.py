@@ -2,8 +2,9 @@
 from one sweeps.csv row's two latencies (the model's and its dense reference's, timed in the same
 rounds), and every speed figure's label names that reference.
 
-The pages read a small sweeps.csv written here (made-up latencies, different on every row, some
-rows not timed); the checks hold for any numbers, as they must for a file timed again.
+The pages read a small sweeps.csv (:func:`apptest.write_sweeps`: made-up latencies, different on
+every row, some rows not timed); the checks hold for any numbers, as they must for a file timed
+again.
 """
 
 from __future__ import annotations
@@ -22,43 +23,11 @@ from app.models import available_models
 from budgetformer_core.measure.latency import Latency
 from budgetformer_core.shipped import CHECKPOINTS
 
-from .apptest import BF, SPORT, run, start, typed_arrays_as_lists
+from .apptest import BF, NOT_TIMED_MODEL, SPORT, run, start, typed_arrays_as_lists, write_sweeps
 
 pytestmark = pytest.mark.skipif(
     not {BF, "bbc-dense"} <= set(available_models()), reason=f"{CHECKPOINTS} lacks the bbc models"
 )
-BUDGETS = [0.25, 0.5, 0.75, 1.0]
-MODELS = ("budgetformer", "no-budget-net", "no-head-scorer", "bba")
-NOT_TIMED_MODEL = "no-head-scorer"
-"""Its rows have no latency: its checkpoint was not on the timing machine."""
-
-
-def timed_row(model: str, budget: str, b: float, rng: np.random.Generator, dense_ms: float) -> dict:
-    timed = model != NOT_TIMED_MODEL
-    latency = 2 + 4 * b + rng.uniform(0, 0.5) if timed else np.nan
-    batched = latency / 3 if timed and (budget == "own" or b in BUDGETS) else np.nan
-    return {
-        "dataset": "bbc", "model": model, "variant": "test", "budget": budget, "accuracy": 0.5 + 0.4 * b,
-        "macro_f1": 0.5 + 0.4 * b, "n": 426, "mean_s": b, "heads_fraction": b, "attention_cost_estimated": b,
-        "flops_ratio": 0.3 + 0.7 * b, "latency_ms": latency, "latency_iqr_ms": 0.1,
-        "dense_latency_ms": dense_ms if timed else np.nan,
-        "speedup_b1": dense_ms / latency, "latency_b32_ms": batched,
-        "dense_latency_b32_ms": dense_ms / 3 if timed else np.nan, "speedup_b32": dense_ms / 3 / batched,
-        "dense_model": "dense", "machine": "test",
-    }  # fmt: skip
-
-
-def write_sweeps(path) -> pd.DataFrame:
-    rng = np.random.default_rng(7)
-    dense_ms = float(rng.uniform(4, 8))
-    rows = [timed_row("dense", "own", 1.0, rng, dense_ms)]
-    rows[0]["latency_ms"] = rows[0]["dense_latency_ms"] = dense_ms  # the reference is itself
-    for model in MODELS:
-        rows.append(timed_row(model, "own", 0.4, rng, dense_ms))
-        rows += [timed_row(model, f"{b:g}", b, rng, dense_ms) for b in np.round(np.arange(0.05, 1.0001, 0.05), 2)]
-    frame = pd.DataFrame(rows)
-    frame.to_csv(path, index=False)
-    return frame
 
 
 @pytest.fixture
@@ -106,28 +75,6 @@ def names_its_baseline(text: str) -> bool:
     """A speed figure names the dense reference, or (a saving against the model itself) says so."""
     saving = "saving vs the same model at all heads" in text and "same model, all heads" in text
     return "bbc-dense" in text or saving
-
-
-def test_read_sweeps_derives_every_speedup_from_the_rows_two_latencies(tmp_path):
-    frame = write_sweeps(tmp_path / "sweeps.csv")
-    frame.loc[0, "speedup_b1"] = 99.0  # a ratio its latencies contradict is never shown
-    frame.to_csv(tmp_path / "sweeps.csv", index=False)
-    read = results.read_sweeps(tmp_path / "sweeps.csv")
-    timed = read["latency_ms"].notna()
-    assert timed.any() and (~timed).any()
-    assert read.loc[timed, "speedup_b1"].to_numpy() == pytest.approx(
-        (read["dense_latency_ms"] / read["latency_ms"])[timed].to_numpy())
-    assert read.loc[~timed, "speedup_b1"].isna().all()  # not timed: NaN, shown as "not timed"
-    assert set(read["reference"]) == {"bbc-dense"}
-    # a file from before the reference's latency was stored: derived from its own speed-up
-    old = frame.drop(columns=["dense_latency_ms", "dense_latency_b32_ms", "dense_model"])
-    old.to_csv(tmp_path / "old.csv", index=False)
-    back = results.read_sweeps(tmp_path / "old.csv")
-    assert back["dense_latency_ms"].to_numpy() == pytest.approx((old["latency_ms"] * old["speedup_b1"]).to_numpy(),
-                                                                nan_ok=True)
-    assert speed.speedup_text(np.nan, "bbc-dense") == "not timed"
-    assert speed.latency_versus(6.28, 7.23, "bbc-dense") == "−0.95 ms vs bbc-dense"
-    assert speed.speedup_text(1.151, "bbc-dense") == "1.15× vs bbc-dense (same rounds, 1 thread, batch 1)"
 
 
 def test_sweep_page_figures_are_the_rows_and_name_the_baseline(page, sweeps):

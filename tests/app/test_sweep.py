@@ -6,13 +6,17 @@ Through Streamlit's AppTest: real widgets and the real models; assertions on ren
 
 from __future__ import annotations
 
+from collections import Counter
+
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.logic import results as results_module
-from app.models import available_models
+from app.models import available_models, checkpoint_config
 
 from .apptest import (
+    BF,
     SWEEP_BUDGETS,
     chart,
     charts,
@@ -79,9 +83,9 @@ def test_sweep_page_live_remeasure(at, results):
     at.button(key="sweep_live_go").click()
     run(at)
     live = {t["name"]: t for t in chart(at, "Live accuracy vs budget")["data"]}
-    assert list(live) == ["precomputed (whole split)", "live (first 5 texts)"]
-    assert live["live (first 5 texts)"]["x"] == [0.1, 0.25, 0.5, 0.75, 1.0]
-    assert all(round(y * 5) == pytest.approx(y * 5) for y in live["live (first 5 texts)"]["y"])
+    assert list(live) == ["precomputed (whole split)", "live (5 texts, stratified)"]
+    assert live["live (5 texts, stratified)"]["x"] == [0.1, 0.25, 0.5, 0.75, 1.0]
+    assert all(round(y * 5) == pytest.approx(y * 5) for y in live["live (5 texts, stratified)"]["y"])
     table = frame_with(at, "timed")
     assert table["n"].tolist() == [5] * 5 and table["heads_fraction"].is_monotonic_increasing
     # latency is re-measured too, on the texts timed one at a time, not copied from sweeps.csv
@@ -95,6 +99,45 @@ def test_sweep_page_live_remeasure(at, results):
     at.slider(key="sweep_budget").set_value(0.75)
     run(at)  # the live result stays when the page is redrawn
     assert chart(at, "Live accuracy vs budget") and chart(at, "Live latency vs budget")
+
+
+def test_live_remeasure_takes_a_stratified_sample(at, results, monkeypatch):
+    """BBC's test split is in class order (its first 50 texts are all business): the live
+    re-measure runs N texts drawn from every class in its share, the same texts each time, and the
+    page says so."""
+    measured = []
+    live_sweep = results_module.live_sweep
+
+    def spy(ckpt, texts, labels, *args, **kwargs):
+        measured.append((list(texts), list(labels)))
+        return live_sweep(ckpt, texts, labels, *args, **kwargs)
+
+    monkeypatch.setattr(results_module, "live_sweep", spy)
+    open_page(at, "sweep")
+    assert "stratified" in at.number_input(key="sweep_live_n").label
+    at.number_input(key="sweep_live_n").set_value(10)
+    for _ in range(2):
+        at.button(key="sweep_live_go").click()
+        run(at)
+    assert Counter(measured[0][1]) == {c: 2 for c in range(5)}  # 10 texts of 5 classes of similar size
+    assert measured[1] == measured[0]
+    assert "live (10 texts, stratified)" in {t["name"] for t in chart(at, "Live accuracy vs budget")["data"]}
+    assert any("stratified sample" in c.value for c in at.caption)
+    assert (frame_with(at, "timed")["macro_f1"] > 0.5).all()  # not 0.23–0.32 beside a 0.97 curve
+
+
+def test_live_macro_f1_is_over_the_classes_in_the_sample():
+    """BBC's first 20 test texts are all business and the model calls one of them something else:
+    the live macro-F1 is over the classes present (business's F1, 2a / (1 + a) at accuracy a), not a
+    mean with the F1 = 0 of a class the sample does not have."""
+    from app.state import get_checkpoint, test_samples
+
+    samples = test_samples("bbc")
+    texts, labels = samples.texts[:20], samples.labels[:20]
+    [row] = results_module.live_sweep(get_checkpoint(BF), texts, labels, budgets=(1.0,))
+    assert set(labels) == {0} and row["accuracy"] < 1  # one class, and a text called another
+    a = row["accuracy"]
+    assert row["macro_f1"] == pytest.approx(2 * a / (1 + a))
 
 
 @pytest.mark.skipif("bbc-dense" not in available_models(), reason="no dense checkpoint shipped")
@@ -132,7 +175,10 @@ def test_sweep_and_ablation_pages_without_results(tmp_path, monkeypatch, case):
     if case == "no sweep":  # the rest of the page still works; the live re-measure is offered
         assert at.button(key="sweep_live_go")
         open_page(at, "ablations")
-        assert "BudgetFormer (full)" not in at.dataframe[0].value["model"].tolist()
+        # the picked model's row comes from its config.json's test results: its accuracy, not timed
+        picked = at.dataframe[0].value.set_index("model").loc["BudgetFormer (full)"]
+        assert picked["checkpoint"] == "bbc-budgetformer" and pd.isna(picked["latency_ms"])
+        assert picked["accuracy"] == pytest.approx(checkpoint_config("bbc-budgetformer")["test"]["accuracy"])
     else:
         assert not at.get("plotly_chart")
         open_page(at, "ablations")
