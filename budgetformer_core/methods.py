@@ -84,6 +84,8 @@ class MethodDescription:
     """The switch that computes it."""
     explain_effect: str = ""
     """What a token's number there is, the middle of that switch's help."""
+    ablation_note: str = ""
+    """What the Ablations page says in place of its ablations ("" where they apply)."""
 
     @property
     def requested(self) -> bool:
@@ -105,6 +107,9 @@ DENSE = MethodDescription(
     explore_shows="and how a dense model spends its heads (all of them)",
     weight_title="Dense: every head runs, weight 1",
     weight_note="Every head runs with weight **w = 1**.",
+    ablation_note=("A dense model runs every head on every input: it has no budget and no head choice to "
+                   "ablate. Here it stands beside the budgeted models of its encoder, each at its own "
+                   "operating point."),
 )
 
 BUDGETFORMER = MethodDescription(
@@ -171,6 +176,9 @@ BBA = MethodDescription(
     explain_toggle="Which tokens moved the gates (occlusion)",
     explain_effect=("is how much the gate margin — the mean gate score of the heads that ran at this b minus "
                     "that of the others — falls without it. The requested b itself comes from you, not the text."),
+    ablation_note=("BBA has no f_θ or g_φ to take away: the caller requests its budget b and its gates choose "
+                   "nested head sets, so no ablation runs on it. Here it stands beside the other models of its "
+                   "encoder, each at its own operating point."),
 )
 
 METHOD_DESCRIPTIONS: dict[str, MethodDescription] = {m.name: m for m in (DENSE, BUDGETFORMER, BBA)}

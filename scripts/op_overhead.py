@@ -18,8 +18,8 @@ import torch.nn.functional as F
 
 from budgetformer_core.io.loader import load_checkpoint
 from budgetformer_core.measure.timing import machine_info, time_interleaved
-from budgetformer_core.model.allocators import ForwardContext
 from budgetformer_core.model.budget import Control, rank_heads, select_top_k
+from budgetformer_core.model.trace import ForwardContext
 from budgetformer_core.shipped import checkpoint_dir, relative
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from app.logic.results import ABLATIONS, RESULT_COLUMNS, backbone_of, own_point
+from budgetformer_core.methods import METHOD_DESCRIPTIONS
 from budgetformer_core.shipped import dense_reference, model_name
 
 TRAINED = ("no-budget-net", "no-head-scorer")
@@ -30,18 +31,9 @@ LIVE = {
 OPEN_LIVE = 1000
 """A test split of up to this many texts runs the live ablations as the page opens, where the model
 has no trained ablation to show (BBC's 426 texts: about 10 s each for a MiniLM model on two cores,
-once for every session); a larger one waits for the switch."""
+once per server: cached); a larger one waits for the switch."""
 TABLE_COLUMNS = ["model", "checkpoint", *RESULT_COLUMNS]
 """The table's columns: what the row is, the checkpoint it ran, its results."""
-NOTES = {
-    "bba": "BBA has no f_θ or g_φ to take away: the caller requests its budget b and its gates choose "
-           "nested head sets, so no ablation runs on it. Here it stands beside the other models of its "
-           "encoder, each at its own operating point.",
-    "dense": "A dense model runs every head on every input: it has no budget and no head choice to "
-             "ablate. Here it stands beside the budgeted models of its encoder, each at its own "
-             "operating point.",
-}  # fmt: skip
-"""What applies to a picked model that is not a BudgetFormer, by method."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +110,7 @@ def family(name: str, dataset: str, kind: str, has_f: bool = True, has_g: bool =
     if kind == "budgetformer":
         usable = {"no-budget-net": has_f, "no-head-scorer": has_g, "random-heads": True}
         live = tuple(a for a in LIVE if usable[a])
-    return Family(picked, relatives, live, baselines, reference, NOTES.get(kind, ""))
+    return Family(picked, relatives, live, baselines, reference, METHOD_DESCRIPTIONS[kind].ablation_note)
 
 
 def summary_row(summary: dict, reference: str) -> dict:

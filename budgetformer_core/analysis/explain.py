@@ -41,8 +41,8 @@ from torch import Tensor
 
 from ..io.checkpoint import Checkpoint
 from ..io.tokenizer import UNK, encode_batch, reading_prefix
-from ..model.allocators import LayerTrace
 from ..model.budget import Control
+from ..model.trace import LayerTrace
 from .infer import check_texts
 
 MAX_PASSES = 128

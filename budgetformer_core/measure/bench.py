@@ -51,9 +51,9 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from ..config import to_dict
-from ..model.allocators import ForwardContext
 from ..model.budget import Control, heads_for_budget_value
 from ..model.encoder import BudgetFormer
+from ..model.trace import ForwardContext
 from .flops import attention_share, dense_flops, forward_flops
 from .timing import (
     MachineInfo,

@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .allocators import LayerTrace
+from .trace import LayerTrace
 
 MODES = ("dense", "soft", "masked", "structural")
 

@@ -31,9 +31,10 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from .allocators import Allocator, ForwardContext, LayerTrace, make_allocators, method_class
+from .allocators import Allocator, make_allocators, method_class
 from .attention import MODES, AttentionCapture, HeadAttention
 from .budget import Control, first_token, masked_mean, mlp
+from .trace import ForwardContext, LayerTrace
 
 __all__ = ["MODES", "BudgetFormer", "EncoderLayer", "LayerTrace", "ModelOutput", "masked_mean"]
 

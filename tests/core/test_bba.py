@@ -202,7 +202,7 @@ def test_shipped_bba_head_sets_are_nested_on_every_test_input(name):
     texts alone takes minutes)."""
     from budgetformer_core.analysis.infer import evaluate
     from budgetformer_core.io.tokenizer import encode, pad
-    from budgetformer_core.model.allocators import ForwardContext
+    from budgetformer_core.model.trace import ForwardContext
     from rebuild.measure import local_copy
 
     ckpt = load_checkpoint(PRECOMPUTED / name)
