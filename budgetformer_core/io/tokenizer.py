@@ -91,6 +91,9 @@ class Batch:
     """(B, T) bool, True for real tokens."""
     n_tokens: list[int]
     """Tokens per input before truncation."""
+    types: Tensor | None = None
+    """(B, T) each token's segment (0: the first text of a pair, 1: the second, 0 after the end);
+    None for single texts (every token of type 0)."""
 
     @property
     def truncated(self) -> list[bool]:

@@ -174,12 +174,17 @@ class BudgetFormer(nn.Module):
             layer.attn.prune_heads(heads)
             layer.alloc = FixedHeads(self.cfg, heads)
 
-    def embed(self, ids: Tensor) -> Tensor:
+    def embed(self, ids: Tensor, types: Tensor | None = None) -> Tensor:
         """(B, T) token ids -> (B, T, D) the first layer's input, before dropout: token + position
-        (+ token type 0, then the embeddings' layer norm, for a post-norm model)."""
+        (+ token type, then the embeddings' layer norm, for a post-norm model).
+
+        ``types``: (B, T) each token's segment (0 for the first text of a pair, 1 for the
+        second); None = every token of type 0. Ignored by a model without token-type embeddings.
+        """
         x = self.tok_emb(ids) + self.pos_emb.weight[: ids.shape[1]]  # (B, T, D): token + position
         if self.type_emb is not None:
-            x = x + self.type_emb.weight[0]  # one segment: every token of type 0
+            # one segment: every token of type 0; a pair: each token its own segment's embedding
+            x = x + (self.type_emb.weight[0] if types is None else self.type_emb(types))
         return self.ln_emb(x)
 
     def pool(self, x: Tensor, mask: Tensor | None) -> Tensor:
@@ -197,7 +202,7 @@ class BudgetFormer(nn.Module):
 
     def forward(
         self, ids: Tensor, mask: Tensor, mode: str | None = None, control: Control | None = None,
-        capture_attention: bool = False,
+        capture_attention: bool = False, types: Tensor | None = None,
     ) -> ModelOutput:
         """Classify a batch.
 
@@ -209,6 +214,7 @@ class BudgetFormer(nn.Module):
             control: inference overrides (forced budget or k, head-choice ablation).
             capture_attention: keep the attention probabilities of every head that runs in its
                 layer's trace (``LayerTrace.attention``), as the execution path computes them.
+            types: (B, T) token types (segments of a text pair, :attr:`Batch.types`); None = all 0.
         """
         if ids.shape[1] > self.cfg.max_len:
             raise ValueError(f"sequence of {ids.shape[1]} tokens exceeds max_len={self.cfg.max_len}")
@@ -220,7 +226,7 @@ class BudgetFormer(nn.Module):
             raise ValueError(f"a dense model runs only in mode 'dense', not {mode!r}")
         mask = mask if mask.dtype == torch.bool else mask.bool()
         key_mask = None if bool(mask.all()) else mask  # no padding: unmasked (faster) attention
-        x = self.embed(ids)  # (B, T, D)
+        x = self.embed(ids, types)  # (B, T, D)
         x = self.drop(x) if self.training else x
         ctx = ForwardContext(key_mask, control or Control(), mode, x, capture_attention, self.cfg.pooling)
         traces = []
