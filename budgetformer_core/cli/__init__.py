@@ -30,6 +30,7 @@ state first and says how to resume). JSON output writes null for NaN.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
@@ -67,7 +68,15 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded in the checkpoints written
     try:
         return COMMANDS[args.command](resolve_checkpoints(args))
-    except (ValueError, RuntimeError, FileNotFoundError) as e:
+    except BrokenPipeError:  # the reader stopped early (`budgetformer models | head`): not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the flush at exit does not fail again
+        return 0
+    except OSError as e:  # a full disk, a path under a file, /proc: the reason, in one line
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"budgetformer {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
+    except (ValueError, RuntimeError) as e:
         print(f"budgetformer {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # train's says where it saved its state

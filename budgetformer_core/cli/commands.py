@@ -4,9 +4,11 @@ a thin wrapper of a core function per command, printing a table or JSON."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import itertools
 import json
+import os
 import shlex
 import sys
 import unicodedata
@@ -21,6 +23,7 @@ from ..io.data import load_dataset, source_path
 from ..io.files import json_safe, read_json
 from ..io.inputs import MAX_CHARS, input_rows
 from ..io.loader import load_checkpoint
+from ..io.outputs import check_not_source, check_output_file, output_lock, write_atomic
 from ..io.splits import Split
 from ..measure.bench import bench, bench_lengths
 from ..model.budget import Control, ablation
@@ -64,17 +67,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .parser import build_parser  # the parser of the run's recorded command
 
     if args.resume:  # the run's own arguments, as its resume folder records them
-        given = [a for a in args.argv[1:] if a not in ("--resume", args.resume, f"--resume={args.resume}", "--quiet")]
+        given = [a for a in args.argv[1:]
+                 if a not in ("--resume", args.resume, f"--resume={args.resume}", "--quiet", "--force")]
         if given:
             raise ValueError(f"--resume continues a run with the arguments it was started with; "
-                             f"give only --resume DIR [--quiet], not {shlex.join(given)}")
+                             f"give only --resume DIR [--quiet] [--force], not {shlex.join(given)}")
+        typed_force = args.force  # only what is typed now grants --force, never the recorded run
         run = read_run(args.resume)
         argv = shlex.split(run.get("command") or "")[1:]  # "budgetformer train ..." → ["train", ...]
         if argv[:1] != ["train"]:
             raise ValueError(f"{args.resume}/run.json does not record the budgetformer train command of its run")
         quiet, state_dir = args.quiet, args.resume
         args = resolve_checkpoints(build_parser().parse_args(argv))
-        args.argv, args.quiet, args.force, args.resume = argv, args.quiet or quiet, run.get("force", False), True
+        args.argv, args.quiet, args.force, args.resume = argv, args.quiet or quiet, typed_force, True
         if args.out is None or resume_dir(args.out).resolve() != Path(state_dir).resolve():
             raise ValueError(f"{state_dir} holds the state of the run writing --out {args.out} (a path relative to "
                              "the folder it was started in): resume it from there")
@@ -96,11 +101,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ValueError(f"--init {args.init} was trained from scratch at max_len={shape.max_len}: its position "
                          f"table has {shape.max_len} rows, so it cannot go on at max_len={model_cfg.max_len} "
                          "(a model fine-tuned from a pretrained base can)")
+    backbone_dir = args.backbone if args.backbone and Path(args.backbone).is_dir() else None
+    check_not_source(args.out, {"--init": args.init, "--backbone": backbone_dir})
     check_out_dir(args.out, force=args.force)  # before the data is read and the run starts
     dataset = load_dataset(args.dataset, args.data_dir, seed=args.split_seed)
     # --force only lets an existing checkpoint be replaced: the recorded command is the one without it
     command = {"command": shlex.join(["budgetformer", *(a for a in args.argv if a != "--force")])}
-    with distributed.process_group():  # one process, or one of torchrun's
+    first = int(os.environ.get("RANK", "0")) == 0  # under torchrun the first process holds the lock
+    lock = output_lock(args.out) if first else contextlib.nullcontext()
+    with lock, distributed.process_group():  # one run at a time on --out; one process, or one of torchrun's
         result = train(dataset, model_cfg, train_cfg, args.out, progress=not args.quiet, init=args.init, meta=command,
                        force=args.force, resume=bool(args.resume), backbone=args.backbone)
         if distributed.is_main():  # under torchrun rank 0 alone prints
@@ -157,6 +166,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     from ..io.tokenizer import encode
     from ..train.prune import head_importance, posthoc_checkpoint
 
+    check_not_source(args.out, {"--checkpoint": args.checkpoint})  # whatever the flags
     dense = load_checkpoint(args.checkpoint)
     if dense.model.method.budgeted:
         raise ValueError("prune ranks the heads of a dense checkpoint")
@@ -166,7 +176,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     importance = head_importance(dense.model, ids, split.labels)
     meta = {"dataset": dataset_name, "init": str(args.checkpoint), "importance": importance.tolist(),
             "command": shlex.join(["budgetformer", *(a for a in args.argv if a != "--force")])}
-    posthoc_checkpoint(dense, importance, args.out, meta, force=args.force)
+    with output_lock(args.out):
+        posthoc_checkpoint(dense, importance, args.out, meta, force=args.force)
     print(dumps({"checkpoint": args.out, "rows": rows, "importance": importance.tolist()}))
     return 0
 
@@ -310,14 +321,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from ..analysis.report import build_report
 
+    out = check_output_file(args.out, force=args.force)  # before the model is read
     ckpt = load_checkpoint(args.checkpoint)
     control = Control(budget=args.budget) if args.budget is not None else None
     page = build_report(ckpt, args.text, control)
-    out = Path(args.out)
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a folder: give the HTML file to write")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
+    check_output_file(out, force=args.force)  # again: it may have appeared while the page was built
+    write_atomic(out, page)
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB; opens offline in a browser)")
     return 0
 
@@ -380,10 +389,10 @@ def cmd_latency_check(args: argparse.Namespace) -> int:
     if absent and not args.data_dir:
         raise FileNotFoundError(f"the test texts of {', '.join(absent)} are not shipped: pass --data-dir DIR, "
                                 "a local copy (the dataset's folder, or the folder holding it)")
+    if args.json:  # a folder, a device or a model folder fails now, not after minutes of timing
+        check_output_file(args.json, force=True, option="--json")
     check = live_check(frame, args.datasets, args.models or list(CHECK_MODELS), data_dir=args.data_dir)
     check["agrees"] = agrees(check)
-    if args.json:
-        Path(args.json).write_text(dumps({"tolerance": CHECK_TOLERANCE, "rows": check.to_dict("records")}) + "\n")
     shown_columns = {"dataset": "dataset", "model": "model", "budget": "budget", "latency_ms": "shipped ms",
                      "latency_ms_live": "live ms", "speedup_b1": "shipped ×dense", "speedup_b1_live": "live ×dense",
                      "ratio": "live/shipped", "speedup_b32": "shipped ×dense b32",
@@ -392,4 +401,11 @@ def cmd_latency_check(args: argparse.Namespace) -> int:
     off = check[~check["agrees"]]
     print(f"{len(check) - len(off)} of {len(check)} live speed-ups (batch 1, against the dense model timed in "
           f"the same rounds) within {CHECK_TOLERANCE:.0%} of sweeps.csv")
+    if args.json:  # the table above is kept whatever happens to the file
+        try:
+            write_atomic(args.json, dumps({"tolerance": CHECK_TOLERANCE, "rows": check.to_dict("records")}) + "\n")
+        except OSError as e:
+            print(f"budgetformer latency-check: error: --json {args.json} was not written ({e.strerror or e}); "
+                  "the results are printed above", file=sys.stderr)
+            return 2
     return 1 if len(off) else 0

@@ -152,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=_budget,
                    help="force s (budgetformer) or request b (bba); default: the model's own")
     p.add_argument("--out", required=True, metavar="FILE.html", help="the HTML file to write")
+    p.add_argument("--force", action="store_true", help="replace FILE.html if it exists")
     p.add_argument("text", help="the text to analyse (quote it)")
 
     p = sub.add_parser("bench", help="measure structural speed-up per budget against the FLOP ideal")

@@ -242,6 +242,7 @@ def run_epochs(run: Training, train_ids: list[list[int]], labels: torch.Tensor, 
     first_epoch, first_batch = (saved["epoch"], saved["batch"]) if saved is not None else (0, 0)
     weights = loss_weights(to_dict(train_cfg), not model.method.predicts_budget)  # as total_loss adds them
     net = distributed.wrap(model, train_cfg.seed)  # DDP under torchrun, else the model itself
+    again = " --force" if record["force"] else ""  # a resume is granted --force only when typed again
     with CtrlC() as ctrl_c:
         for epoch in range(first_epoch, train_cfg.epochs):
             model.train()
@@ -261,7 +262,7 @@ def run_epochs(run: Training, train_ids: list[list[int]], labels: torch.Tensor, 
                     save_state(state_dir, run.state(epoch, b, perm=perm, sums=sums, s_sum=s_sum), record, tok)
                     raise TrainingInterrupted(
                         f"stopped in epoch {epoch + 1} of {train_cfg.epochs} (step {run.step} of {total_steps}); "
-                        f"its state is saved: continue with `budgetformer train --resume {state_dir}`")
+                        f"its state is saved: continue with `budgetformer train --resume {state_dir}{again}`")
                 rows = perm[b * train_cfg.batch_size : (b + 1) * train_cfg.batch_size]
                 views = [augment(train_ids[i], model_cfg.max_len, train_cfg, run.streams["augment"])
                          for i in rows]  # on every rank
@@ -288,7 +289,7 @@ def run_epochs(run: Training, train_ids: list[list[int]], labels: torch.Tensor, 
             save_state(state_dir, run.state(epoch + 1, 0), record, tok)
             if ctrl_c.pressed:
                 raise TrainingInterrupted(f"stopped after epoch {epoch + 1} of {train_cfg.epochs}; its state is "
-                                          f"saved: continue with `budgetformer train --resume {state_dir}`")
+                                          f"saved: continue with `budgetformer train --resume {state_dir}{again}`")
 
 
 def train(
@@ -332,7 +333,8 @@ def train(
         raise ValueError("difficulty_from=init ranks inputs by the warm start's loss: give an init checkpoint")
     record = {"command": (meta or {}).get("command"), "dataset": dataset.name, "split_seed": dataset.split_seed,
               "model": to_dict(model_cfg), "train": to_dict(train_cfg), "init": None if init is None else str(init),
-              "out": str(out_dir), "force": force, **({"backbone": str(backbone)} if backbone is not None else {})}
+              "out": str(out_dir), "out_resolved": str(out_dir.resolve()), "force": force,
+              **({"backbone": str(backbone)} if backbone is not None else {})}
     saved = load_state(state_dir, record) if resume else None
     if not resume:
         clear_state_dir(state_dir, force)

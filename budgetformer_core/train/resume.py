@@ -119,7 +119,12 @@ def load_state(state_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
         if isinstance(recorded.get(key), dict):
             defaults = to_dict(cls())
             recorded[key] = {**defaults, **{k: v for k, v in recorded[key].items() if k in defaults}}
-    differ = sorted(k for k in run if k != "force" and recorded.get(k) != run[k])
+    differ = sorted(k for k in run if k != "force" and recorded.get(k) != run[k]
+                    and (k in recorded or k != "out_resolved"))  # a run saved before paths were resolved
+    if "out_resolved" in differ:
+        raise ValueError(f"{state_dir}: --out {run['out']} now leads to {run['out_resolved']}, not to "
+                         f"{recorded['out_resolved']} where the run was writing (a link was changed); "
+                         "resume it where it was started")
     if differ:
         raise ValueError(f"{state_dir} holds the state of another run ({', '.join(differ)} differ); "
                          "resume it with the command it records")
