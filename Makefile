@@ -54,6 +54,8 @@ bench: $(STAMP)
 
 # N browser sessions at once on one server on 127.0.0.1 (scripts/loadtest.py): errors, cross-talk,
 # server time p50/p95 per interaction, server RSS. E.g. LOADTEST_ARGS="--sessions 4 --interactions 10".
+# The server alone, without browsers (Streamlit's websocket protocol, the default model):
+# LOADTEST_ARGS="--protocol --sessions 8 --interactions 20 --timeout 1800" (see docs/performance.md).
 LOADTEST_ARGS ?= --sessions 8 --interactions 6
 loadtest: $(STAMP)
 	$(PY) scripts/loadtest.py $(LOADTEST_ARGS)

@@ -87,6 +87,23 @@ def seed_spread(dataset: str) -> pd.DataFrame | None:
     return None if table is None or table.empty else table
 
 
+INTERVAL_COLUMNS = {  # short headers, set widths: the whole table fits the page at 1280 px (the CSV keeps the names)
+    "model": st.column_config.TextColumn("model", width=130),
+    "against": st.column_config.TextColumn("against", width=100),
+    "accuracy": st.column_config.NumberColumn("accuracy", format="percent", width=72),
+    "its accuracy": st.column_config.NumberColumn("its acc.", format="percent", width=66,
+                                                  help="The accuracy of the model it is compared against"),
+    "difference (points)": st.column_config.NumberColumn("Δ points", format="%+.2f", width=66,
+                                                         help="Accuracy difference, in points"),
+    "95% interval (points)": st.column_config.TextColumn("95% interval", width=104,
+                                                         help="95% paired bootstrap interval, in points"),
+    "only model right": st.column_config.NumberColumn("only it ✓", width=66,
+                                                      help="Inputs only the model got right"),
+    "only other right": st.column_config.NumberColumn("only other ✓", width=84,
+                                                      help="Inputs only the model it is compared against got right"),
+    "verdict": st.column_config.TextColumn("verdict", width=88),
+}
+
 def error_bars_section(dataset: str, pairs, key: str, names: dict[str, str] | None = None,
                        models: tuple | None = None):
     """The paired bootstrap intervals of ``pairs`` of ``dataset``'s models and, where seed runs
@@ -112,11 +129,7 @@ def error_bars_section(dataset: str, pairs, key: str, names: dict[str, str] | No
         st.dataframe(
             table,
             hide_index=True,
-            column_config={
-                "accuracy": st.column_config.NumberColumn("accuracy", format="percent"),
-                "its accuracy": st.column_config.NumberColumn("its accuracy", format="percent"),
-                "difference (points)": st.column_config.NumberColumn(format="%+.2f"),
-            },
+            column_config=INTERVAL_COLUMNS,
             key=f"{key}_intervals",
         )
         st.caption(results.interval_note(bars.compared, bars.n, bars.resamples, bars.seed))

@@ -61,7 +61,12 @@ def link_model(params: Mapping[str, str], models: list[str]) -> tuple[str | None
     name = params.get("model")
     if name is None or name in models:
         return name, None
-    return None, f"The link names a model that is not here ({name!r}): showing the default model instead."
+    return None, f"The link names a model that is not here ({shown_value(name)}): showing the default model instead."
+
+
+def shown_value(value: str, limit: int = 40) -> str:
+    """A link's value as a message quotes it: its repr, cut after ``limit`` characters."""
+    return repr(value if len(value) <= limit else value[:limit] + "…")
 
 
 def read_link(
@@ -78,9 +83,7 @@ def read_link(
     view: dict = {}
 
     def bad(name: str, why: str) -> None:
-        value = params.get(name) or ""
-        value = value if len(value) <= 40 else value[:40] + "…"
-        messages.append(f"The link's {name} ({value!r}) {why}: using the default instead.")
+        messages.append(f"The link's {name} ({shown_value(params.get(name) or '')}) {why}: using the default instead.")
 
     if "index" in params:
         index = _link_number(params["index"], 9)

@@ -7,6 +7,7 @@ Each cache is keyed by the checkpoint's name and the stamp of its files
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -127,13 +128,13 @@ def head_attention(name: str, text: str, settings: Settings, layer: int, head: i
 
 
 @st.cache_data(max_entries=8, show_spinner="Classifying the file's texts…")
-def _batch(name: str, version: tuple, rows: tuple, settings: Settings) -> list:
+def _batch(name: str, version: tuple, key: str, settings: Settings, _rows: tuple) -> list:
     from budgetformer_core.analysis.infer import predict_rows
     from budgetformer_core.measure.timing import torch_threads
 
     ckpt = state.get_checkpoint(name)
     with torch_threads(1):  # a shared server: one thread per request, as the Explore page
-        return list(predict_rows(ckpt, rows, logic.settings_control(ckpt, settings)))
+        return list(predict_rows(ckpt, _rows, logic.settings_control(ckpt, settings)))
 
 
 def batch_predictions(name: str, rows: list[tuple[int, str]], settings: Settings) -> list:
@@ -143,23 +144,25 @@ def batch_predictions(name: str, rows: list[tuple[int, str]], settings: Settings
     Raises:
         ValueError: the checkpoint cannot be loaded.
     """
-    return _batch(name, models.stamp(name), tuple(rows), settings.canonical())
+    # the cache's key is the rows' repr: a lone surrogate (bytes that were never UTF-8) in an
+    # uploaded text escapes there, where hashing the text itself would fail; predict_rows names it
+    key = hashlib.sha256(repr(rows).encode("utf-8")).hexdigest()
+    return _batch(name, models.stamp(name), key, settings.canonical(), tuple(rows))
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _input_map(name: str, version: tuple, dataset: str, source: tuple, budget: float | None):
+def _input_map(relevance):
     from budgetformer_core.analysis.atlas import input_map
 
-    return input_map(state._allocation(name, version, dataset, "test", source, budget).relevance)
+    return input_map(relevance)
 
 
 def input_map(name: str, budget: float | None = None):
-    """:func:`budgetformer_core.analysis.atlas.input_map` of the test split's relevance p (cached); None
-    when the texts are not here."""
-    dataset = models.dataset_of(name)
-    if state.split_samples(dataset, "test") is None:
-        return None
-    return _input_map(name, models.stamp(name), dataset, state._source(dataset), budget)
+    """:func:`budgetformer_core.analysis.atlas.input_map` of the test split's relevance p
+    (:func:`app.state.relevance`: the shipped one at the model's own budget, else one pass of the
+    model over the split), cached by its values; None when there is no relevance p here."""
+    relevance = state.relevance(name, budget)
+    return None if relevance is None else _input_map(relevance)
 
 
 PROFILE_SAMPLE = 32

@@ -1,7 +1,8 @@
 """Which models the pages offer and what their config.json says, read without loading them.
 
-The shipped checkpoints (their folder: :data:`budgetformer_core.shipped.CHECKPOINTS`) and the
-classifiers of the folders the operator lists (:data:`MODEL_ROOTS_ENV`); per model its
+The shipped checkpoints (their folder: :data:`budgetformer_core.shipped.CHECKPOINTS`), and the
+classifiers and adapters (budgets fitted on a frozen model, ``budgetformer fit-budget``) of the
+folders the operator lists (:data:`MODEL_ROOTS_ENV`); per model its
 config.json, method, training history, dataset and dense reference, and the model picked in the
 sidebar. Caches are keyed by a stamp of the model's files (:func:`stamp`), so a checkpoint
 replaced on disk is read again. Loading a model, and the tables made from it: :mod:`app.state`.
@@ -27,9 +28,10 @@ MODEL_KEY = "model"
 MODEL_ROOTS_ENV = "BUDGETFORMER_MODEL_DIRS"
 """Environment variable the operator sets before starting the app: folders (separated by
 ``os.pathsep``) holding researchers' own sequence classifiers in the Hugging Face layout
-(:mod:`budgetformer_core.io.classifier`). Each listed folder that is one, and each folder directly
-inside a listed one that is one, joins the model list under its folder's name (a name a shipped
-checkpoint has is left out). Default: none. A visitor never names a folder."""
+(:mod:`budgetformer_core.io.classifier`), or adapters fitted on such a classifier or on one of
+ours (:mod:`budgetformer_core.io.adapter`). Each listed folder that is one, and each folder
+directly inside a listed one that is one, joins the model list under its folder's name (a name a
+shipped checkpoint has is left out). Default: none. A visitor never names a folder."""
 
 
 def _checkpoint_dirs() -> list[str]:
@@ -74,14 +76,16 @@ def checkpoint_problem(name: str) -> str | None:
     return None
 
 
-def classifier_models() -> dict[str, Path]:
-    """The classifiers of :data:`MODEL_ROOTS_ENV`'s folders, by name (their folder's name)."""
+def listed_models() -> dict[str, tuple[str, Path]]:
+    """The models of :data:`MODEL_ROOTS_ENV`'s folders, by name (their folder's name): each one's
+    kind (``classifier`` or ``adapter``) and folder."""
     listed = [p for p in os.environ.get(MODEL_ROOTS_ENV, "").split(os.pathsep) if p.strip()]
     if not listed:
         return {}
+    from budgetformer_core.io.adapter import is_adapter
     from budgetformer_core.io.loader import hf_layout
 
-    found: dict[str, Path] = {}
+    found: dict[str, tuple[str, Path]] = {}
     taken = set(_checkpoint_dirs())  # not shipped_models(): it reads configs, which asks for this list
     for root in (Path(os.path.abspath(p)) for p in listed):
         try:
@@ -89,14 +93,22 @@ def classifier_models() -> dict[str, Path]:
         except OSError:  # an unreadable folder offers nothing
             folders = []
         for folder in folders:
-            if folder.name not in taken and folder.name not in found and hf_layout(folder):
-                found[folder.name] = folder
+            if folder.name in taken or folder.name in found:
+                continue
+            kind = "classifier" if hf_layout(folder) else "adapter" if is_adapter(folder) else None
+            if kind is not None:
+                found[folder.name] = (kind, folder)
     return found
 
 
+def classifier_models() -> dict[str, Path]:
+    """The classifiers of :data:`MODEL_ROOTS_ENV`'s folders, by name (their folder's name)."""
+    return {name: folder for name, (kind, folder) in listed_models().items() if kind == "classifier"}
+
+
 def available_models() -> list[str]:
-    """The shipped checkpoints, then the operator's classifiers (:func:`classifier_models`)."""
-    return shipped_models() + sorted(classifier_models())
+    """The shipped checkpoints, then the operator's classifiers and adapters (:func:`listed_models`)."""
+    return shipped_models() + sorted(listed_models())
 
 
 def is_classifier(name: str) -> bool:
@@ -107,7 +119,8 @@ def is_classifier(name: str) -> bool:
 def model_dir(name: str) -> Path:
     """The folder of a model of :func:`available_models` (a name that is none: where a shipped
     one would be, which does not exist)."""
-    return classifier_models().get(name) or shipped.checkpoint_dir(name)
+    listed = listed_models().get(name)
+    return listed[1] if listed is not None else shipped.checkpoint_dir(name)
 
 
 def stamp(name: str) -> tuple:
@@ -140,10 +153,17 @@ def _config(name: str, version: tuple) -> dict:
     if is_classifier(name):
         return _classifier_config(name)
     try:
-        config = json.loads((shipped.checkpoint_dir(name) / "config.json").read_text())
+        config = json.loads((model_dir(name) / "config.json").read_text())
     except (OSError, ValueError, RecursionError):  # RecursionError: lists nested thousands deep
         return {}
-    return config if isinstance(config, dict) else {}
+    if not isinstance(config, dict):
+        return {}
+    if name in listed_models():  # an operator's adapter: under the dataset of its classes
+        labels = config.get("label_names")
+        known = _known_datasets()
+        if config.get("dataset") not in [d for d, _ in known]:
+            config = {**config, "dataset": next((d for d, names in known if names == labels), name)}
+    return config
 
 
 def _classifier_config(name: str) -> dict:
@@ -152,16 +172,21 @@ def _classifier_config(name: str) -> dict:
     hub dataset), else its own name. A folder that is not a classifier: ``error``, one line."""
     from budgetformer_core.io.classifier import describe
     from budgetformer_core.io.files import CheckpointError
-    from budgetformer_core.io.hub import HUB_LABELS
 
     try:
         config = describe(model_dir(name))
     except CheckpointError as e:
         return {"dataset": name, "error": str(e)}
     labels = config["label_names"]
+    return {**config, "dataset": next((d for d, names in _known_datasets() if names == labels), name)}
+
+
+def _known_datasets() -> list[tuple[str, list[str] | None]]:
+    """(dataset, its class names) of the shipped models' datasets, then of the hub's."""
+    from budgetformer_core.io.hub import HUB_LABELS
+
     known = [(dataset_of(m), checkpoint_config(m).get("label_names")) for m in shipped_models()]
-    known += [(key, list(names)) for key, names in HUB_LABELS.items()]
-    return {**config, "dataset": next((d for d, names in known if names == labels), name)}
+    return known + [(key, list(names)) for key, names in HUB_LABELS.items()]
 
 
 def checkpoint_config(name: str) -> dict:

@@ -121,15 +121,11 @@ class LiveSpeed:
         return None if self.dense is None else self.dense.ms / self.latency.ms
 
     def to_dict(self) -> dict:
-        from budgetformer_core.measure.latency import ROUNDS
+        """What the export and the offline report write of it
+        (:func:`budgetformer_core.analysis.report.latency_record`)."""
+        from budgetformer_core.analysis.report import latency_record
 
-        return {
-            "latency_ms": self.latency.ms, "latency_iqr_ms": self.latency.iqr_ms,
-            "reference": self.reference,
-            "dense_latency_ms": None if self.dense is None else self.dense.ms,
-            "dense_latency_iqr_ms": None if self.dense is None else self.dense.iqr_ms,
-            "speedup": self.speedup, "rounds": ROUNDS, "threads": 1, "batch": 1,
-        }  # fmt: skip
+        return latency_record(self.latency, self.reference, self.dense)
 
 
 def time_input(ckpt: Checkpoint, text: str, control: Control | None = None,
@@ -138,21 +134,10 @@ def time_input(ckpt: Checkpoint, text: str, control: Control | None = None,
     dense ``reference`` (name, checkpoint) in the same interleaved rounds, one thread, batch 1,
     with the engine's timer (:func:`budgetformer_core.measure.latency.time_points`, the timer of
     sweeps.csv). Each model reads the text through its own tokenizer."""
-    from budgetformer_core.io.tokenizer import encode, reading_prefix
-    from budgetformer_core.measure.latency import Point, time_points
+    from budgetformer_core.measure.latency import time_text
 
-    def point(c: Checkpoint, with_control: Control | None) -> Point:
-        max_len = c.config.max_len
-        ids = encode(c.tokenizer, [reading_prefix(c.tokenizer, text, max_len)], max_len)[0]  # one id list
-        return Point(c.model, None, ids, with_control)
-
-    points = {"model": point(ckpt, control)}
-    if reference is not None and reference[1] is not ckpt:
-        points["reference"] = point(reference[1], None)
-    timed = time_points(points)
-    if reference is not None and reference[1] is ckpt:  # the reference itself: 1.00× by definition
-        timed["reference"] = timed["model"]
-    return LiveSpeed(timed["model"], None if reference is None else reference[0], timed.get("reference"))
+    latency, dense = time_text(ckpt, text, control, None if reference is None else reference[1])
+    return LiveSpeed(latency, None if reference is None else reference[0], dense)  # itself: 1.00× by definition
 
 
 def precomputed_point(rows: pd.DataFrame | None, model: str, settings: Settings, validation_budget: float,
@@ -181,19 +166,28 @@ def precomputed_point(rows: pd.DataFrame | None, model: str, settings: Settings,
     return row, f"{symbol} = {row['b']:.2f}"
 
 
+NOTE_CHARS = 64
+"""The longest latency-card note that fits the card at 1280 px."""
+
+
 def speed_note(live: LiveSpeed | None, precomputed: tuple[pd.Series, str] | None) -> str:
-    """The latency card's line, short enough for the card at 1280 px: "vs bbc-dense: 1.42× live,
-    1.38× shipped at s = 0.50" (how both were timed is in the card's help)."""
+    """The latency card's line, short enough for the card at 1280 px (:data:`NOTE_CHARS`): "vs
+    bbc-dense, batch 1: 1.42× live, 1.38× shipped at s = 0.50"; where the shipped figure was
+    measured is left to the card's help when the reference's name leaves no room for it (how both
+    were timed is in the help too)."""
     reference = live.reference if live is not None and live.reference else (
         precomputed[0]["reference"] if precomputed is not None else None)
     if reference is None:
         return "no dense reference on this machine: speed-up not measured"
-    parts = [f"{live.speedup:.2f}× live" if live is not None and live.speedup is not None else "live not timed"]
-    if precomputed is not None:
-        row, where = precomputed
-        x = row["speedup_b1"]
-        parts.append(f"{x:.2f}× shipped at {where}" if is_number(x) else f"shipped {NOT_TIMED}")
-    return f"vs {reference}: " + ", ".join(parts)
+    head = f"vs {reference}, batch 1: " + (
+        f"{live.speedup:.2f}× live" if live is not None and live.speedup is not None else "live not timed")
+    if precomputed is None:
+        return head
+    row, where = precomputed
+    x = row["speedup_b1"]
+    shipped = f"{x:.2f}× shipped" if is_number(x) else f"shipped {NOT_TIMED}"
+    note = f"{head}, {shipped} at {where}"
+    return note if len(note) <= NOTE_CHARS else f"{head}, {shipped}"
 
 
 def slower_note(live: LiveSpeed | None, n_tokens: int) -> str | None:

@@ -228,12 +228,41 @@ def heads_ran(heads: pd.DataFrame, n_layers: int, n_heads: int):
 
 def relevance(name: str, budget: float | None = None, split: str = "test"):
     """(N, L, H) head relevance p of every input of the split, in the split's order (the rows of
-    :func:`per_example`), at ``budget`` (None: the model's own); None when the texts are not here.
-    One pass of the model over the split, cached with :func:`per_example`'s."""
+    :func:`per_example`), at ``budget`` (None: the model's own): the shipped one of the test split
+    at the model's own budget (:func:`precomputed_relevance`, instant), else one pass of the model
+    over the split, cached with :func:`per_example`'s; None when neither is here."""
+    if split == "test" and budget is None and (shipped_p := precomputed_relevance(name)) is not None:
+        return shipped_p
     dataset = dataset_of(name)
     if split_samples(dataset, split) is None:
         return None
     return _allocation(name, stamp(name), dataset, split, _source(dataset), budget).relevance
+
+
+def relevance_is_shipped(name: str, budget: float | None = None) -> bool:
+    """True when :func:`relevance` of the test split at ``budget`` reads the shipped file (no pass
+    of the model over the split)."""
+    return budget is None and precomputed_relevance(name) is not None
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _precomputed_relevance(path: str, version: tuple):
+    from app.logic.atlas import read_relevance
+
+    return read_relevance(path)
+
+
+def precomputed_relevance(name: str):
+    """The shipped (N, L, H) relevance p of checkpoint ``name`` on its test split
+    (:func:`budgetformer_core.shipped.relevance_path`) when the manifest vouches for it, for its
+    per-example table and for the checkpoint's weights (made together), else None."""
+    path = shipped.relevance_path(name)
+    if not (vouched(path) and precomputed_table(name) is not None):
+        return None
+    try:
+        return _precomputed_relevance(str(path), file_stamp(path))
+    except ValueError:  # vouched for, yet unreadable: computed live instead
+        return None
 
 
 @st.cache_data(max_entries=8, show_spinner=False)

@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 MethodName = Literal["dense", "budgetformer", "bba"]
 HeadChoice = Literal["learned", "uniform", "random"]
@@ -21,7 +21,10 @@ GateSource = Literal["embedding", "layer"]
 Recipe = Literal["adaptive", "paper"]
 BetaSchedule = Literal["linear", "cosine", "step"]
 Norm = Literal["pre", "post"]
-Activation = Literal["gelu", "gelu_tanh"]
+Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "tanh"]
+ACTIVATIONS = get_args(Activation)
+"""The non-linearities a feed-forward block or a pooler may use: exact (erf) GELU, its tanh
+approximation, ReLU, SiLU (swish) and tanh."""
 
 MAX_LEN = 65_536
 """Longest ``max_len`` a config may ask for (the position table and attention grow with it)."""
@@ -135,12 +138,21 @@ class ModelConfig:
     trained from scratch). ``post``: BERT's layout — a layer norm of the embeddings, one after
     each residual sum, none at the end (pretrained encoders, :mod:`budgetformer_core.io.pretrained`)."""
     activation: Activation = "gelu"
-    """The feed-forward non-linearity: exact (erf) GELU, or its tanh approximation (``gelu_new``
-    of some BERT-family checkpoints)."""
+    """The feed-forward non-linearity (:data:`ACTIVATIONS`): exact (erf) GELU, its tanh
+    approximation (``gelu_new`` of some BERT-family checkpoints, ALBERT's), ReLU (some
+    DistilBERTs), SiLU or tanh."""
     type_vocab_size: int = 0
     """Token-type (segment) embeddings, as BERT's; 0 = none. Every token is of type 0."""
     layer_norm_eps: float = 1e-5
     """ε of every layer norm (BERT's checkpoints use 1e-12)."""
+    embedding_size: int = 0
+    """Width of the token, position and type embeddings when they are factorised (ELECTRA,
+    ALBERT): they are summed and layer-normed at this width, then a Linear(embedding_size,
+    d_model) projects them into the residual stream. 0 = no projection (embeddings of width
+    d_model)."""
+    pooler_activation: Activation = "tanh"
+    """The non-linearity of the pooler (``pooling="pooler"``): tanh for BERT, RoBERTa and ALBERT,
+    ReLU for DistilBERT's pre-classifier, GELU for ELECTRA's classification head."""
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -151,10 +163,16 @@ class ModelConfig:
             raise ValueError(f"vocab_size must be >= {N_SPECIAL_TOKENS} (the special tokens), got {self.vocab_size}")
         if self.max_len > MAX_LEN:
             raise ValueError(f"max_len must be <= {MAX_LEN:,}, got {self.max_len:,}")
+        if self.embedding_size < 0 or self.type_vocab_size < 0:
+            raise ValueError(f"embedding_size and type_vocab_size must be >= 0 (0 = none), got "
+                             f"{self.embedding_size} and {self.type_vocab_size}")
         d, ff, n_layers, hidden = self.d_model, self.d_ff, self.n_layers, self.budget_hidden
-        # embeddings, attention and feed-forward per layer, f_θ and g_φ per layer, the classifier
-        weights = ((self.vocab_size + self.max_len) * d + n_layers * (4 * d * self.n_heads * self.d_head + 2 * d * ff)
-                   + n_layers * hidden * (2 * d + self.n_heads + 1) + 2 * d * self.n_classes)
+        e = self.embedding_size or d
+        # embeddings (and their projection), attention and feed-forward per layer, f_θ and g_φ
+        # per layer, the pooler and the classifier
+        weights = ((self.vocab_size + self.max_len + self.type_vocab_size) * e + (e * d if self.embedding_size else 0)
+                   + n_layers * (4 * d * self.n_heads * self.d_head + 2 * d * ff)
+                   + n_layers * hidden * (2 * d + self.n_heads + 1) + d * d + 2 * d * self.n_classes)
         if weights > MAX_PARAMETERS:
             raise ValueError(f"this shape implies about {weights:,} weights (vocab_size, max_len, d_model, head_dim, "
                              f"d_ff, n_layers, budget_hidden, n_classes); the limit is {MAX_PARAMETERS:,}")
@@ -184,10 +202,9 @@ class ModelConfig:
             raise ValueError(f"head_weighting must be 'scaled' or 'gated', got {self.head_weighting!r}")
         if self.norm not in ("pre", "post"):
             raise ValueError(f"norm must be 'pre' or 'post', got {self.norm!r}")
-        if self.activation not in ("gelu", "gelu_tanh"):
-            raise ValueError(f"activation must be 'gelu' or 'gelu_tanh', got {self.activation!r}")
-        if self.type_vocab_size < 0:
-            raise ValueError(f"type_vocab_size must be >= 0 (0 = none), got {self.type_vocab_size}")
+        for name in ("activation", "pooler_activation"):
+            if getattr(self, name) not in ACTIVATIONS:
+                raise ValueError(f"{name} must be one of {', '.join(ACTIVATIONS)}, got {getattr(self, name)!r}")
         if not 0.0 < self.layer_norm_eps < 1.0:
             raise ValueError(f"layer_norm_eps must be in (0, 1), got {self.layer_norm_eps}")
         if self.summary_norm and self.method != "budgetformer":
@@ -211,7 +228,7 @@ class ModelConfig:
 
 
 ENCODER_FIELDS = ("vocab_size", "d_model", "n_heads", "head_dim", "n_layers", "d_ff", "norm", "activation",
-                  "type_vocab_size", "layer_norm_eps")
+                  "type_vocab_size", "layer_norm_eps", "embedding_size")
 """The ModelConfig fields that fix an encoder's weights and how they compute: a pretrained
 checkpoint, or a warm start, decides them."""
 
@@ -414,12 +431,21 @@ def stored_method(model: Mapping[str, Any], default: Any = None) -> Any:
     return model.get(STORED_METHOD_KEY, model.get("method", default))
 
 
+STATED_IF_CHANGED = ("embedding_size", "pooler_activation")
+"""ModelConfig fields added after checkpoints were shipped: config.json states them only when
+they differ from their default, so every config written before them is written again byte for
+byte (and a config without them reads as the defaults, which is what those models ran)."""
+
+
 def to_dict(cfg: Any) -> dict[str, Any]:
     """A config's fields as config.json stores them: a ModelConfig's ``method`` under
-    :data:`STORED_METHOD_KEY`, in the field's place."""
+    :data:`STORED_METHOD_KEY`, in the field's place, without :data:`STATED_IF_CHANGED`'s
+    fields at their default."""
     d = dataclasses.asdict(cfg)
     if isinstance(cfg, ModelConfig):
-        d = {(STORED_METHOD_KEY if k == "method" else k): v for k, v in d.items()}
+        defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+        d = {(STORED_METHOD_KEY if k == "method" else k): v for k, v in d.items()
+             if k not in STATED_IF_CHANGED or v != defaults[k]}
     return d
 
 

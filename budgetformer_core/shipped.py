@@ -23,7 +23,7 @@ MANIFEST = PRECOMPUTED / "manifest.json"
 CHECKPOINTS = PRECOMPUTED / "checkpoints"
 """One folder per shipped model, named ``<dataset>-<model>`` (:func:`model_name`)."""
 RESULTS = PRECOMPUTED / "results"
-"""The measured results: sweeps.csv, seeds.csv, run_times.csv, per_example/, history/."""
+"""The measured results: sweeps.csv, seeds.csv, run_times.csv, per_example/ (tables and relevance), history/."""
 BENCHMARKS = ROOT / "benchmarks"
 """Shipped measurements beside precomputed/: length sweeps, batch breakdowns, latency-check.json."""
 
@@ -86,6 +86,12 @@ def per_example_dir() -> Path:
 def per_example_path(name: str) -> Path:
     """The per-example test table of shipped model ``name`` (a full name)."""
     return per_example_dir() / f"{name}.parquet"
+
+
+def relevance_path(name: str) -> Path:
+    """The head relevance p of shipped model ``name`` on its test split, beside its per-example
+    table: an (N, L, H) float16 ``.npy`` array (input, layer, head), its rows those of the table."""
+    return per_example_dir() / f"{name}.relevance.npy"
 
 
 def length_sweep_path(name: str) -> Path:

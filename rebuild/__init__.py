@@ -18,8 +18,8 @@ imports this package. The rebuild has four stages:
 2. **Evaluate** (:mod:`rebuild.measure`). Every model on the test split, in parallel workers: its
    own operating point, and for the models that take a budget the sweep 0.05 … 1.0. Accuracy,
    macro-F1, heads run, estimated attention cost and FLOPs. Shipped models also get a
-   per-example table. TF-IDF + logistic regression on the same training rows is a row beside
-   them.
+   per-example table and the head relevance p of every test input. TF-IDF + logistic
+   regression on the same training rows is a row beside them.
 3. **Time.** A phase of its own, once every other stage is done: one process, one thread, one
    dataset after the other. Every operating point of a dataset's models and its dense reference
    are timed in the same interleaved rounds on the same test texts, at batch 1 and batch 32

@@ -96,7 +96,12 @@ def dataset_jobs(ds: str, data_root: str | Path = DATA_ROOT) -> list[Job]:
     def job(name: str, argv: list[str], overrides: Overrides | None = None, after=(), budget=None,
             stage=False) -> None:
         overrides = dict(overrides or {})
-        apply_overrides(ModelConfig(), TrainConfig(), overrides)  # a typo or a wrong type fails here
+        if argv[0] == "fit-budget":  # a typo or a wrong type fails here
+            from budgetformer_core.train.fit import fit_settings  # torch: only for a recipe that fits budgets
+
+            fit_settings(argv[argv.index("--method") + 1], overrides)
+        else:
+            apply_overrides(ModelConfig(), TrainConfig(), overrides)
         jobs.append(Job(ds, name, argv, tuple(after), name in (*SHIPPED, *SHIPPED_PRETRAINED), budget, overrides,
                         stage))
 
@@ -131,6 +136,10 @@ def dataset_jobs(ds: str, data_root: str | Path = DATA_ROOT) -> list[Job]:
         after = () if m.init is None else (f"{ds}-{m.init}",)
         if m.prune:
             job(m.name, ["prune", "--checkpoint", str(out_of(ds, m.init)), *data], after=after)
+            continue
+        if m.fit:
+            job(m.name, ["fit-budget", "--checkpoint", str(out_of(ds, m.init)), "--dataset", ds, *data,
+                         "--method", m.method], m.overrides, after)
             continue
         start = ["--backbone", "minilm-l6"] if m.init is None else ["--init", str(out_of(ds, m.init))]
         job(m.name, ["train", "--dataset", ds, *data, "--variant", m.method, *start], m.overrides, after, m.budget,
@@ -167,7 +176,8 @@ def resolve(job: Job) -> Job:
 
 def meaning(command: str) -> tuple[list[str], dict[str, Any]]:
     """What a command makes: its arguments less ``--quiet`` (what is printed) and ``--data-dir``
-    (where the data lies), and its ``--set`` overrides as typed values (a key's last value).
+    (where the data lies), and its ``--set`` overrides as typed values (a key's last value; a
+    ``fit-budget`` command's as :func:`~budgetformer_core.train.fit.parse_fit_overrides` types them).
 
     Raises:
         ValueError: an override the configs do not know (a field that is gone).
@@ -180,6 +190,10 @@ def meaning(command: str) -> tuple[list[str], dict[str, Any]]:
                 sets.append(value)
         elif word != "--quiet":
             args.append(word)
+    if args[1:2] == ["fit-budget"]:
+        from budgetformer_core.train.fit import parse_fit_overrides
+
+        return args, parse_fit_overrides(sets)
     return args, parse_overrides(sets)
 
 
@@ -194,7 +208,7 @@ def difference(recorded: str, command: str, config: dict | None = None) -> str |
     except ValueError as e:
         return f"its command no longer parses ({e})"
     config = config or {}
-    stored = {**config.get("train", {}), **config.get("model", {})}
+    stored = {**config.get("train", {}), **config.get("model", {}), **config.get("distill", {})}
     was = {**{k: stored[k] for k in now if k not in was and k in stored}, **was}
     gone = [a for a in was_args if a not in now_args]
     added = [a for a in now_args if a not in was_args]
@@ -216,10 +230,11 @@ def staleness(job: Job, command: str) -> str | None:
 
     try:
         config = json.loads((ROOT / job.out / "config.json").read_text())
-        tokenizer = Tokenizer.from_file(str(ROOT / job.out / "tokenizer.json"))
+        # (an adapter has no tokenizer of its own: its base's)
+        tokenizer = None if "adapter" in config else Tokenizer.from_file(str(ROOT / job.out / "tokenizer.json"))
     except Exception:  # missing or unreadable
         return "missing"
-    if not config.get("backbone") and not is_canonical(tokenizer):
+    if tokenizer is not None and not config.get("backbone") and not is_canonical(tokenizer):
         return "its tokenizer's ids are not numbered canonically"
     return difference(config.get("command") or "", command, config)
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from budgetformer_core.measure.latency import LATENCY_COLUMNS, time_dataset
-from budgetformer_core.shipped import per_example_dir, per_example_path, relative
+from budgetformer_core.shipped import model_name, per_example_dir, per_example_path, relative, relevance_path
 
 from .jobs import ROOT, Job, plan
 from .recipes import DATA_ROOT, data_dir
@@ -70,6 +70,7 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
             if b is None and per_example_path:
                 frame = ev.to_frame([len(x) for x in ids])
                 frame.round(6).to_parquet(ROOT / per_example_path, index=False)
+                save_relevance(ROOT / relevance_path(model_name(dataset, name)), ev.relevance)
             out.append({
                 "dataset": dataset, "model": name, "variant": method,
                 "budget": "own" if b is None else f"{b:g}",
@@ -79,6 +80,13 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
                 **accuracy_by_need(ev, split.needed_heads),
             })
     return out
+
+
+def save_relevance(path: Path, relevance: np.ndarray) -> None:
+    """The (N, L, H) head relevance p of a shipped model's test split beside its per-example table
+    (:func:`budgetformer_core.shipped.relevance_path`), as float16: the Head atlas places the inputs
+    and ranks them per head from it without running the model over the split."""
+    np.save(path, np.asarray(relevance, dtype=np.float16), allow_pickle=False)
 
 
 def text_baseline(dataset: str, data: Path | None) -> dict:

@@ -1,12 +1,13 @@
-"""Write docs/results.md, and the results at the end of docs/pretrained.md, from precomputed/results.
+"""Write docs/results.md, the results at the end of docs/pretrained.md and README.md's results
+table, from precomputed/results and the shipped checkpoints.
 
-    python scripts/results_page.py            # rewrite docs/results.md and pretrained.md's results
-    python scripts/results_page.py --check    # exit 1 if either is not what it would write
+    python scripts/results_page.py            # rewrite docs/results.md, pretrained.md's results, README's table
+    python scripts/results_page.py --check    # exit 1 if any is not what it would write
 
 Every figure on the page is computed here from the shipped files (the tables of scripts/tables.py,
 the bootstrap intervals, the seed runs in seeds.csv); the prose around them says what each table
 measures, not what it shows, so the page stays right when `make precompute` changes the numbers.
-tests/test_docs.py checks that the committed page is what this script writes.
+tests/test_docs.py checks that the committed pages are what this script writes.
 """
 
 from __future__ import annotations
@@ -293,12 +294,71 @@ def render_pretrained() -> str:
     return with_results(PRETRAINED_PAGE.read_text(encoding="utf-8"), pretrained_results(sweeps))
 
 
+README_PAGE = ROOT / "README.md"
+README_BEGIN = "<!-- The table is written by `python scripts/results_page.py`; do not edit it by hand. -->"
+README_END = "<!-- End of the generated table. -->"
+README_ROWS = (  # (dataset, BudgetFormer model, bba model, how the row names the dataset)
+    ("bbc", "minilm-budgetformer", "minilm-bba", "BBC News on all-MiniLM-L6-v2"),
+    ("bbc", "budgetformer", "bba", "BBC News, from scratch"),
+    ("ag_news", "budgetformer", "bba", "AG News, from scratch"),
+    ("synthetic_var", "budgetformer", "bba", "synthetic_var, 1–4 heads needed"),
+)
+"""README's rows: the model the app opens on first (:data:`app.models.DEFAULT_MODEL`), then each
+dataset's BudgetFormer trained from scratch."""
+
+
+def readme_table(sweeps: pd.DataFrame) -> str:
+    """README's results table: per row a BudgetFormer checkpoint with its test accuracy and heads
+    run as the app's sidebar shows them (its config.json's ``test``), its dense reference's
+    accuracy, how its heads follow difficulty (from the per-example tables, against the dense
+    reference's loss) and the bba model of the same encoder at b = 0.5, where one ships."""
+    from app.models import DEFAULT_MODEL
+    from budgetformer_core.analysis.adaptivity import from_frames
+    from budgetformer_core.shipped import checkpoint_dir, dense_reference, model_name
+
+    lines = ["| dataset | BudgetFormer model | dense | BudgetFormer | heads run | ρ(s, dense loss) | heads hard / easy "
+             "| bba at b = 0.5 | bba at b = 0.5: × vs dense (same rounds, batch 32) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for dataset, model, bba, title in README_ROWS:
+        name, dense = model_name(dataset, model), dense_reference(dataset, model, full=True)
+        if not (checkpoint_dir(name) / "config.json").is_file():
+            continue
+        config = json.loads((checkpoint_dir(name) / "config.json").read_text())
+        test = config.get("test") or {}
+        dense_test = json.loads((checkpoint_dir(dense) / "config.json").read_text()).get("test") or {}
+        n_heads = config["model"]["n_heads"]
+        figures = None
+        if per_example_path(name).is_file() and per_example_path(dense).is_file():
+            figures = from_frames(pd.read_parquet(per_example_path(name)), n_heads,
+                                  pd.read_parquet(per_example_path(dense)))
+        r = tables.row(sweeps[sweeps["dataset"] == dataset], bba, "0.5")
+        shown = f"`{name}`" + (" (the app opens on it)" if name == DEFAULT_MODEL else "")
+        rho, ratio = (None, None) if figures is None else (figures.rho_s_reference_loss, figures.heads_ratio_hard_easy)
+        rho, ratio = ("n/a" if rho is None else f"{rho:+.2f}"), ("n/a" if ratio is None else f"{ratio:.2f}×")
+        nan = float("nan")
+        lines.append(f"| {title} ({len(config.get('label_names', []))} classes, {test.get('n', 0):,} test texts) | "
+                     f"{shown} | {dense_test.get('accuracy', nan):.1%} | {test.get('accuracy', nan):.1%} | "
+                     f"{test.get('mean_heads_fraction', nan):.1%} | {rho} | {ratio} | "
+                     + (f"{r.accuracy:.1%} | {tables.times(r.speedup_b32)} |" if r is not None else "— | — |"))
+    return "\n".join(line.replace("%", " %") for line in lines)
+
+
+def render_readme() -> str:
+    """README.md as it is, with its results table (between :data:`README_BEGIN` and
+    :data:`README_END`) as the files are now."""
+    page = README_PAGE.read_text(encoding="utf-8")
+    head, rest = page.split(README_BEGIN)
+    _, tail = rest.split(README_END)
+    sweeps = pd.read_csv(sweeps_csv(), dtype={"budget": str})
+    return f"{head}{README_BEGIN}\n\n{readme_table(sweeps)}\n\n{README_END}{tail}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the page is not what this script writes")
     args = ap.parse_args()
     stale = 0
-    for path, page in ((PAGE, render()), (PRETRAINED_PAGE, render_pretrained())):
+    for path, page in ((PAGE, render()), (PRETRAINED_PAGE, render_pretrained()), (README_PAGE, render_readme())):
         if args.check:
             current = path.read_text() if path.is_file() else ""
             print(f"{path} is {'current' if current == page else 'out of date: run python scripts/results_page.py'}")

@@ -13,7 +13,7 @@ import torch
 
 from budgetformer_core.config import ModelConfig, TrainConfig
 from budgetformer_core.io.checkpoint import save_checkpoint
-from budgetformer_core.io.data import load_synthetic
+from budgetformer_core.io.data import load_synthetic, load_synthetic_pairs
 from budgetformer_core.io.files import file_sha256
 from budgetformer_core.io.inputs import MAX_CHARS
 from budgetformer_core.io.loader import load_checkpoint
@@ -61,6 +61,24 @@ def train_tiny(out: Path) -> Path:
     return out
 
 
+def train_pairs(out: Path) -> Path:
+    """Train a budgetformer briefly on a slice of the synthetic pair task (seconds) into ``out``:
+    a model of ours that reads pairs (premise, hypothesis), as :func:`train_tiny` with its recipe."""
+    data = load_synthetic_pairs()
+    data.splits = {k: v.head(n) for (k, v), n in zip(data.splits.items(), (800, 150, 200), strict=True)}
+    cfg = small_config(vocab_size=200, max_len=32, head_weighting="gated", gate_source="embedding")
+    with torch_threads(1):
+        train(data, cfg, TrainConfig(epochs=4, batch_size=32, lr=3e-3, recipe="adaptive"), out, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def pair_checkpoint(tmp_path_factory) -> Path:
+    """A tiny budgetformer of ours trained on text pairs (``synthetic_pairs``: does the second
+    text name the first's topic word; classes same, other, none)."""
+    return train_pairs(tmp_path_factory.mktemp("pairs") / "tiny-pairs")
+
+
 BBC_CLASSES = ["business", "entertainment", "politics", "sports", "tech"]
 """The label names of the bbc dataset (and of its shipped models)."""
 
@@ -82,7 +100,7 @@ def write_hf_classifier(out: Path, labels: list[str] = BBC_CLASSES) -> Path:
                         id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)})
     torch.manual_seed(0)
     BertForSequenceClassification(config).save_pretrained(out)
-    BertTokenizerFast(vocab_file=str(out / "vocab.txt")).save_pretrained(out)
+    BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)}).save_pretrained(out)
     return out
 
 
@@ -90,6 +108,93 @@ def write_hf_classifier(out: Path, labels: list[str] = BBC_CLASSES) -> Path:
 def hf_classifier(tmp_path_factory) -> Path:
     """A Hugging Face sequence classifier's folder with bbc's classes (see :func:`write_hf_classifier`)."""
     return write_hf_classifier(tmp_path_factory.mktemp("hf") / "my-bert")
+
+
+FAMILY_TYPES = ("bert", "distilbert", "roberta", "xlm-roberta", "electra", "albert")
+"""The ``model_type`` of every encoder family a classifier folder may be of."""
+WORDS = "the market shares film music election vote match goal phone software rose fell won new".split()
+CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def family_tokenizer(model_type: str, out: Path):
+    """A small tokenizer of the family's kind, made offline, with its special tokens and
+    post-processor: WordPiece (bert, distilbert, electra), byte-level BPE trained on a few
+    words (roberta), SentencePiece Unigram pieces (xlm-roberta, albert)."""
+    import transformers
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    wordpiece = {"bert": transformers.BertTokenizerFast, "distilbert": transformers.DistilBertTokenizerFast,
+                 "electra": transformers.ElectraTokenizerFast}
+    if model_type in wordpiece:
+        vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *CHARACTERS, *(f"##{c}" for c in CHARACTERS)]
+        (out / "vocab.txt").write_text("\n".join(vocab) + "\n")
+        return wordpiece[model_type](vocab=str(out / "vocab.txt"))
+    if model_type == "roberta":  # every byte, then each word merged letter by letter after its space (Ġ)
+        vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "<unk>", *sorted(ByteLevel.alphabet())])}
+        merges: list[tuple[str, str]] = []
+        for word in WORDS:
+            for i, c in enumerate(word):
+                pair = ("Ġ" + word[:i], c)
+                if pair not in merges:
+                    merges.append(pair)
+                    vocab["".join(pair)] = len(vocab)
+        vocab["<mask>"] = len(vocab)
+        return transformers.RobertaTokenizerFast(vocab=vocab, merges=merges)
+    pieces = [*(f"▁{w}" for w in WORDS), "▁", *CHARACTERS, *(f"▁{c}" for c in CHARACTERS)]
+    scored = [(piece, -float(len(piece))) for piece in pieces]
+    if model_type == "xlm-roberta":  # <pad> at 1: not at id 0
+        specials = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
+        return transformers.XLMRobertaTokenizerFast(vocab=[*specials, *scored, ("<mask>", 0.0)])
+    specials = [(t, 0.0) for t in ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")]
+    return transformers.AlbertTokenizerFast(vocab=[*specials, *scored])
+
+
+def write_family_classifier(out: Path, model_type: str, labels: list[str] = BBC_CLASSES) -> Path:
+    """Write a small ``…ForSequenceClassification`` of ``model_type`` (:data:`FAMILY_TYPES`) with
+    random weights spread wide enough that the classes' logits differ, and its own tokenizer
+    (:func:`family_tokenizer`), as ``transformers``' ``save_pretrained`` writes them: 2 layers ×
+    4 heads of width 32 reading 64 tokens; RoBERTa and XLM-R with their position offset
+    (66 positions, one token type), ELECTRA and ALBERT with factorised embeddings of width 16,
+    ALBERT with 3 layers sharing one group."""
+    import transformers
+
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = family_tokenizer(model_type, out)
+    spread = {"xlm-roberta": 0.2, "electra": 0.2, "albert": 0.2}.get(model_type, 0.3)  # wider: one class wins
+    shape = dict(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=64, max_position_embeddings=64, initializer_range=spread,
+                 id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)})
+    if model_type == "bert":
+        config = transformers.BertConfig(**shape)
+    elif model_type == "distilbert":
+        kept = ("vocab_size", "max_position_embeddings", "initializer_range", "id2label", "label2id")
+        config = transformers.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+                                               **{k: shape[k] for k in kept})
+    elif model_type in ("roberta", "xlm-roberta"):
+        config = transformers.AutoConfig.for_model(model_type, **{**shape, "max_position_embeddings": 66},
+                                                   type_vocab_size=1)
+    elif model_type == "electra":
+        config = transformers.ElectraConfig(embedding_size=16, **shape)
+    else:
+        config = transformers.AlbertConfig(embedding_size=16, num_hidden_groups=1, **{**shape, "num_hidden_layers": 3})
+    torch.manual_seed(0)
+    transformers.AutoModelForSequenceClassification.from_config(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def family_classifier(tmp_path_factory):
+    """``family_classifier(model_type)``: the folder of :func:`write_family_classifier`'s
+    classifier of that family with bbc's classes, written once per session."""
+    folders: dict[str, Path] = {}
+
+    def get(model_type: str) -> Path:
+        if model_type not in folders:
+            folders[model_type] = write_family_classifier(tmp_path_factory.mktemp("hf") / model_type, model_type)
+        return folders[model_type]
+
+    return get
 
 
 @pytest.fixture(scope="session")

@@ -72,6 +72,32 @@ def test_the_results_page_is_what_the_script_writes():
         "docs/results.md is out of date: run python scripts/results_page.py")
     assert (DOCS / "pretrained.md").read_text(encoding="utf-8") == results_page.render_pretrained(), (
         "docs/pretrained.md's results are out of date: run python scripts/results_page.py")
+    assert README.read_text(encoding="utf-8") == results_page.render_readme(), (
+        "README.md's results table is out of date: run python scripts/results_page.py")
+
+
+@pytest.mark.skipif(not (ROOT / "precomputed" / "results" / "sweeps.csv").is_file(), reason="no shipped results")
+def test_the_readme_table_starts_with_the_model_the_app_opens_on():
+    """The first row of README's results table is the app's default model, its BudgetFormer figures
+    its config.json's (what the sidebar shows), and every shipped row's bba figures sweeps.csv's."""
+    import json
+
+    from app.models import DEFAULT_MODEL
+    from budgetformer_core.shipped import checkpoint_dir
+
+    table = README.read_text(encoding="utf-8").split(results_page_marker())[1]
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    header, first = [c.strip() for c in rows[0].strip("|").split("|")], rows[1]  # the rule is no "| " row
+    assert f"`{DEFAULT_MODEL}`" in first, first
+    cells = dict(zip(header, [c.strip() for c in first.strip("|").split("|")], strict=True))
+    test = json.loads((checkpoint_dir(DEFAULT_MODEL) / "config.json").read_text())["test"]
+    assert cells["BudgetFormer"] == f"{test['accuracy'] * 100:.1f} %"
+    assert cells["heads run"] == f"{test['mean_heads_fraction'] * 100:.1f} %"
+
+
+def results_page_marker() -> str:
+    """Where README's generated results table begins."""
+    return load_script("results_page").README_BEGIN
 
 
 @pytest.mark.artifacts

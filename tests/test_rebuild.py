@@ -4,6 +4,7 @@ off-ship, typed recipes that the configs accept, and the check that a checkpoint
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from budgetformer_core.analysis.infer import evaluate
 from budgetformer_core.config import ModelConfig, TrainConfig
 from budgetformer_core.io.data import load_dataset
 from budgetformer_core.measure.latency import agrees, live_check
-from budgetformer_core.overrides import apply_overrides, parse_overrides
+from budgetformer_core.overrides import apply_overrides
 from budgetformer_core.shipped import dense_reference
 from rebuild import jobs as rebuild_jobs
 from rebuild.__main__ import main, parser
@@ -43,7 +44,8 @@ def test_plan_orders_warm_starts_after_their_source():
 @pytest.mark.artifacts
 def test_shipped_models_and_baselines():
     jobs = plan(["bbc"])
-    assert {j.name for j in jobs if j.shipped} == {*SHIPPED, "minilm-dense", "minilm-budgetformer"}
+    assert {j.name for j in jobs if j.shipped} == {*SHIPPED, "minilm-dense", "minilm-budgetformer",
+                                                   "minilm-frozen-budgetformer"}
     names = {j.name for j in jobs}
     assert {"static-0.25", "static-0.5", "static-0.75", "posthoc", "recovery-0.5"} <= names
     for j in jobs:
@@ -71,6 +73,19 @@ def test_models_on_the_pretrained_encoder_start_from_it_or_from_its_dense_fine_t
     assert {j.budget for n, j in jobs.items() if n.startswith("minilm-static")} == {0.25, 0.5}
 
 
+def test_the_frozen_budgets_are_fitted_on_the_dense_fine_tune_and_compared_like_any_command():
+    """bbc-minilm-frozen-budgetformer is a fit-budget command on bbc-minilm-dense, after it; its
+    distillation settings are typed like the configs' (2 and 2.0 make the same adapter)."""
+    job = {j.name: j for j in plan(["bbc"])}["minilm-frozen-budgetformer"]
+    dense = {j.name: j for j in plan(["bbc"])}["minilm-dense"]
+    assert job.shipped and job.argv[:3] == ["fit-budget", "--checkpoint", str(dense.out)]
+    assert job.after == (dense.key,) and "--dataset" in job.argv and job.command()[-2:] == ["--out", str(job.out)]
+    command = " ".join(job.command())
+    assert rebuild_jobs.difference(command, command.replace("temperature=2.0", "temperature=2")) is None
+    assert rebuild_jobs.difference(command, command.replace("temperature=2.0", "temperature=3")) == (
+        "temperature: 2.0 → 3.0")
+
+
 def test_a_checkpoint_is_current_when_its_command_makes_the_same_model():
     """Printing (--quiet), where the data lies (--data-dir), the spelling of a value and a key
     given twice do not change the model, nor does setting a field to the value the checkpoint's
@@ -92,9 +107,8 @@ def test_a_checkpoint_is_current_when_its_command_makes_the_same_model():
 
 def test_recipes_are_typed_overrides_the_configs_accept_and_commands_carry_them_back():
     for job in plan(list(RECIPES)):
-        command = job.command()
-        sets = [command[i + 1] for i, a in enumerate(command) if a == "--set"]
-        assert parse_overrides(sets) == job.overrides, job.key  # the --set text parses to the typed values
+        # the --set text parses to the typed values (a fit-budget command's distillation keys too)
+        assert rebuild_jobs.meaning(shlex.join(job.command()))[1] == job.overrides, job.key
         assert all(isinstance(v, (bool, int, float, str)) for v in job.overrides.values()), job.key
     jobs = {j.key: j for j in plan(["synthetic_var", "ag_news"])}
     assert jobs["synthetic_var-budgetformer"].overrides["epochs"] == 8  # the adaptive set wins over scratch's 6
@@ -118,7 +132,7 @@ def test_the_dry_run_lists_the_shipped_models_of_bbc_and_synthetic_var_as_curren
         "current", "not needed: what goes on from it is current (bbc-minilm-dense)"}
     assert set(listed) == {f"{d}-{m}" for d in ("bbc", "synthetic_var") for m in (
         "dense", "budgetformer", "budgetformer-paper", "no-budget-net", "no-head-scorer")} | {
-        "bbc-minilm-dense", "bbc-minilm-budgetformer"}
+        "bbc-minilm-dense", "bbc-minilm-budgetformer", "bbc-minilm-frozen-budgetformer"}
     assert set(listed.values()) == {"current"}, listed
     assert lines[-1].endswith("; 0 would be trained")
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from app.charts.style import BAND, LAYER_COLORS, base_layout, layer_bars, with_legend
+from app.charts.style import BAND, FULL_WIDTH, LAYER_COLORS, base_layout, layer_bars, percent_axis, with_legend
 
 
 def training_budget(
@@ -61,7 +61,8 @@ def training_budget(
         xaxis=dict(title="epoch", dtick=1),
         yaxis=dict(title="mean budget s", range=[0, 1.02]),
     )
-    return go.Figure(data=data, layout=with_legend(layout, len(data), per_row=3))
+    names = [t["name"] for t in data]
+    return go.Figure(data=data, layout=with_legend(layout, len(data), per_row=3, names=names, width=FULL_WIDTH))
 
 
 def epoch_lines(
@@ -74,10 +75,14 @@ def epoch_lines(
     reference: dict[str, float] | None = None,
     y_range: Sequence[float] | None = None,
     percent: bool = False,
+    width: float = FULL_WIDTH,
 ) -> go.Figure:
     """One line per named series against the epoch, plus dotted horizontal reference lines.
 
-    Non-finite values (and, on a log axis, values ≤ 0) are left out as gaps.
+    Non-finite values (and, on a log axis, values ≤ 0) are left out as gaps. ``percent``: a
+    percentage axis whose ticks never repeat (:func:`app.charts.style.percent_axis`); ``width``:
+    the pixels the page gives the chart, so that the legend takes fewer entries a row when its
+    names need it.
     """
     x = [float(e) for e in epochs]
 
@@ -117,9 +122,11 @@ def epoch_lines(
     if y_range is not None:
         yaxis["range"] = list(y_range)
     if percent:
-        yaxis["tickformat"] = ".0%"
+        shown = list(y_range) if y_range is not None else [v for t in data for v in t["y"] if v is not None]
+        yaxis |= percent_axis(shown)
     layout = base_layout(title, 360, xaxis=dict(title="epoch", dtick=1), yaxis=yaxis)
-    return go.Figure(data=data, layout=with_legend(layout, len(data)))
+    names = [t["name"] for t in data]
+    return go.Figure(data=data, layout=with_legend(layout, len(data), names=names, width=width))
 
 
 def loss_terms(epochs: Sequence[float], terms: dict[str, Sequence[float]], total: Sequence[float]) -> go.Figure:
@@ -133,4 +140,4 @@ def loss_terms(epochs: Sequence[float], terms: dict[str, Sequence[float]], total
     layout = base_layout("Loss terms per epoch: they add up to the total", 420,
                      xaxis=dict(title="epoch", dtick=1), yaxis=dict(title="loss (weighted term)"))
     layout["barmode"] = "relative"
-    return go.Figure(data=data, layout=with_legend(layout, len(data), per_row=1))
+    return go.Figure(data=data, layout=with_legend(layout, len(data), per_row=1))  # the title on top, the rows under it

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from app.charts.style import ACCENT, BLUE, MARGIN, MUTED, base_layout, plotly_text
+from app.charts.style import ACCENT, BLUE, MARGIN, MUTED, base_layout, plotly_text, text_px
 from app.head_cells import STAR
 
 SELECTION_COLORS = ["#f0f0f0", "#9ecae1", "#fdae6b", "#31a354"]
@@ -101,6 +101,8 @@ ATTENTION_LABELS = 40
 """Tokens labelled at most on each axis of an attention map: a longer window labels every second
 (third, …) token, so that the labels keep :data:`ATTENTION_LABEL_PX` without running together."""
 ATTENTION_LABEL_PX = 12
+ATTENTION_ANGLE = 60
+"""Degrees the key tokens' labels slant under an attention map."""
 
 
 def attention_heatmap(
@@ -131,11 +133,16 @@ def attention_heatmap(
     )
     step = math.ceil(len(window) / ATTENTION_LABELS)  # every step-th token labelled, all on hover
     ticks = dict(tickvals=list(window)[::step], ticktext=labels[::step], tickfont=dict(size=ATTENTION_LABEL_PX))
+    # room for the longest label: beside the rows, and under the columns where it slants at 60°
+    # (reaching down and to the left of its column); plotly's automargin would take it from the cells
+    longest = max((text_px(t, ATTENTION_LABEL_PX) for t in labels[::step]), default=0.0)
+    left, bottom = int(longest + 44), int(longest * math.sin(math.radians(ATTENTION_ANGLE)) + 56)
     layout = base_layout(
         title,
-        min(900, 220 + 16 * len(window)),
-        xaxis=dict(title="attended token (key)", tickangle=-60),
+        min(900, 220 + 16 * len(window)) + bottom - MARGIN["b"],
+        xaxis=dict(title="attended token (key)", tickangle=-ATTENTION_ANGLE),
         yaxis=dict(title="token (query)", autorange="reversed"),
+        margin=dict(l=left, b=bottom),
     )
     layout["xaxis"] |= ticks
     layout["yaxis"] |= ticks

@@ -142,7 +142,7 @@ def head_heatmaps(
     ]
     if any_tie:  # a name alone: the mark is the text "=" of the cells
         legend.append(dict(type="scatter", x=[None], y=[None], mode="markers", hoverinfo="skip",
-                           name=f"{TIE} tied at the cut: same {symbol} (as written) as a head on its other side",
+                           name=f"{TIE} tied at the cut (same {symbol})",  # the digits apart: on hover
                            marker=dict(size=15, color="rgba(0,0,0,0)", line=dict(width=0))))
     narrow = text_size < 16 and len(maps) == 1  # one map half a page wide: the legend takes two rows
     layout = base_layout(

@@ -11,11 +11,15 @@ import plotly.graph_objects as go
 from app.charts.style import (
     ACCENT,
     BLUE,
+    FULL_WIDTH,
+    HALF_WIDTH,
     LAYER_COLORS,
     LEGEND,
     MARGIN,
     REFERENCE,
     base_layout,
+    log_ticks,
+    percent_axis,
     plotly_value,
     with_legend,
 )
@@ -89,7 +93,7 @@ def budget_curves(
                 hovertemplate=f"{name}: %{{y:.4g}}<extra></extra>",
             )
         )
-    yaxis = dict(title=y_title, tickformat=".0%") if percent else dict(title=y_title)
+    yaxis = dict(title=y_title, **percent_axis(shown_values(data))) if percent else dict(title=y_title)
     layout = base_layout(
         title,
         380,
@@ -126,11 +130,13 @@ def model_bars(
     fmt: str = ".3f",
     percent: bool = False,
     errors: dict[str, tuple[Sequence[float | None], Sequence[float | None]]] | None = None,
+    width: float = HALF_WIDTH,
 ) -> go.Figure:
     """Grouped bars: one group per model, one bar per named series, values written on the bars
     (upright side by side, their labels would run into each other: several series write them
     vertically, inside the bar where it fits). ``errors``: (above, below) error bar lengths per
-    model of the named series (None: no bar)."""
+    model of the named series (None: no bar). ``width``: the pixels the page gives the chart
+    (half the main column on Ablations): legend entries a row so that every name fits."""
     several = len(series) > 1
     data = [
         dict(
@@ -153,9 +159,9 @@ def model_bars(
             trace["error_y"] = dict(type="data", array=[None if v is None else plotly_value(v) for v in above],
                                     arrayminus=[None if v is None else plotly_value(v) for v in below],
                                     thickness=2, width=6, color="#333333")
-    yaxis = dict(title=y_title, tickformat=".0%") if percent else dict(title=y_title)
+    yaxis = dict(title=y_title, **percent_axis([0.0, *shown_values(data)])) if percent else dict(title=y_title)
     layout = base_layout(title, 400, xaxis=dict(title="model"), yaxis=yaxis, margin=dict(r=86, b=128))  # slanted names
-    layout = with_legend(layout, len(series)) if len(series) > 1 else layout
+    layout = with_legend(layout, len(series), names=list(series), width=width) if len(series) > 1 else layout
     # labels that do not fit at a readable size are left out (the hover and the table have them)
     return go.Figure(data=data, layout={**layout, "barmode": "group",
                                         "uniformtext": dict(minsize=12, mode="hide")})
@@ -192,6 +198,19 @@ def cost_by_length(
         "Cost vs input length (batch 1, 1 thread): saving vs the same model at all heads",
         420,
         xaxis=dict(title="input length (tokens)", type="log", tickvals=xs, ticktext=[str(x) for x in xs]),
-        yaxis=dict(title="latency per input (ms)", type="log", dtick="D2"),  # 1, 2, 5, 10, …
+        yaxis=dict(title="latency per input (ms)", type="log", **log_ticks(shown_values(data))),  # 1, 2, 5, 10, …
     )
-    return go.Figure(data=data, layout=with_legend(layout))
+    return go.Figure(data=data, layout=with_legend(layout, names=[t["name"] for t in data], width=FULL_WIDTH))
+
+
+def shown_values(data: list[dict]) -> list[float]:
+    """Every y value the traces draw, with the ends of their error bars."""
+    out = []
+    for trace in data:
+        ys = [y for y in trace["y"] if y is not None]
+        out += ys
+        bars = trace.get("error_y")
+        if bars:
+            out += [y + (a or 0) for y, a in zip(trace["y"], bars["array"], strict=False) if y is not None]
+            out += [y - (b or 0) for y, b in zip(trace["y"], bars["arrayminus"], strict=False) if y is not None]
+    return out

@@ -1,5 +1,6 @@
 """What the "Batch analysis" page computes: the table of a file's predictions and their accuracy
-against the file's labels (no Streamlit here)."""
+against the file's labels (no Streamlit here). A file with two text columns (premise and
+hypothesis, …) holds a pair per row, for a model that reads pairs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,21 @@ BATCH_MAX_BYTES = BATCH_MAX_MB * 2**20
 """The same limit in bytes: the largest file the batch page reads."""
 BATCH_MAX_ROWS = 500
 """The most texts the batch page classifies from one file."""
+
+
+def kind_problem(config: dict, rows: list) -> str | None:
+    """Why a file's rows cannot go to the model whose config.json is ``config``: pairs for a model of
+    ours trained on single texts, or single texts for one trained on pairs (a Hugging Face
+    classifier reads both); None when they can. A file holds one kind: its first row tells."""
+    columns = config.get("pair_columns")
+    pair = bool(rows) and isinstance(rows[0][1], tuple)
+    if pair and not columns and "classifier" not in config:
+        return ("its rows are pairs of texts (two text columns), but this model reads single texts: give one "
+                "text column")
+    if rows and not pair and columns:
+        return (f"its rows are single texts, but this model reads pairs of texts: give a CSV or JSONL file with "
+                f"both columns, {columns[0]} and {columns[1]}")
+    return None
 
 
 def true_label(value: str | None, label_names: list[str]) -> str | None:
@@ -26,9 +42,10 @@ def true_label(value: str | None, label_names: list[str]) -> str | None:
 
 def batch_table(predictions: list, symbol: str = "s", labels: dict[int, str] | None = None,
                 label_names: list[str] | None = None):
-    """A DataFrame, a row per input of :func:`budgetformer_core.analysis.infer.predict_rows`: its number, the text,
-    why it was not classified (``error``, "" when it was), prediction, confidence, per layer the
-    budget (``symbol``: s, or bba's b), k and the heads that ran, tokens read and FLOPs vs dense.
+    """A DataFrame, a row per input of :func:`budgetformer_core.analysis.infer.predict_rows`: its number, the text
+    (a pair's first text, its second as ``text_pair``), why it was not classified (``error``, "" when it
+    was), prediction, confidence, per layer the budget (``symbol``: s, or bba's b), k and the heads that
+    ran, tokens read and FLOPs vs dense.
     With ``labels`` (a file's label per row number, :func:`budgetformer_core.io.inputs.read_labels`)
     it has the true ``label`` (one of ``label_names``, or "" when the cell names no class) and
     whether the prediction is ``correct``."""
@@ -36,7 +53,10 @@ def batch_table(predictions: list, symbol: str = "s", labels: dict[int, str] | N
 
     rows = []
     for p in predictions:
-        row = {"row": p.line, "text": p.text, "error": p.error or ""}
+        pair = isinstance(p.text, tuple)
+        first, second = (p.text if pair else (p.text, None))
+        row = {"row": p.line, "text": shown_text(first),
+               **({"text_pair": shown_text(second)} if pair else {}), "error": p.error or ""}
         if labels:
             row["label"] = true_label(labels.get(p.line), label_names or []) or ""
         if p.row is not None:
@@ -55,8 +75,8 @@ def batch_table(predictions: list, symbol: str = "s", labels: dict[int, str] | N
             table[column] = table[column].astype("Int64")
     n_layers = max((len(p.row["k"]) for p in predictions if p.row is not None), default=0)
     layers = [c for layer in range(n_layers) for c in (f"{symbol}{layer}", f"k{layer}", f"heads{layer}")]
-    order = ["row", "text", "error", "label", "prediction", "correct", "confidence", *layers, "tokens", "truncated",
-             "flops_vs_dense"]
+    order = ["row", "text", "text_pair", "error", "label", "prediction", "correct", "confidence", *layers, "tokens",
+             "truncated", "flops_vs_dense"]
     return table[[c for c in order if c in table.columns]]
 
 
@@ -105,3 +125,9 @@ def label_notes(table, labels: dict[int, str], label_names: list[str]) -> list[s
     if blank:
         notes.append(f"{blank} row(s) have no label: not counted.")
     return notes
+
+
+def shown_text(text: str) -> str:
+    """``text`` as the table shows and downloads it: a lone surrogate (bytes that were never
+    UTF-8, which no table or CSV can hold) becomes U+FFFD "�"; its row's error names it."""
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)

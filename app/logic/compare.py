@@ -57,10 +57,25 @@ def side_differences(
 def side_cards(a: Analysis, settings: Settings, n_heads: int, method: Method, side: str) -> list[Card]:
     """The headline numbers of one side (:func:`app.logic.explore.metric_cards` without latency,
     labelled with the side; a dense model has no budget card: it has no budget). For bba the budget card reads
-    "Budget b per layer" (its note says where b comes from): "Requested budget b per layer" does
-    not fit half a page."""
+    "Budget b per layer", as on Explore (its note says where b comes from)."""
     cards = metric_cards(a, None, settings, n_heads, method)[:4]
     if not method.budgeted:
-        cards = [c for c in cards if not c.label.startswith(method.budget_name)]
-    short = {method.budget_name + " per layer": f"Budget {method.symbol} per layer"}
-    return [Card(f"{side} · {short.get(c.label, c.label)}", c.value, c.note, c.help) for c in cards]
+        cards = [c for c in cards if not c.label.startswith(f"Budget {method.symbol} ")]
+    return [Card(f"{side} · {c.label}", c.value, c.note, c.help) for c in cards]
+
+
+def scale_note(methods: tuple[Method, Method], zmax: float, names: tuple[str, str] = ("A", "B")) -> str:
+    """What the colours of the two maps mean, in one line: one scale shared by two relevance maps
+    (0 to ``zmax``), or, where one side is a dense model (a map of its weights w = 1, on 0 to 1),
+    two scales, each named."""
+    budgeted = [m.budgeted for m in methods]
+    if all(budgeted):
+        return (f"The two relevance maps share one colour scale, 0 to {zmax:.2f} (the larger of both maps' "
+                "largest value): the same colour is the same value on both sides.")
+    if not any(budgeted):
+        return "Both sides are dense: each map is the weight w = 1 of every head, on one colour scale, 0 to 1."
+    i = budgeted.index(True)
+    m = methods[i]
+    return (f"Two colour scales: {names[i]}'s map is its {m.relevance_symbol} on 0 to {zmax:.2f}; {names[1 - i]}'s, "
+            "a dense model's, is the weight w = 1 of every head on 0 to 1 (a dense model ranks no heads, so "
+            "its map has nothing to set beside a relevance).")

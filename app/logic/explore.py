@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from app.cards import Card
+from app.logic.pairs import input_texts, tokens_and_segments
 from app.method import Method
 from app.settings import Settings, control_for
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from budgetformer_core.analysis.explain import Explanation
     from budgetformer_core.analysis.infer import Analysis
     from budgetformer_core.io.checkpoint import Checkpoint
+    from budgetformer_core.io.tokenizer import Text
     from budgetformer_core.model.budget import Control
 
 
@@ -62,36 +64,36 @@ def text_help(method: Method) -> str:
 
 
 @dataclass(frozen=True)
-
-
 class PreparedInput:
-    """The text as the page will analyse it."""
+    """The text (or pair of texts) as the page will analyse it."""
 
-    text: str
-    """At most ``limit`` characters."""
+    text: Text
+    """At most ``limit`` characters (each text of a pair)."""
     n_chars: int
-    """Length of the text as given."""
+    """Length of the text as given (a pair: of its longer text)."""
     limit: int
     """The engine's limit, :data:`budgetformer_core.io.inputs.MAX_CHARS`."""
 
     @property
     def cut(self) -> bool:
         """True when the given text was longer than ``limit`` and was cut."""
-        return self.n_chars > len(self.text)
+        return self.n_chars > self.limit
 
 
-def prepare_text(text: str | None) -> PreparedInput:
-    """Cut ``text`` to the engine's limit on input length (``None`` counts as empty).
+def prepare_text(text: str | None, pair: str | None = None) -> PreparedInput:
+    """Cut ``text`` (and the second text ``pair`` of a pair, when given) to the engine's limit on
+    input length (``None`` counts as empty).
 
     The CLI refuses a longer text; the page keeps its start and says so.
     """
     from budgetformer_core.io.inputs import MAX_CHARS
 
-    text = text or ""
-    return PreparedInput(text[:MAX_CHARS], len(text), MAX_CHARS)
+    parts = [text or ""] + ([] if pair is None else [pair])
+    cut = tuple(p[:MAX_CHARS] for p in parts)
+    return PreparedInput(cut if pair is not None else cut[0], max(map(len, parts)), MAX_CHARS)
 
 
-def run_analysis(ckpt: Checkpoint, text: str, control: Control | None = None) -> Analysis:
+def run_analysis(ckpt: Checkpoint, text: Text, control: Control | None = None) -> Analysis:
     """One input through :func:`budgetformer_core.analysis.infer.analyze` (ValueError for a bad input).
 
     Runs on one thread: at batch size 1 more threads barely help, and on a busy machine their
@@ -105,12 +107,9 @@ def run_analysis(ckpt: Checkpoint, text: str, control: Control | None = None) ->
     return a
 
 
-def tokens_read(ckpt: Checkpoint, text: str) -> list[str]:
-    """The tokens the model reads of ``text`` (its first ``max_len``), as strings."""
-    from budgetformer_core.io.tokenizer import reading_prefix
-
-    max_len = ckpt.config.max_len
-    return ckpt.tokenizer.encode(reading_prefix(ckpt.tokenizer, text, max_len)).tokens[:max_len]
+def tokens_read(ckpt: Checkpoint, text: Text) -> list[str]:
+    """The tokens the model reads of ``text`` (its first ``max_len``; a pair's as the tokenizer joins it)."""
+    return tokens_and_segments(ckpt, text)[0]
 
 
 # --------------------------------------------------------------------------- why this budget, what the heads saw
@@ -124,7 +123,7 @@ def settings_control(ckpt: Checkpoint, settings: Settings) -> Control | None:
     return ckpt.model.control_in_effect(control_for(settings, validation))
 
 
-def explain_input(ckpt: Checkpoint, text: str, control: Control | None = None) -> Explanation:
+def explain_input(ckpt: Checkpoint, text: Text, control: Control | None = None) -> Explanation:
     """:func:`budgetformer_core.analysis.explain.explain` of one input on one thread (as
     :func:`run_analysis`): per layer, what each token did to s (bba: the gate margin)."""
     from budgetformer_core.analysis.explain import explain
@@ -135,7 +134,7 @@ def explain_input(ckpt: Checkpoint, text: str, control: Control | None = None) -
     return e
 
 
-def head_attention(ckpt: Checkpoint, text: str, control: Control | None, layer: int) -> np.ndarray:
+def head_attention(ckpt: Checkpoint, text: Text, control: Control | None, layer: int) -> np.ndarray:
     """(H, T, T) the attention of each head of ``layer`` on ``text`` (query × key), as the
     structural path computed it (``capture_attention``); NaN for the heads that did not run."""
     import torch
@@ -147,19 +146,22 @@ def head_attention(ckpt: Checkpoint, text: str, control: Control | None, layer: 
     batch = encode_batch(ckpt.tokenizer, [reading_prefix(ckpt.tokenizer, text, max_len)], max_len)
     control = ckpt.model.control_in_effect(control)
     with torch.no_grad(), torch_threads(1):
-        out = ckpt.model.eval()(batch.ids, batch.mask, control=control, capture_attention=True)
+        out = ckpt.model.eval()(batch.ids, batch.mask, control=control, capture_attention=True, types=batch.types)
     return out.layers[layer].attention[0].numpy()  # (1, H, T, T) -> (H, T, T)
 
 
-def offline_report(ckpt: Checkpoint, text: str, settings: Settings, name: str, symbol: str = "s") -> str:
+def offline_report(ckpt: Checkpoint, text: str, settings: Settings, name: str, symbol: str = "s",
+                   latency: dict | None = None, attention: dict | None = None) -> str:
     """:func:`budgetformer_core.analysis.report.build_report` of ``text`` under ``settings`` (what the
-    Explore page shows): one self-contained HTML file. Runs on one thread, as :func:`run_analysis`."""
+    Explore page shows, with the page's own ``latency`` record and the ``attention`` map of the
+    head it opened): one self-contained HTML file. Runs on one thread, as :func:`run_analysis`."""
     from budgetformer_core.analysis.report import build_report
     from budgetformer_core.measure.timing import torch_threads
 
     control = settings_control(ckpt, settings)
     with torch_threads(1):
-        return build_report(ckpt, text, control, name, settings.describe(symbol))
+        return build_report(ckpt, text, control, name, settings.describe(symbol), latency=latency,
+                            attention=attention)
 
 
 def explanation_record(e: Explanation) -> dict:
@@ -370,7 +372,7 @@ def metric_cards(
     heads, heads_help = per_layer_value([str(x) for x in a.k])
     return [
         Card("Prediction", a.label, f"{max(a.probs):.1%} confident"),
-        Card(method.budget_name + " per layer", budget, s_note, budget_help),
+        Card(f"Budget {method.symbol} per layer", budget, s_note, budget_help),  # bba: its note says "requested"
         Card("Heads run", heads, f"of {n_heads} per layer", heads_help),
         Card(
             "FLOPs vs dense",
@@ -456,6 +458,7 @@ def export_record(
     symbol: str = "s",
     source: dict | None = None,
     attention: dict | None = None,
+    segments: list[int] | None = None,
 ) -> dict:
     """Everything needed to reproduce and judge one analysis, as JSON-ready data: with the
     tokens the model read, only the settings in effect (:meth:`app.settings.Settings.in_effect`; the budget
@@ -468,7 +471,7 @@ def export_record(
         "source": source,
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "input": {
-            "text": prepared.text,
+            **input_texts(prepared.text, segments),
             "n_chars": prepared.n_chars,
             "cut_to_chars": prepared.limit if prepared.cut else None,
             "n_tokens_read": current.n_tokens,

@@ -18,6 +18,7 @@ from app.components import md_escape, show_chart
 from app.live import explanation as token_attribution
 from app.live import head_attention
 from app.logic.explore import attention_record, attribution_caption, explain_help, ran_heads_caption
+from app.logic.pairs import marked
 from budgetformer_core.analysis.report import attribution_html, attribution_legend_html, attribution_scale
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def why_this_budget(name: str, text: str, settings: Settings, method: Method, a:
                 f"**Layer {layer}** · {words.attributed_symbol} = {value:.3f} · "
                 f"k = {explained.k[layer]} of {H}"
             )
-            st.html(attribution_html(explained.tokens, row, zmax))
+            st.html(attribution_html(marked(explained.tokens, explained.segments), row, zmax))  # ² second text
         st.caption(attribution_caption(what, zmax, explained.span))
     return explained
 

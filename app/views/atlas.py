@@ -1,8 +1,9 @@
 """Head atlas: a whole split's allocation at a glance, and from a selection to its inputs.
 
 Thin on purpose: the per-example table (:func:`app.state.per_example`) says which heads each
-input ran; the relevance p, the input map and a head's attention profile come from the engine
-(:mod:`budgetformer_core.analysis.atlas`, cached in :mod:`app.state`); the figures from :mod:`app.charts`.
+input ran; the relevance p is shipped beside it (:func:`app.state.relevance`; at another budget, one
+pass of the model over the split); the input map and a head's attention profile come from the engine
+(:mod:`budgetformer_core.analysis.atlas`, cached in :mod:`app.live`); the figures from :mod:`app.charts`.
 Each tab runs only when open.
 """
 
@@ -16,10 +17,11 @@ from app.components import md_escape, per_example_or_stop, show_chart
 from app.links import BUDGET_STEPS, explore_link
 from app.live import PROFILE_SAMPLE, attention_profile, input_map
 from app.local_copy import copy_name
+from app.logic.atlas import default_slices
 from app.logic.examples import LISTED, input_listing, selected_rows
 from app.models import dataset_of, model_config, model_method, selected_model
 from app.settings import Settings
-from app.state import data_dir, heads_ran, relevance, test_samples
+from app.state import data_dir, heads_ran, relevance, relevance_is_shipped, test_samples
 from budgetformer_core.analysis.atlas import head_sets, head_usage, ranked, rows_with_heads, slice_rows
 
 SECTIONS = ["Head usage", "Head sets", "Input map", "Head card"]
@@ -75,6 +77,21 @@ if not method.budgeted:
     st.info("A dense model runs every head on every input: its atlas is all ones. Pick a BudgetFormer or bba model.")
 
 
+def split_relevance():
+    """The (N, L, H) relevance p of the split's inputs at this page's budget (shipped, or one pass
+    of the model over the split, with a spinner while it runs); None when it cannot be had here
+    (no shipped file and no texts) or does not match the table."""
+    if relevance_is_shipped(name, budget):
+        p = relevance(name, budget)
+    elif not has_texts:
+        return None
+    else:
+        with st.spinner(f"Running {name} over the {n} test inputs to read the relevance p of every head "
+                        "(once for every visitor; a model on a pretrained encoder takes about a minute)…"):
+            p = relevance(name, budget)
+    return p if p is not None and p.shape == (n, L, H) else None
+
+
 def listing(rows: list[int], key: str, extra: dict | None = None) -> None:
     """The inputs at ``rows`` with their accuracy and mean k, each opening in "Explore an input"
     (from the same local copy of the texts)."""
@@ -105,14 +122,17 @@ if usage_tab.open:
             "whole split and for two slices; below, slice A minus slice B."
         )
 
+        opening = dict(zip("AB", default_slices(table), strict=True))  # right vs wrong, or two classes
+
         def slice_controls(tag: str, class_col, outcome_col, range_col) -> tuple[np.ndarray, str]:
             """One slice's widgets (its class and outcome in a row, its ranges folded away): its rows
             and a short description."""
-            label = class_col.selectbox(f"Slice {tag}: true class", [None, *range(len(label_names))],
-                                        key=f"atlas_{tag}_class",
+            classes, outcomes = [None, *range(len(label_names))], ["any", "right", "wrong"]
+            label = class_col.selectbox(f"Slice {tag}: true class", classes, key=f"atlas_{tag}_class",
+                                        index=classes.index(opening[tag].label),
                                         format_func=lambda i: "any class" if i is None else label_names[i])
-            outcome = outcome_col.selectbox(f"Slice {tag}: outcome", ["any", "right", "wrong"],
-                                            key=f"atlas_{tag}_outcome")
+            outcome = outcome_col.selectbox(f"Slice {tag}: outcome", outcomes, key=f"atlas_{tag}_outcome",
+                                            index=outcomes.index(opening[tag].outcome))
             s, tokens = table["mean_s"], table["tokens"]
             budget_range = token_range = None
             if s.max() - s.min() > 1e-6:
@@ -155,6 +175,9 @@ if usage_tab.open:
                                     "often", "A − B"),
             key="atlas_usage_diff",
         )
+        if ((whole == 0) | (whole == 1)).all():
+            st.caption(f"Every input ran the same heads{at_b}: no slice can differ from another, so the "
+                       "difference is 0 everywhere.")
 
 # ----------------------------------------------------------------------------- head sets
 if sets_tab.open:
@@ -188,10 +211,10 @@ if sets_tab.open:
 # ----------------------------------------------------------------------------- input map
 if map_tab.open:
     with map_tab:
-        placed = input_map(name, budget) if has_texts else None
-        p = relevance(name, budget) if placed is not None else None
-        if placed is None or p is None or len(p) != n:
-            st.info("The input map places inputs by their relevance p, which needs the test texts "
+        p = split_relevance()
+        placed = input_map(name, budget) if p is not None else None
+        if placed is None:
+            st.info("The input map places inputs by their relevance p, which needs the test texts here "
                     "(give a local copy in the sidebar).")
         else:
             color_by = st.radio("Colour by", ["class", "right or wrong", sym, "k"], horizontal=True,
@@ -239,15 +262,17 @@ if card_tab.open:
         head = c2.selectbox("Head", range(H), index=busiest, format_func=lambda h: f"head {h}", key="atlas_card_head")
         ran = np.flatnonzero(selected[:, layer, head])
         st.markdown(f"**Layer {layer}, head {head}** ran on **{len(ran)} of {n}** inputs ({len(ran) / n:.1%}){at_b}.")
-        p = relevance(name, budget) if has_texts else None
-        if p is None or len(p) != n:
+        p = split_relevance()
+        if p is None:
             st.info("Which inputs ranked this head highest, and where it attends, need the test texts "
                     "(give a local copy in the sidebar).")
         else:
             top = ranked(p, layer, head).tolist()
             st.markdown(f"**The inputs that ranked it highest** ({method.description.relevance_origin})")
             listing(top, "atlas_card_top", {"p": [float(p[r, layer, head]) for r in top]})
-            if not len(ran):
+            if not has_texts:
+                st.info("Where this head attends needs the test texts (give a local copy in the sidebar).")
+            elif not len(ran):
                 st.info(f"Head {head} of layer {layer} ran on no input{at_b}: it has no attention to show.")
             else:
                 sample = ran[:PROFILE_SAMPLE].tolist()

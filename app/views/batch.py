@@ -14,7 +14,15 @@ import streamlit as st
 from app.charts.errors import confusion_heatmap
 from app.components import budget_slider, csv_download, md_escape, show_chart
 from app.live import batch_predictions
-from app.logic.batch import BATCH_MAX_BYTES, BATCH_MAX_MB, BATCH_MAX_ROWS, batch_accuracy, batch_table, label_notes
+from app.logic.batch import (
+    BATCH_MAX_BYTES,
+    BATCH_MAX_MB,
+    BATCH_MAX_ROWS,
+    batch_accuracy,
+    batch_table,
+    kind_problem,
+    label_notes,
+)
 from app.models import checkpoint_config, model_method, selected_model
 from app.settings import Settings
 
@@ -32,7 +40,8 @@ st.caption(
         else f"per layer the {method.budget_name.lower()}, the heads run (k) "
         "and which heads ran. "
     )
-    + f"CSV with a `text` column, JSONL with a \"text\" per line, or one text per line (a `label` column "
+    + f"CSV with a `text` column, JSONL with a \"text\" per line, or one text per line (two text columns, "
+    "e.g. `premise` and `hypothesis`, for a model that reads pairs; a `label` column "
     "or \"label\" gives the accuracy and a confusion matrix); up to "
     f"{BATCH_MAX_ROWS} texts and {BATCH_MAX_MB} MB. The same rows as "
     "`budgetformer predict --json --input-file FILE`."
@@ -58,6 +67,9 @@ try:
     rows = read_text_table(upload.getvalue(), upload.name, BATCH_MAX_BYTES, BATCH_MAX_ROWS)
 except ValueError as e:  # empty, too large, not UTF-8, a broken row: say which
     st.error(f"This file cannot be read: {md_escape(e)}")
+    st.stop()
+if problem := kind_problem(checkpoint_config(name), rows):  # pairs for a model of single texts, or the reverse
+    st.error(f"This file cannot be classified by {md_escape(name)}: {md_escape(problem)}.")
     st.stop()
 try:
     predictions = batch_predictions(name, rows, settings)
@@ -100,6 +112,7 @@ st.dataframe(  # cells are plain text: markup in a text stays text
     hide_index=True,
     column_config={
         "text": st.column_config.TextColumn("text", width="large"),
+        "text_pair": st.column_config.TextColumn("second text", width="large", help="The second text of the pair."),
         "error": st.column_config.TextColumn("not classified because", help="Empty when the text was classified."),
         "label": st.column_config.TextColumn("true label", help="The file's label column."),
         "confidence": st.column_config.NumberColumn(format="percent"),

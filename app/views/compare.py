@@ -15,7 +15,7 @@ from app.charts.heads import head_heatmap, relevance_zmax
 from app.charts.style import LIGHT
 from app.components import TEXT_KEY, budget_slider, md_escape, show_chart
 from app.live import explore
-from app.logic.compare import side_cards, side_differences
+from app.logic.compare import scale_note, side_cards, side_differences
 from app.logic.explore import prepare_text
 from app.models import available_models, dataset_of, model_config, model_method, selected_model
 from app.settings import Settings
@@ -134,4 +134,4 @@ for col, side, (model, _, settings), a, method, H in zip(columns, SIDES, sides, 
 st.subheader("What differs")
 lines = side_differences(results[0], results[1], methods[0], methods[1])
 st.markdown("\n".join(f"- {md_escape(line)}" for line in lines))
-st.caption("The two relevance maps share one colour scale (its top: the larger of both maps' largest value).")
+st.caption(scale_note((methods[0], methods[1]), zmax))

@@ -11,6 +11,7 @@ import math
 import streamlit as st
 
 from app.charts import dynamics as charts
+from app.charts.style import HALF_WIDTH
 from app.components import md_escape, show_chart
 from app.logic.dynamics import bba_dynamics_story, dynamics_story, history_frame, history_layers, loss_terms
 from app.models import checkpoint_history, dataset_of, model_config, model_method, selected_model, train_config
@@ -87,6 +88,7 @@ elif requested:
             y_range=[0, 1.02],
             percent=True,
             reference={f"default b = {method.default_budget:g}": method.default_budget},
+            width=HALF_WIDTH,
         ),
         key="chart_dyn_heads",
     )
@@ -95,16 +97,17 @@ elif requested:
         charts.epoch_lines(
             epochs,
             {"validation": frame["val_head_entropy"].tolist()},
-            "Spread of the gate scores: entropy of softmax(z) (nats)",
-            "entropy",
+            "Gate score spread (nats)",  # half a page: the axis says what it is
+            "entropy of softmax(z)",
             reference={f"maximum ln {n_heads}": math.log(n_heads)} if n_heads else None,
             y_range=[0, 1.05 * math.log(n_heads)] if n_heads and n_heads > 1 else None,
+            width=HALF_WIDTH,
         ),
         key="chart_dyn_gates",
     )
     st.caption(
         "Left: the share of heads run on the validation split, at the model's default b. Right: "
-        "how evenly the gates score the heads (at the maximum every head looks alike)."
+        "how evenly the gates score the heads: the entropy of softmax(z) (at the maximum every head looks alike)."
     )
 else:
     st.markdown(dynamics_story(frame, n_heads or 1, *(band or (None, None)), terms))
@@ -138,6 +141,7 @@ else:
             "entropy of p",
             reference={f"maximum ln {n_heads}": math.log(n_heads)} if n_heads else None,
             y_range=[0, 1.05 * math.log(n_heads)] if n_heads and n_heads > 1 else None,  # 0 to ln H
+            width=HALF_WIDTH,
         ),
         key="chart_dyn_entropy",
     )
@@ -149,6 +153,7 @@ else:
             "Entropy weight β(t)",
             "β",
             reference={"0": 0.0},
+            width=HALF_WIDTH,
         ),
         key="chart_dyn_beta",
     )

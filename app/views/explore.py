@@ -31,6 +31,7 @@ from app.components import (
 from app.links import link_caption, link_params, link_state, read_link
 from app.live import explore, precomputed_speed, timing
 from app.local_copy import copy_name
+from app.logic import pairs
 from app.logic.explore import (
     DEFAULT_TEXT,
     UNKNOWN_WARN,
@@ -46,15 +47,15 @@ from app.logic.explore import (
     shown_path,
     starting_sample,
     text_help,
-    tokens_read,
     unknown_share,
     why_s_moves,
 )
-from app.models import dataset_of, model_config, model_method, selected_model
+from app.models import checkpoint_config, dataset_of, model_config, model_method, selected_model
 from app.settings import Settings
 from app.speed import slower_note
 from app.state import data_dir, get_checkpoint, model_sha256, test_samples
 from app.views._explore_deeper import one_head_attention, why_this_budget
+from app.views._explore_pair import fill_boxes, second_text
 from budgetformer_core.io.inputs import table_csv
 from budgetformer_core.shipped import ROOT
 
@@ -81,7 +82,9 @@ method = model_method(name)  # each method in its own words: s, f_θ, g_φ, or b
 budgeted = method.budgeted
 has_f, has_g, sym = method.has_f, method.has_g, method.symbol
 dataset = dataset_of(name)
-if st.session_state.get(MODEL_SHOWN) != name:
+boxes = pairs.pair_boxes(checkpoint_config(name))  # a model that reads pairs: two text boxes
+fresh = st.session_state.get(MODEL_SHOWN) != name
+if fresh:
     # another model starts from its own behaviour: no override or ablation carried over
     st.session_state.update(budget_mode="learned", no_f=False, no_g=False)
     st.session_state[MODEL_SHOWN] = name
@@ -119,12 +122,14 @@ below = st.container()  # drawn under both columns, filled before the analysis r
 # ----------------------------------------------------------------------------- input
 st.session_state.setdefault(TEXT_KEY, DEFAULT_TEXT)  # a dataset whose texts are not here
 with left:
-    raw = st.text_area("Text to classify", key=TEXT_KEY, height=130, persist_state="session",
-                       placeholder="Type or paste any text…", help=text_help(method))
+    fill_boxes(boxes, fresh)
+    raw = st.text_area(boxes.first if boxes else "Text to classify", key=TEXT_KEY, height=130,
+                       persist_state="session", placeholder="Type or paste any text…", help=text_help(method))
+    raw_pair = second_text(boxes)
     samples = test_samples(dataset)
     with st.popover("Pick a test text…", icon=":material/library_books:"):
         sample_picker(samples, dataset)
-    sample = loaded_sample(samples, dataset, raw)
+    sample = loaded_sample(samples, dataset, pairs.box_input(boxes, raw, raw_pair))
     if sample:
         st.caption(
             f"Test text #{sample[0]} of {md_escape(dataset)} · "
@@ -145,7 +150,7 @@ with below:
         a1 = left
         a2, a3 = st.columns([3, 2], gap="medium", vertical_alignment="bottom")
         no_f = a1.toggle(
-            "Ablation: no f_θ (fixed budget)",
+            "No f_θ (fixed budget)",  # under "Ablations", in a column a third of the page wide
             key="no_f",
             disabled=not has_f,
             persist_state="session",
@@ -154,7 +159,7 @@ with below:
             "no-budget-net`).",
         )
         no_g = a1.toggle(
-            "Ablation: no g_φ (no learned head choice)",
+            "No g_φ (heads not scored)",
             key="no_g",
             disabled=not has_g,
             persist_state="session",
@@ -252,19 +257,16 @@ with below:
 
 # ----------------------------------------------------------------------------- analysis
 with left:
-    other = foreign_sample(dataset, raw)
+    other = foreign_sample(dataset, pairs.box_input(boxes, raw, raw_pair))
     if other:
         st.warning(
             f"This text is a test text of **{md_escape(other)}**, but the model was trained on "
             f"**{md_escape(dataset)}**: its prediction means little. Pick a text of "
             f"{md_escape(dataset)} above."
         )
-prepared = prepare_text(raw)
-if not prepared.text.strip():
-    right.info(
-        "The text is empty. Type something on the left, or pick a test text, to see what the "
-        "model does with it."
-    )
+prepared = prepare_text(raw, pairs.second_part(boxes, raw_pair))
+if pairs.is_empty(prepared.text):
+    right.info(pairs.empty_note(boxes))
     st.stop()
 if prepared.cut:
     left.warning(
@@ -291,7 +293,8 @@ except Exception as e:  # never a traceback on the page; the server log keeps th
 a, full = res.current, res.full
 # a setting that runs just what the model runs on its own (bba at its default b) changes nothing
 changed = not settings.is_full_model and not same_run(full, a)
-read = tokens_read(ckpt, prepared.text)
+read, segments = pairs.tokens_and_segments(ckpt, prepared.text)
+shown_tokens = pairs.marked(read, segments)  # the second text's tokens marked
 unknown = unknown_share(read)
 precomputed = precomputed_speed(name, settings.canonical(), sym)
 cards = metric_cards(a, None, settings, H, method, precomputed)  # latency: timed at the end
@@ -412,7 +415,7 @@ if changed:
 explained = attention_shown = None  # drawn when their switches are on; the export holds them
 if budgeted:
     explained = why_this_budget(name, prepared.text, settings, method, a, H)
-    attention_shown = one_head_attention(name, prepared.text, settings, a, cfg.n_layers, H, read)
+    attention_shown = one_head_attention(name, prepared.text, settings, a, cfg.n_layers, H, shown_tokens)
 
 write_link()  # with the head whose attention is drawn, picked above
 
@@ -441,6 +444,7 @@ record = export_record(
     full=full,
     timing=measured,
     tokens=read,
+    segments=segments,
     explanation=explained,
     symbol=sym,
     source={"dataset": dataset, "test_index": sample[0], "true_label": sample[1],
@@ -467,18 +471,23 @@ e2.download_button(
 )
 e3.download_button(  # made when clicked: the why-this-budget pass costs a second or so
     "Offline report (HTML)",
-    lambda: offline_report(ckpt, prepared.text, settings, name, sym),
+    lambda: offline_report(ckpt, prepared.text, settings, name, sym, measured.to_dict() if measured else None,
+                           attention_shown),
     file_name=f"report-{name}.html",
     mime="text/html",
     on_click="ignore",
     key="export_html",
+    disabled=isinstance(prepared.text, tuple),  # the report reads one text
     help="One HTML file that opens without the network: the text, prediction, budget and heads per layer, "
-    "the relevance map, why this budget, and the settings.",
+    "the latency and speed-up above, the relevance map, the head's attention shown, why this budget, and the "
+    "settings.",
 )
 
 st.caption(link_caption(bool(sample), raw, explained is not None, budgeted))
 
 with st.expander(f"What the model read ({a.n_tokens} tokens)"):
-    st.text(" ".join(read))  # plain text: markup stays text
+    st.text(" ".join(shown_tokens))  # plain text: markup stays text
+    if note := pairs.segments_caption(boxes, segments):
+        st.caption(note)
 with st.expander("What am I looking at?"):
     st.markdown(explanation(method, H))

@@ -18,6 +18,7 @@ from app.components import budget_slider, csv_download, md_escape, result_column
 from app.error_bars import error_bars, error_bars_section
 from app.live import reference_checkpoint
 from app.logic import results
+from app.logic import sweep as words
 from app.models import available_models, dataset_of, is_classifier, model_method, selected_model
 from app.state import classifier_sweep, get_checkpoint, sweeps, test_samples
 from budgetformer_core.measure.bench import length_curve, read_length_sweep
@@ -42,13 +43,7 @@ if is_classifier(name):
         "test split: its heads ranked zero-shot by their importance on the validation split (nested "
         "sets, no training), measured on this machine; the shipped models of the same dataset beside it."
     )
-elif method.budgeted:
-    st.caption(
-        ("The model asked for a budget b" if sym == "b" else "The model run with its budget s set")
-        + " (the fraction of heads it may use) from 0.05 to 1, "
-        "on the held-out test split: accuracy and cost against dense (dotted), the zero-shot "
-        "post-hoc sweep and the per-budget specialists trained for one budget each."
-    )
+intro = st.empty()  # a model that takes a budget: what its curves are drawn against, once the rows are read
 
 
 def classifier_rows() -> pd.DataFrame:
@@ -173,6 +168,8 @@ if curve.empty:
     )
     live_section(curve)
     st.stop()
+if method.budgeted and not is_classifier(name):
+    intro.caption(words.intro(results.budget_series(rows, model, "accuracy"), sym, curve["b"].tolist()))
 
 # ----------------------------------------------------------------------------- at one budget
 budget = budget_slider(f"Budget {sym}", "sweep_budget", format="%.2f")
@@ -220,6 +217,7 @@ cost = st.radio("Cost axis", list(results.COST_AXES), format_func=results.COST_A
                 key="sweep_cost_axis")
 bars = error_bars(dataset, results.sweep_pairs(model)) if intervals else None
 scratch = dense_reference(dataset, "dense", full=True)  # the rows timed against the dense model trained from scratch
+drawn = {}
 for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), (
     ("accuracy", "Accuracy vs cost, every method", "test accuracy", True),
     ("latency_ms", "Latency vs cost, every method (batch 1)", "ms per input (1 thread)", False),
@@ -227,19 +225,14 @@ for col, (column, title, y_title, percent) in zip(st.columns(2, gap="large"), (
     dense = results.own_point(rows, "dense")
     level = ({"dense level": dense[column]} if dense is not None and pd.notna(dense[column]) else None) \
         if column == "accuracy" else results.dense_level(rows[rows["reference"] == scratch]) or None
+    series = results.method_series(rows, column, cost, bars.intervals if bars else None)
+    drawn = {key: {**drawn.get(key, {}), **series[key]} for key in series}
     show_chart(
         col,
-        budget_curves(
-            title, y_title, percent=percent, x_title=results.COST_AXES[cost], reference=level,
-            **results.method_series(rows, column, cost, bars.intervals if bars else None),
-        ),
+        budget_curves(title, y_title, percent=percent, x_title=results.COST_AXES[cost], reference=level, **series),
         key=f"chart_sweep_methods_{column}",
     )  # fmt: skip
-st.caption(
-    "BBA is one checkpoint asked for every budget; the static-gate and post-hoc + recovery "
-    "specialists are a model per budget; BudgetFormer sits at the cost it chose itself. Error bars: "
-    "95% bootstrap intervals over the test inputs, where a per-example table is shipped."
-)
+st.caption(words.methods_caption(drawn))
 if intervals:
     with st.expander(f"Accuracy differences of {model} at its own point, with error bars", expanded=True):
         error_bars_section(dataset, results.sweep_pairs(model), "sweep")

@@ -30,6 +30,7 @@ import pandas as pd
 if TYPE_CHECKING:
     from ..io.checkpoint import Checkpoint
     from ..io.splits import Split
+    from ..io.tokenizer import Text
     from ..model.budget import Control
 
 
@@ -51,8 +52,9 @@ def allocate(ckpt: Checkpoint, split: Split, control: Control | None = None) -> 
     (a dense model runs without it, as :func:`~budgetformer_core.analysis.infer.evaluate` says).
     """
     from ..io.tokenizer import encode
-    from .infer import evaluate
+    from .infer import check_kind, evaluate
 
+    check_kind(ckpt, split.texts[:1], "each row of the split")  # one kind per split (a pair's ids carry its segments)
     ids, _ = encode(ckpt.tokenizer, split.texts, ckpt.config.max_len)
     evaluation = evaluate(ckpt.model, ids, split.labels, control)
     return Allocation(evaluation.to_frame([len(x) for x in ids]), evaluation.relevance)
@@ -210,7 +212,7 @@ class AttentionProfile:
 
 
 def attention_profile(
-    ckpt: Checkpoint, texts: list[str], layer: int, head: int, control: Control | None = None, batch_size: int = 4
+    ckpt: Checkpoint, texts: list[Text], layer: int, head: int, control: Control | None = None, batch_size: int = 4
 ) -> AttentionProfile:
     """Where ``head`` of ``layer`` attends on average over ``texts``: for every query token, the
     share of its attention on the first token, on itself, on the previous and the next token and
@@ -222,7 +224,7 @@ def attention_profile(
     """
     import torch
 
-    from ..io.tokenizer import encode_batch, reading_prefix
+    from ..io.tokenizer import encode_batch, read_tokens, reading_prefix
     from ..measure.timing import torch_threads
 
     max_len = ckpt.config.max_len
@@ -234,14 +236,14 @@ def attention_profile(
         prefixes = [reading_prefix(ckpt.tokenizer, t, max_len) for t in texts[start : start + batch_size]]
         batch = encode_batch(ckpt.tokenizer, prefixes, max_len)
         with torch.no_grad(), torch_threads(1):
-            out = model(batch.ids, batch.mask, control=control, capture_attention=True)
+            out = model(batch.ids, batch.mask, control=control, capture_attention=True, types=batch.types)
         maps = out.layers[layer].attention[:, head].double().numpy()  # (B, H, T, T) -> (B, T, T)
         for b, prefix in enumerate(prefixes):
             n = int(out.lengths[b])
             att = maps[b, :n, :n]  # real tokens only: (n, n)
             if np.isnan(att).any():  # the head did not run on this input
                 continue
-            tokens = ckpt.tokenizer.encode(prefix).tokens[:max_len]
+            tokens, _ = read_tokens(ckpt.tokenizer, prefix, max_len)
             q = np.arange(n)
             totals["first token"] += float(att[:, 0].sum())
             totals["same token"] += float(att[q, q].sum())

@@ -29,6 +29,10 @@ computes, run in the model's own precision (float32: differences below about 1e-
 It costs one forward pass per token (all in batches). An input of more than ``max_passes``
 tokens is occluded in consecutive spans of ⌈T / max_passes⌉ tokens instead, and every token of
 a span gets the span's attribution (``span`` says how many).
+
+A pair of texts is explained as the model reads it, joined by the tokenizer's separators; every
+token keeps its segment (``segments``: 0 for the first text, 1 for the second) when its
+neighbours are left out.
 """
 
 from __future__ import annotations
@@ -40,10 +44,10 @@ import torch
 from torch import Tensor
 
 from ..io.checkpoint import Checkpoint
-from ..io.tokenizer import UNK, encode_batch, reading_prefix
+from ..io.tokenizer import Text, encode_batch, read_tokens, reading_prefix
 from ..model.budget import Control
 from ..model.trace import LayerTrace
-from .infer import check_texts
+from .infer import check_kind, check_texts
 
 MAX_PASSES = 128
 """Occluded forward passes per input at most (longer inputs are occluded in spans)."""
@@ -53,7 +57,7 @@ MAX_PASSES = 128
 class Explanation:
     """Token attributions of one input, per layer (see the module docstring)."""
 
-    text: str
+    text: Text
     tokens: list[str]
     """The tokens the model read (its first ``max_len``)."""
     variant: str
@@ -74,6 +78,8 @@ class Explanation:
     fixed: bool
     """True when no token can change the quantity: s forced (a requested budget, or a model
     without f_θ) — every attribution is then 0."""
+    segments: list[int] = field(default_factory=list)
+    """Each token's segment: 0, or 1 for the second text of a pair (a single text: all 0)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -123,7 +129,7 @@ def _quantity(trace: LayerTrace, chosen: Tensor) -> Tensor:
 @torch.no_grad()
 def explain(
     ckpt: Checkpoint,
-    texts: list[str],
+    texts: list[Text],
     control: Control | None = None,
     max_passes: int = MAX_PASSES,
     batch_size: int = 32,
@@ -141,6 +147,7 @@ def explain(
         ValueError: a dense checkpoint (nothing is budgeted), or unusable texts.
     """
     check_texts(texts)
+    check_kind(ckpt, texts)
     model = ckpt.model.eval()
     method = model.method
     if not method.budgeted:
@@ -153,10 +160,10 @@ def explain(
     for text in texts:
         prefix = reading_prefix(ckpt.tokenizer, text, max_len)
         batch = encode_batch(ckpt.tokenizer, [prefix], max_len)
-        tokens = ckpt.tokenizer.encode(prefix).tokens[:max_len] or [UNK]  # encode's empty case
+        tokens, segments = read_tokens(ckpt.tokenizer, prefix, max_len)
         T = batch.ids.shape[1]  # ids (1, T)
         run = _one_input_control(control)
-        whole = model(batch.ids, batch.mask, control=run)
+        whole = model(batch.ids, batch.mask, control=run, types=batch.types)
         chosen = [t.selected[0] for t in whole.layers]  # (H,) per layer
         base = torch.stack([_quantity(t, c) for t, c in zip(whole.layers, chosen, strict=True)], 1)  # (1, L)
         if isinstance(run, _SameDraws):
@@ -169,7 +176,8 @@ def explain(
             mask = batch.mask.expand(len(group), T).clone()  # (n, T): one span removed per row
             for row, s in enumerate(group):
                 mask[row, s : s + span] = False
-            res = model(batch.ids.expand(len(group), T), mask, control=run)
+            types = None if batch.types is None else batch.types.expand(len(group), T)  # (n, T)
+            res = model(batch.ids.expand(len(group), T), mask, control=run, types=types)
             q = torch.stack([_quantity(t, ch) for t, ch in zip(res.layers, chosen, strict=True)], 1)  # (n, L)
             for row, s in enumerate(group):
                 attribution[:, s : s + span] = (base[0] - q[row])[:, None]
@@ -188,6 +196,7 @@ def explain(
                 selected_heads=[c.nonzero().flatten().tolist() for c in chosen],
                 span=span,
                 fixed=fixed,
+                segments=segments,
             )
         )
     return out

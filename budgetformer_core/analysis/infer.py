@@ -6,11 +6,17 @@ pass. :func:`evaluate` runs a split and returns accuracy plus the budget statist
 :meth:`Evaluation.to_frame` turns that into a row per input; :func:`spearman` relates two of its
 columns.
 
-Every surface (the CLI, the app) refuses or cuts a text at :data:`MAX_CHARS` characters.
+An input is a text or a pair of texts (:data:`~budgetformer_core.io.tokenizer.Text`); a pair's
+segments go to the model as its token types. :func:`pair_columns` says whether a model reads
+pairs, and :func:`check_kind` refuses an input of the other kind.
+
+Every surface (the CLI, the app) refuses or cuts a text at :data:`MAX_CHARS` characters (each
+text of a pair).
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
@@ -21,7 +27,7 @@ import torch
 from ..io.checkpoint import Checkpoint
 from ..io.inputs import MAX_CHARS
 from ..io.splits import Split
-from ..io.tokenizer import encode, encode_batch, pad, reading_prefix
+from ..io.tokenizer import Text, encode, encode_batch, is_pair, pad, reading_prefix
 from ..measure.flops import dense_flops, forward_flops
 from ..model.budget import Control
 from ..model.encoder import BudgetFormer, ModelOutput
@@ -32,7 +38,7 @@ from ..model.losses import head_entropy
 class Analysis:
     """What the model did with one input."""
 
-    text: str
+    text: Text
     label: str
     label_id: int
     probs: list[float]
@@ -55,22 +61,83 @@ class Analysis:
         return asdict(self)
 
 
-def check_texts(texts: list[str]) -> None:
-    """Raise ``ValueError`` with a clear message for anything that is not a usable text."""
-    if isinstance(texts, str):
-        raise ValueError("texts must be a list of strings, not a single string")
+def check_texts(texts: list[Text]) -> None:
+    """Raise ``ValueError`` with a clear message for anything that is not a usable text or pair
+    of texts."""
+    if isinstance(texts, (str, tuple)):
+        raise ValueError("texts must be a list of strings (or of pairs), not a single one")
     if not texts:
         raise ValueError("no texts given")
     for i, t in enumerate(texts):
-        if not isinstance(t, str):
+        if is_pair(t):
+            if len(t) != 2 or not all(isinstance(part, str) for part in t):
+                raise ValueError(f"input {i} is a tuple of {len(t)}, not a pair of two texts")
+        elif not isinstance(t, str):
             raise ValueError(f"input {i} is a {type(t).__name__}, not text")
-        if not t.strip():
-            raise ValueError(f"input {i} is empty: type some text to classify")
-        if len(t) > MAX_CHARS:
-            raise ValueError(
-                f"input {i} has {len(t):,} characters; the limit is {MAX_CHARS:,} "
-                "(the model reads only its first few hundred tokens: cut the text)"
-            )
+        for which, part in zip(("first ", "second "), t) if is_pair(t) else (("", t),):
+            problem = text_problem(part)
+            if problem and which and is_blank(part):
+                raise ValueError(f"input {i} has an empty {which}text: a pair needs both texts")
+            if problem:
+                raise ValueError(f"input {i}'s {which}text {problem}" if which else f"input {i} {problem}")
+
+
+VISIBLE = ("L", "N", "P", "S")
+"""Unicode categories of what a reader sees: letters, numbers, punctuation, symbols."""
+
+
+def is_blank(text: str) -> bool:
+    """True when ``text`` shows nothing: no letter, number, punctuation or symbol (only spaces,
+    zero-width or direction marks, combining marks alone)."""
+    return not any(unicodedata.category(c).startswith(VISIBLE) for c in text[:MAX_CHARS])
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be classified, or None: empty, or only invisible characters
+    (spaces, zero-width and direction marks, combining marks alone), a lone surrogate (bytes
+    that were not UTF-8, as Python keeps them from a command line), or over :data:`MAX_CHARS`."""
+    if is_blank(text):
+        kind = "it holds only invisible characters (zero-width, direction or combining marks); " if text.strip() else ""
+        return f"is empty: {kind}type some text to classify"
+    bad = next((c for c in text if "\ud800" <= c <= "\udfff"), None)
+    if bad is not None:
+        return (f"holds U+{ord(bad):04X}, a lone surrogate: bytes that are not UTF-8 text (e.g. Latin-1); "
+                "save or type it as UTF-8")
+    if len(text) > MAX_CHARS:
+        return (f"has {len(text):,} characters; the limit is {MAX_CHARS:,} (the model reads only its first "
+                "few hundred tokens: cut the text)")
+    return None
+
+
+def pair_columns(ckpt: Checkpoint) -> tuple[str, str] | None:
+    """The names of the two texts ``ckpt`` reads as a pair, or None when it reads single texts.
+
+    A model of ours reads pairs when it was trained on a pair task (config.json's
+    ``pair_columns``, its data's two columns); a Hugging Face classifier reads single texts and
+    pairs, joined by its tokenizer's post-processor as ``transformers`` joins them (named
+    ``text`` and ``text_pair``, as ``transformers`` names the two arguments).
+    """
+    columns = ckpt.meta.get("pair_columns")
+    if columns:
+        return tuple(columns)
+    if "classifier" in ckpt.meta and ckpt.tokenizer.post_processor is not None:
+        return ("text", "text_pair")
+    return None
+
+
+def check_kind(ckpt: Checkpoint, texts: list[Text], what: str = "input {}") -> None:
+    """Raise ``ValueError`` for an input of a kind ``ckpt`` does not read: a pair for a model
+    trained on single texts, a single text for one trained on pairs (a Hugging Face classifier
+    reads both). ``what`` names input i in the message (``what.format(i)``)."""
+    columns = pair_columns(ckpt)
+    for i, t in enumerate(texts):
+        if is_pair(t) and columns is None:
+            trained = ckpt.meta.get("dataset")
+            raise ValueError(f"{what.format(i)} is a pair of texts, but this model reads single texts"
+                             + (f" (it was trained on {trained})" if trained else ""))
+        if not is_pair(t) and ckpt.meta.get("pair_columns"):
+            raise ValueError(f"{what.format(i)} is one text, but this model reads pairs of texts "
+                             f"({columns[0]} and {columns[1]}): give both")
 
 
 def resolve_mode(model: BudgetFormer, mode: str | None) -> str:
@@ -102,15 +169,18 @@ def analyze(
         ckpt: a loaded checkpoint (model, tokenizer, label names).
         texts: non-empty strings of at most :data:`MAX_CHARS` characters; only their
             :func:`~budgetformer_core.io.tokenizer.reading_prefix` is tokenised, and the model
-            reads its first ``max_len`` tokens (``truncated`` says when that is not all).
+            reads its first ``max_len`` tokens (``truncated`` says when that is not all); or
+            pairs of such texts, for a model that reads pairs (:func:`check_kind`).
         control: overrides of budget / k / head choice (see :class:`Control`); a dense model
             runs without them (:meth:`~budgetformer_core.model.encoder.BudgetFormer.control_in_effect`).
         mode: execution mode (default: ``structural``, ``dense`` for a dense model).
 
     Raises:
-        ValueError: for an empty list, a blank or non-string input, or an absurdly long one.
+        ValueError: for an empty list, a blank or non-string input, an absurdly long one, or
+            one of a kind the model does not read.
     """
     check_texts(texts)
+    check_kind(ckpt, texts)
     model = ckpt.model.eval()
     mode = resolve_mode(model, mode)
     control = model.control_in_effect(control)
@@ -119,7 +189,7 @@ def analyze(
         chunk = texts[start : start + batch_size]
         prefixes = [reading_prefix(ckpt.tokenizer, t, model.cfg.max_len) for t in chunk]
         batch = encode_batch(ckpt.tokenizer, prefixes, model.cfg.max_len)
-        out = model(batch.ids, batch.mask, mode=mode, control=control)
+        out = model(batch.ids, batch.mask, mode=mode, control=control, types=batch.types)
         probs = torch.softmax(out.logits.float(), -1)
         ks = heads_run(model, out, mode)
         for b, text in enumerate(chunk):
@@ -137,7 +207,7 @@ def analyze(
                     selected_heads=[t.selected[b].nonzero().flatten().tolist() for t in out.layers],
                     k=ks[b].tolist(),
                     n_tokens=n,
-                    truncated=batch.truncated[b] or len(prefixes[b]) < len(text),
+                    truncated=batch.truncated[b] or prefixes[b] != text,
                     flops=input_flops(model, n, ks[b].tolist(), mode, control),
                     dense_flops=dense_flops(model.cfg, n),
                 )
@@ -164,7 +234,7 @@ class Prediction:
 
     line: int | None
     """The input's number (a file's line or row; None for a text given directly)."""
-    text: str
+    text: Text
     row: dict | None
     """:func:`prediction_row` (None when the input could not be classified)."""
     error: str | None = None
@@ -172,7 +242,7 @@ class Prediction:
 
 def predict_rows(
     ckpt: Checkpoint,
-    inputs: Iterable[tuple[int | None, str]],
+    inputs: Iterable[tuple[int | None, Text]],
     control: Control | None = None,
     batch_size: int = PREDICT_BATCH,
 ) -> Iterator[Prediction]:
@@ -180,11 +250,12 @@ def predict_rows(
 
     Inputs are classified :data:`PREDICT_BATCH` at a time and come out in their order: a
     :class:`Prediction` with its :func:`prediction_row`, or with an ``error`` for a text that
-    cannot be classified (a blank line, one over :data:`MAX_CHARS`), in its place. A
-    ``ValueError`` raised by ``inputs`` itself (an unreadable file) is raised after the rows
-    before it have come out.
+    cannot be classified (a blank line, a pair with an empty text, one over :data:`MAX_CHARS`),
+    in its place. A ``ValueError`` raised by ``inputs`` itself (an unreadable file), or an input
+    of a kind the model does not read (:func:`check_kind`: a file of pairs for a model of single
+    texts), is raised after the rows before it have come out.
     """
-    batch: list[tuple[int | None, str]] = []
+    batch: list[tuple[int | None, Text]] = []
 
     def flush() -> Iterator[Prediction]:
         done = analyze(ckpt, [t for _, t in batch], control) if batch else []
@@ -199,6 +270,11 @@ def predict_rows(
         except StopIteration:
             break
         except ValueError:  # unreadable input: what came before it first
+            yield from flush()
+            raise
+        try:
+            check_kind(ckpt, [text], "the input" if line is None else f"row {line}")
+        except ValueError:  # the whole input is of the other kind: no row of it can be read
             yield from flush()
             raise
         try:
@@ -331,7 +407,8 @@ def evaluate(
     mode: str | None = None,
     batch_size: int = 64,
 ) -> Evaluation:
-    """Evaluate pre-tokenised inputs (see :func:`evaluate_split` for texts); ``control`` as
+    """Evaluate pre-tokenised inputs (see :func:`evaluate_split` for texts; a pair's ids carry
+    its segments, :class:`~budgetformer_core.io.tokenizer.PairIds`); ``control`` as
     :func:`analyze` takes it."""
     model.eval()
     mode = resolve_mode(model, mode)
@@ -350,7 +427,8 @@ def evaluate(
     for start in range(0, len(ids), batch_size):
         rows = order[start : start + batch_size]
         batch = pad([ids[i] for i in rows])
-        out = model(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control)
+        types = None if batch.types is None else batch.types.to(device)  # a pair's segments
+        out = model(batch.ids.to(device), batch.mask.to(device), mode=mode, control=control, types=types)
         p = torch.softmax(out.logits.float(), -1).cpu()
         probs[rows], preds[rows] = p.numpy(), p.argmax(-1).numpy()
         budgets[rows] = torch.stack([t.budget for t in out.layers], 1).cpu().numpy()
@@ -392,6 +470,8 @@ def evaluate(
 def evaluate_split(
     ckpt: Checkpoint, split: Split, control: Control | None = None, mode: str | None = None
 ) -> Evaluation:
-    """Tokenise a split with the checkpoint's tokenizer and evaluate it."""
+    """Tokenise a split (texts, or pairs for a model that reads them) with the checkpoint's
+    tokenizer and evaluate it."""
+    check_kind(ckpt, split.texts[:1], "each row of the split")  # a split holds one kind
     ids, _ = encode(ckpt.tokenizer, split.texts, ckpt.model.cfg.max_len)
     return evaluate(ckpt.model, ids, split.labels, control, mode)

@@ -1,9 +1,11 @@
 """One input's analysis as a single self-contained HTML file, to read offline or to send.
 
 :func:`build_report` runs the text through the checkpoint and writes one HTML page holding the
-text, the prediction and its probabilities, the budget and the heads run per layer, the
-relevance map (a plotly figure with plotly's JavaScript inside the file), the why-this-budget
-highlighting (occlusion, :mod:`budgetformer_core.analysis.explain`) and the settings. Nothing is fetched
+text, the prediction and its probabilities, the budget and the heads run per layer, the measured
+latency beside its dense reference's (when the run was timed), the relevance map with the heads
+that did not run greyed out (a plotly figure with plotly's JavaScript inside the file), the
+attention map of the head opened (when one was), the why-this-budget highlighting (occlusion,
+:mod:`budgetformer_core.analysis.explain`) and the settings. Nothing is fetched
 when it opens: the page's content security policy allows no request at all. Every piece of
 user text (the input, its tokens) is HTML-escaped, so markup in it shows as text.
 
@@ -73,24 +75,144 @@ pre.text { white-space: pre-wrap; background: #f6f7f9; padding: 0.8rem; border-r
 """
 
 
+NOT_RUN = "#d9d9d9"
+"""The grey of a head that was not computed, as the app draws it."""
+
+
 def relevance_figure(a: Analysis, title: str, symbol: str):
-    """The layers × heads relevance map of one analysis: p coloured, ★ on the heads that ran."""
+    """The layers × heads relevance map of one analysis, as the app draws it: the heads that ran
+    coloured with a ★, those that were not computed grey (their value in brackets, outside the
+    colour scale), and a legend that says which is which."""
     import plotly.graph_objects as go
 
     n_layers, n_heads = len(a.relevance), len(a.relevance[0])
     ran = [set(s) for s in a.selected_heads]
-    text = [[("★ " if h in ran[layer] else "") + (f"{v:.2f}" if n_heads <= 8 else "") for h, v in enumerate(row)]
-            for layer, row in enumerate(a.relevance)]
-    heatmap = go.Heatmap(
-        z=a.relevance, x=[f"h{h}" for h in range(n_heads)], y=[f"layer {i}" for i in range(n_layers)],
-        text=text, texttemplate="%{text}", colorscale="Blues", zmin=0, xgap=3, ygap=3,
-        colorbar=dict(title=dict(text=symbol, side="right")),
-        hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>",
+    numbers = n_heads <= 8  # wider maps: too narrow a cell for a number, the values on hover
+    x, y = [f"h{h}" for h in range(n_heads)], [f"layer {i}" for i in range(n_layers)]
+    cells = dict(x=x, y=y, xgap=3, ygap=3, hoverongaps=False, texttemplate="%{text}")
+    shown = go.Heatmap(
+        z=[[v if h in ran[layer] else None for h, v in enumerate(row)] for layer, row in enumerate(a.relevance)],
+        text=[["★" + (f"<br>{v:.2f}" if numbers else "") if h in ran[layer] else "" for h, v in enumerate(row)]
+              for layer, row in enumerate(a.relevance)],
+        colorscale="Blues", zmin=0, colorbar=dict(title=dict(text=symbol, side="right")),
+        zmax=max([2.0 / n_heads, *(float(v) for row in a.relevance for v in row)]),  # p = 1/H: a middle colour
+        hovertemplate=f"%{{y}}, %{{x}}: ran, {symbol} = %{{z:.3f}}<extra></extra>", **cells,
     )  # fmt: skip
-    layout = dict(title=dict(text=title), height=160 + 70 * n_layers, margin=dict(l=80, r=40, t=60, b=50),
+    grey = go.Heatmap(
+        z=[[None if h in ran[layer] else 0 for h in range(n_heads)] for layer in range(n_layers)],
+        text=[["" if h in ran[layer] else (f"({v:.2f})" if numbers else "—") for h, v in enumerate(row)]
+              for layer, row in enumerate(a.relevance)],
+        customdata=a.relevance, colorscale=[[0, NOT_RUN], [1, NOT_RUN]], showscale=False,
+        textfont=dict(color="#555555"),
+        hovertemplate=f"%{{y}}, %{{x}}: not computed ({symbol} = %{{customdata:.3f}})<extra></extra>", **cells,
+    )  # fmt: skip
+    legend = [
+        go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+                   marker=dict(symbol=marker, size=14, color=color, line=dict(width=1, color="#555555")))
+        for name, marker, color in ((f"head ran (its {symbol})", "star", "#333333"),
+                                    (f"not computed ({symbol} in brackets)" if numbers else "not computed", "square",
+                                     NOT_RUN))
+    ]  # fmt: skip
+    layout = dict(title=dict(text=title), height=200 + 70 * n_layers, margin=dict(l=80, r=40, t=60, b=90),
                   xaxis=dict(title="head", type="category"),
-                  yaxis=dict(title="layer", type="category", autorange="reversed"))  # fmt: skip
+                  yaxis=dict(title="layer", type="category", autorange="reversed"),
+                  showlegend=True, plot_bgcolor="white",
+                  legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))  # fmt: skip
+    return go.Figure(data=[shown, grey, *legend], layout=layout)
+
+
+ATTENTION_TOKENS = 96
+"""Tokens of an attention map the report draws at most (the first ones): a 512 × 512 map is neither
+readable nor small."""
+
+
+def plotly_text(value: object) -> str:
+    """A token as plotly shows it as text: ``&``, ``<`` and ``>`` as entities (plotly reads some
+    HTML in labels)."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def attention_figure(rows, tokens: list[str], title: str):
+    """One head's attention on the input (row q: token q's attention over the tokens), the first
+    :data:`ATTENTION_TOKENS` tokens, each axis labelled with the tokens and their positions."""
+    import plotly.graph_objects as go
+
+    n = min(len(rows), ATTENTION_TOKENS)
+    labels = [f"{plotly_text(tokens[i] if i < len(tokens) else '?')} ·{i}" for i in range(n)]
+    z = [[float(v) for v in row[:n]] for row in rows[:n]]
+    heatmap = go.Heatmap(
+        z=z, x=list(range(n)), y=list(range(n)), colorscale="Blues", zmin=0,
+        customdata=[[[labels[q], labels[k]] for k in range(n)] for q in range(n)],
+        hovertemplate="%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra></extra>",
+        colorbar=dict(title=dict(text="attention", side="right")),
+    )  # fmt: skip
+    step = max(1, -(-n // 40))  # every step-th token labelled, all of them on hover
+    ticks = dict(tickvals=list(range(n))[::step], ticktext=labels[::step], tickfont=dict(size=11))
+    layout = dict(title=dict(text=title), height=min(900, 260 + 14 * n), margin=dict(l=120, r=40, t=60, b=120),
+                  xaxis=dict(title="attended token (key)", tickangle=-90, **ticks),
+                  yaxis=dict(title="token (query)", autorange="reversed", **ticks))  # fmt: skip
     return go.Figure(data=[heatmap], layout=layout)
+
+
+def head_attention(ckpt: Checkpoint, text: str, control: Control | None, layer: int, head: int):
+    """(T, T) attention of ``head`` of ``layer`` on ``text`` as the structural path computed it
+    (``capture_attention``): all NaN when that head did not run."""
+    import torch
+
+    from ..io.tokenizer import encode_batch, reading_prefix
+
+    max_len = ckpt.config.max_len
+    batch = encode_batch(ckpt.tokenizer, [reading_prefix(ckpt.tokenizer, text, max_len)], max_len)
+    with torch.no_grad():
+        out = ckpt.model.eval()(batch.ids, batch.mask, control=ckpt.model.control_in_effect(control),
+                                capture_attention=True)
+    n = int(out.lengths[0])
+    return out.layers[layer].attention[0, head, :n, :n].double().numpy()  # (1, H, T, T) -> (n, n)
+
+
+def read_tokens(ckpt: Checkpoint, text: str) -> list[str]:
+    """The tokens the model reads of ``text`` (its first ``max_len``), to label an attention map."""
+    from ..io.tokenizer import reading_prefix
+
+    max_len = ckpt.config.max_len
+    return list(ckpt.tokenizer.encode(reading_prefix(ckpt.tokenizer, text, max_len)).tokens[:max_len])
+
+
+def time_report(ckpt: Checkpoint, text: str, control: Control | None = None, reference: str | None = None) -> dict:
+    """Time the run of ``text`` beside a dense reference in the same rounds
+    (:func:`budgetformer_core.measure.latency.time_text`), as :func:`latency_record` writes it.
+    ``reference``: its folder or shipped name; None: the checkpoint's own dense reference
+    (:func:`budgetformer_core.shipped.dense_reference`) when the checkpoint is a shipped model,
+    else none (a latency without a speed-up)."""
+    from pathlib import Path
+
+    from ..io.loader import load_checkpoint
+    from ..measure.latency import time_text
+    from ..shipped import dense_reference, shipped_models
+
+    shipped = shipped_models()
+    own = ckpt.path.name if ckpt.path is not None else None
+    if reference is None and own in shipped:
+        reference = dense_reference(str(ckpt.meta.get("dataset", "")), own, full=True)
+        reference = reference if reference in shipped else None
+    ref = None
+    if reference is not None:
+        ref = ckpt if Path(reference).name == own else load_checkpoint(shipped.get(reference, reference))
+    latency, dense = time_text(ckpt, text, control, ref)
+    return latency_record(latency, None if reference is None else Path(reference).name, dense)
+
+
+def latency_record(latency, reference: str | None, dense) -> dict:
+    """One timed run as the report (and the app's export) writes it: ms per input with its IQR,
+    the dense reference's name and latency from the same rounds, and the speed-up of the two
+    (``latency`` and ``dense``: :class:`~budgetformer_core.measure.latency.Latency`)."""
+    from ..measure.latency import ROUNDS
+
+    return {"latency_ms": latency.ms, "latency_iqr_ms": latency.iqr_ms, "reference": reference,
+            "dense_latency_ms": None if dense is None else dense.ms,
+            "dense_latency_iqr_ms": None if dense is None else dense.iqr_ms,
+            "speedup": None if dense is None else dense.ms / latency.ms, "rounds": ROUNDS, "threads": 1,
+            "batch": 1}  # fmt: skip
 
 
 def _rows(cells: list[list[str]], header: list[str], numeric: set[int] = frozenset()) -> str:
@@ -110,6 +232,9 @@ def build_report(
     control: Control | None = None,
     name: str | None = None,
     setting: str | None = None,
+    latency: dict | None = None,
+    head: tuple[int, int] | None = None,
+    attention: dict | None = None,
 ) -> str:
     """One self-contained HTML page on ``text`` through ``ckpt`` (see the module docstring).
 
@@ -119,9 +244,14 @@ def build_report(
         control: the setting to run (e.g. ``Control(budget=b)``); None: the model's own.
         name: the model's name in the report (default: its folder's name).
         setting: the setting in words (default: from ``control``).
+        latency: this run timed beside its dense reference (:func:`latency_record`); None: the
+            report says it was not timed.
+        head: (layer, head) whose attention on the text the report draws (computed here).
+        attention: that map already computed, as the app's export holds it (``layer``, ``head``,
+            ``tokens``, ``rows``); it wins over ``head``.
 
     Raises:
-        ValueError: an unusable text, or a budget asked of a dense model.
+        ValueError: an unusable text, a budget asked of a dense model, or a head that is not one.
     """
     from ..io.files import file_sha256
     from .explain import explain
@@ -132,6 +262,13 @@ def build_report(
     if control is not None and not method.budgeted:
         raise ValueError("a dense checkpoint has no budget: a budget needs a budgetformer or bba model")
     [a] = analyze(ckpt, [text], control)
+    if attention is None and head is not None:
+        layer, h = head
+        if not (0 <= layer < ckpt.config.n_layers and 0 <= h < ckpt.config.n_heads):
+            raise ValueError(f"there is no head {h} in layer {layer}: the model has {ckpt.config.n_layers} layers "
+                             f"of {ckpt.config.n_heads} heads")
+        attention = {"layer": layer, "head": h, "tokens": read_tokens(ckpt, text),
+                     "rows": head_attention(ckpt, text, control, layer, h).tolist()}
     symbol = method.symbol
     name = name or (ckpt.path.name if ckpt.path else "checkpoint")
     if setting is None:
@@ -154,10 +291,15 @@ def build_report(
                 " ".join(map(str, a.selected_heads[layer]))] for layer in range(len(a.k))],
               ["layer", f"budget {symbol}", "heads run k", "heads that ran"], {1, 2}),
         f'<p class="note">FLOPs of this pass: {a.flops / a.dense_flops:.0%} of the dense model’s.</p>',
+        "<h2>Latency</h2>",
+        _latency(latency),
         "<h2>Relevance map</h2>",
-        relevance_figure(a, "Head relevance p (★ ran)", "p").to_html(full_html=False, include_plotlyjs=True),
-        "<h2>Why this budget?</h2>",
+        relevance_figure(a, "Head relevance p (★ ran, grey: not computed)", "p").to_html(
+            full_html=False, include_plotlyjs=True),
     ]
+    if attention is not None:
+        parts += ["<h2>Attention of the opened head</h2>", *_attention(attention, a.selected_heads)]
+    parts.append("<h2>Why this budget?</h2>")
     if not method.budgeted:
         parts.append('<p class="note">A dense model runs every head on every input: there is no budget to explain.</p>')
     else:
@@ -198,3 +340,38 @@ def _why(e: Explanation, symbol: str, what: str) -> list[str]:
                f"blue, it lowered it (±{zmax:.3g} at the strongest). Hover a token for its number."
                + (f" Tokens were left out {e.span} at a time." if e.span > 1 else "") + "</p>")
     return out
+
+
+def _latency(latency: dict | None) -> str:
+    """The latency section: this run's time per input and its dense reference's, from the same
+    rounds, and the speed-up they make (or why there is none)."""
+    if latency is None:
+        return '<p class="note">Not timed.</p>'
+    how = (f"median of {latency.get('rounds', '?')} interleaved rounds, {latency.get('threads', 1)} thread, "
+           f"batch {latency.get('batch', 1)}, on the machine that wrote this report")
+    rows = [["this run", f"{latency['latency_ms']:.2f} ms", f"{latency.get('latency_iqr_ms') or 0:.2f} ms"]]
+    reference = latency.get("reference")
+    if reference and latency.get("dense_latency_ms") is not None:
+        rows.append([f"dense reference: {html.escape(str(reference))}", f"{latency['dense_latency_ms']:.2f} ms",
+                     f"{latency.get('dense_latency_iqr_ms') or 0:.2f} ms"])
+        speed = (f"<p><b>{latency['speedup']:.2f}× vs {html.escape(str(reference))}, batch "
+                 f"{latency.get('batch', 1)}</b> (its latency over this run's, both timed in the same rounds).</p>")
+    else:
+        speed = '<p class="note">No dense reference was timed beside it: no speed-up.</p>'
+    return _rows(rows, ["model", "latency per input", "IQR"], {1, 2}) + speed + f'<p class="note">{how}.</p>'
+
+
+def _attention(attention: dict, selected: list[list[int]]) -> list[str]:
+    """The opened head's section: its token × token attention map, or why there is none (a head
+    that did not run was not computed)."""
+    layer, head = int(attention["layer"]), int(attention["head"])
+    rows = attention.get("rows") or []
+    if head not in selected[layer] or not rows or any(v != v for v in rows[0]):  # NaN: not computed
+        return [f'<p class="note">Head {head} of layer {layer} did not run on this input: it was not computed, '
+                "so it has no attention to show.</p>"]
+    tokens = [str(t) for t in attention.get("tokens") or []]
+    title = f"Attention of layer {layer}, head {head} on this input"
+    shown = f" (the first {ATTENTION_TOKENS} of {len(rows)} tokens)" if len(rows) > ATTENTION_TOKENS else ""
+    return [attention_figure(rows, tokens, title).to_html(full_html=False, include_plotlyjs=False),
+            f'<p class="note">Row q: how token q’s attention is spread over the tokens{shown}, as the budgeted '
+            "(structural) path computed it.</p>"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ..analysis.infer import check_texts, evaluate_split, predict_rows
+from ..analysis.infer import check_texts, evaluate_split, pair_columns, predict_rows
 from ..config import ModelConfig, TrainConfig
 from ..io.checkpoint import Checkpoint, check_out_dir
 from ..io.data import load_dataset, source_path
@@ -162,6 +162,39 @@ def ablation_control(ckpt, args: argparse.Namespace, split) -> Control:
     return dataclasses.replace(control, budget=args.budget if args.budget is not None else control.budget)
 
 
+def cmd_fit_budget(args: argparse.Namespace) -> int:
+    from ..io.adapter import check_out
+    from ..train.fit import fit_budget, fit_data, fit_settings
+
+    fit_settings(args.method, args.set)  # a bad --set fails now, before the base is read
+    check_not_source(args.out, {"--checkpoint": args.checkpoint})  # whatever the flags
+    check_out(args.out, force=args.force)
+    base = load_checkpoint(args.checkpoint)
+    split_seed = base.meta.get("split_seed", 0) if args.split_seed is None else args.split_seed
+    data = fit_data(args.dataset, base.label_names, args.data_dir, split_seed)
+    # --force only lets an existing adapter be replaced: the recorded command is the one without it
+    command = {"command": shlex.join(["budgetformer", *(a for a in args.argv if a != "--force")])}
+    with output_lock(args.out):
+        result = fit_budget(base, data, args.method, args.set, args.out, progress=not args.quiet, meta=command,
+                            force=args.force)
+    test = {k: v for k, v in (result.test or {}).items() if k not in ("head_usage", "mean_budget_per_layer")}
+    print(dumps({"adapter": str(result.adapter), "seconds": round(result.seconds, 1),
+                 "bytes": sum(f.stat().st_size for f in result.adapter.iterdir()), **test}))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ..io.export import check_export_out, export_checkpoint
+
+    check_export_out(Path(args.checkpoint), Path(args.out), args.force)  # before the lock creates anything
+    with output_lock(args.out):
+        done = export_checkpoint(args.checkpoint, args.out, force=args.force)
+    print(f"wrote {done.path}: {done.architecture} in the Hugging Face layout")
+    for note in done.notes:
+        print(f"note: {note}")
+    return 0
+
+
 def cmd_prune(args: argparse.Namespace) -> int:
     from ..io.tokenizer import encode
     from ..train.prune import head_importance, posthoc_checkpoint
@@ -209,9 +242,10 @@ def checkpoint_split(ckpt, args: argparse.Namespace, default: str = "test") -> t
             f"the {args.split} split ({n} rows, split seed {split_seed}) of {where}")
     if len(split) < n:
         rows = f"the first {len(split)} of {rows}"
-    too_long = next((i for i, t in enumerate(split.texts) if len(t) > MAX_CHARS), None)
+    chars = [max(map(len, t)) if isinstance(t, tuple) else len(t) for t in split.texts]  # a pair: its longer text
+    too_long = next((i for i, n in enumerate(chars) if n > MAX_CHARS), None)
     if too_long is not None:  # the rule of every surface (predict, the app): budgetformer_core.io.inputs.MAX_CHARS
-        raise ValueError(f"text {too_long + 1} of {rows} has {len(split.texts[too_long]):,} characters; the limit "
+        raise ValueError(f"text {too_long + 1} of {rows} has {chars[too_long]:,} characters; the limit "
                          f"is {MAX_CHARS:,} (the model reads only its first {ckpt.config.max_len} tokens: cut it)")
     return dataset_name, split, rows
 
@@ -257,16 +291,27 @@ def cmd_adaptivity(args: argparse.Namespace) -> int:
     return 0
 
 
+def pair_fields(text) -> dict:
+    """A pair's two texts as ``predict --json`` names them, ``text`` and ``text_pair``; {} for
+    one text (its row carries no text, as before pairs)."""
+    return {"text": text[0], "text_pair": text[1]} if isinstance(text, tuple) else {}
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     ckpt = open_model(args)
     control = Control(budget=args.budget) if args.budget is not None else None
     if control and not ckpt.model.method.budgeted:
         raise ValueError("a dense checkpoint has no budget: --budget needs a budgetformer model" + no_budget(ckpt))
-    if args.text:
-        check_texts(list(args.text))
+    pairs = [tuple(p) for p in args.pair or []]
+    if pairs and pair_columns(ckpt) is None:
+        trained = f" (it was trained on {ckpt.meta['dataset']})" if ckpt.meta.get("dataset") else ""
+        raise ValueError(f"--pair: this model reads single texts{trained}; pairs need a model trained on text "
+                         "pairs or a Hugging Face classifier")
+    if args.text or pairs:
+        check_texts([*args.text, *pairs])
     elif not args.input_file:
-        raise ValueError("no input: give TEXT arguments or --input-file")
-    inputs = ((None, t) for t in args.text)
+        raise ValueError("no input: give TEXT arguments, --pair FIRST SECOND or --input-file")
+    inputs = ((None, t) for t in [*args.text, *pairs])
     if args.input_file:
         inputs = itertools.chain(inputs, input_rows(args.input_file))
     errors = total = 0
@@ -276,11 +321,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
             errors += 1
             print(dumps({"line": p.line, "error": p.error}) if args.json else f"{p.line}: error: {p.error}", flush=True)
         elif args.json:
-            print(dumps({"line": p.line, **p.row} if p.line is not None else p.row, ensure_ascii=False), flush=True)
+            line = {} if p.line is None else {"line": p.line}
+            print(dumps({**line, **pair_fields(p.text), **p.row}, ensure_ascii=False), flush=True)
         else:
             confidence = max(p.row["probs"].values())
+            text = " | ".join(repr(t[:40]) for t in p.text) if isinstance(p.text, tuple) else repr(p.text[:60])
             print(f"{'' if p.line is None else f'{p.line}: '}{shown(p.row['label'])}\t{confidence:.3f}\t"
-                  f"k={p.row['k']}\t{p.text[:60]!r}", flush=True)
+                  f"k={p.row['k']}\t{text}", flush=True)
     if not total:
         raise ValueError(f"{args.input_file} has no lines")
     if errors:
@@ -319,12 +366,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..analysis.report import build_report
+    from ..analysis.report import build_report, time_report
 
     out = check_output_file(args.out, force=args.force)  # before the model is read
     ckpt = load_checkpoint(args.checkpoint)
     control = Control(budget=args.budget) if args.budget is not None else None
-    page = build_report(ckpt, args.text, control)
+    check_texts([args.text])  # before the timing
+    latency = None if args.no_timing else time_report(ckpt, args.text, control, args.reference)
+    page = build_report(ckpt, args.text, control, latency=latency, head=tuple(args.head) if args.head else None)
     check_output_file(out, force=args.force)  # again: it may have appeared while the page was built
     write_atomic(out, page)
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB; opens offline in a browser)")

@@ -40,6 +40,17 @@ def _non_negative(value: str) -> int:
     return n
 
 
+SEED_MAX = 2**32 - 1
+"""The largest seed every generator takes (numpy's and scikit-learn's are 32-bit)."""
+
+
+def _seed(value: str) -> int:
+    n = int(value)
+    if not 0 <= n <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"expected a seed from 0 to {SEED_MAX}, got {value}")
+    return n
+
+
 def _positive(value: str) -> int:
     n = int(value)
     if n < 1:
@@ -53,7 +64,7 @@ def add_split_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="folder holding a local copy of the dataset (e.g. data/ag_news)")
     p.add_argument("--split", choices=("train", "validation", "test", "all"),
                    help="default: test; all = every labelled row, no split made (the default for a single file)")
-    p.add_argument("--split-seed", type=_non_negative, help="default: the seed the checkpoint was trained with")
+    p.add_argument("--split-seed", type=_seed, help="default: the seed the checkpoint was trained with")
     p.add_argument("--limit", type=_positive, help="use only the first N rows")
 
 
@@ -69,6 +80,17 @@ def add_rank_file(p: argparse.ArgumentParser) -> None:
                    "labelled by its own predictions) so that it takes budgets")
 
 
+def add_export(sub: argparse._SubParsersAction) -> None:
+    """The ``export`` subcommand (:func:`~budgetformer_core.cli.commands.cmd_export`)."""
+    p = sub.add_parser("export", help="write a model as a Hugging Face BERT sequence classifier folder "
+                       "(transformers' AutoModelForSequenceClassification and AutoTokenizer read it)")
+    p.add_argument("--checkpoint", required=True, help="a post-norm (BERT-shaped) model: a checkpoint folder, a "
+                   "shipped model's name (e.g. bbc-minilm-dense) or a Hugging Face classifier's folder; a budgeted "
+                   "model is exported as its dense base")
+    p.add_argument("--out", required=True, help="the folder to write (not inside a model folder)")
+    p.add_argument("--force", action="store_true", help="replace an earlier export at --out")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="budgetformer", description=DESCRIPTION,
                                      epilog="A checkpoint is a folder or the name of a shipped model "
@@ -80,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON list")
 
     p = sub.add_parser("train", help="train a model and write a checkpoint")
-    p.add_argument("--dataset", help="bbc, synthetic, synthetic_var, a hub name (ag_news, …) or a file (required)")
+    p.add_argument("--dataset", help="bbc, synthetic, synthetic_var, synthetic_pairs, a hub name (ag_news, …) or a "
+                                     "file (required; two text columns such as premise, hypothesis: a pair task)")
     p.add_argument("--data-dir", help="folder holding a local copy of the dataset (e.g. data/ag_news)")
     p.add_argument("--variant", dest="method", choices=("dense", "budgetformer", "bba"), default="budgetformer",
                    help="dense: every head; budgetformer: f_θ / g_φ choose the heads per input; "
@@ -96,7 +119,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="DIR", help="continue the interrupted run whose state is in DIR (OUT.resume)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field of ModelConfig or TrainConfig (repeatable; unknown keys are refused)")
-    p.add_argument("--split-seed", type=_non_negative, default=0, help="seed of the train/validation/test split")
+    p.add_argument("--split-seed", type=_seed, default=0, help="seed of the train/validation/test split")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+
+    p = sub.add_parser("fit-budget", help="per-input budgets on a frozen model: fit only the allocation networks "
+                       "(f_θ and g_φ per layer, or bba's gates) and write them as a small adapter")
+    p.add_argument("--checkpoint", required=True, help="the frozen base: a dense checkpoint folder, a shipped dense "
+                   "model's name, or a Hugging Face BERT-family sequence classifier's folder")
+    p.add_argument("--dataset", required=True, help="a dataset name (its train split; validation and test measured) "
+                   "or a file: CSV / JSONL / Parquet with a text column and, if known, a label column (labels as "
+                   "the base's class names or integers), or a text per line")
+    p.add_argument("--data-dir", help="folder holding a local copy of the dataset (e.g. data/ag_news)")
+    p.add_argument("--split-seed", type=_seed, help="default: the seed the base was trained with (else 0)")
+    p.add_argument("--method", choices=("budgetformer", "bba"), default="budgetformer",
+                   help="budgetformer: f_θ and g_φ per layer choose each input's heads; bba: gates give nested head "
+                        "sets at a requested budget (default: budgetformer)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting of the fit: TrainConfig's (lr, epochs, s_min, lambda_difficulty, …), "
+                        "the allocation networks' (budget_hidden, summary_norm, …), temperature, label_weight")
+    p.add_argument("--out", required=True, help="the adapter folder to write")
+    p.add_argument("--force", action="store_true", help="replace an adapter already at --out")
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
     p = sub.add_parser("eval", help="evaluate a checkpoint on a split")
@@ -107,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ablation", choices=list(ABLATIONS), help="; ".join(f"{k}: {v}" for k, v in ABLATIONS.items()))
     p.add_argument("--mode", choices=("structural", "masked", "soft", "dense"),
                    help="execution mode (default: dense for a dense model, structural otherwise)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random head choice")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the random head choice")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("adaptivity", help="how much the heads run follow the input's difficulty")
@@ -119,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_split_arguments(p)
     p.add_argument("--budget", type=_budget, help="force s (budgetformer) or request b (bba) for every input")
     p.add_argument("--ablation", choices=list(ABLATIONS), help="; ".join(f"{k}: {v}" for k, v in ABLATIONS.items()))
-    p.add_argument("--seed", type=int, default=0, help="seed of the random head choice")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the random head choice")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("prune", help="rank a dense model's heads (post-hoc baseline) into a bba checkpoint")
@@ -128,14 +170,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace a checkpoint already at --out")
     p.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
     p.add_argument("--data-dir", help="folder holding a local copy of the dataset (e.g. data/ag_news)")
-    p.add_argument("--split-seed", type=_non_negative, help="default: the seed the checkpoint was trained with")
+    p.add_argument("--split-seed", type=_seed, help="default: the seed the checkpoint was trained with")
+
+    add_export(sub)
 
     p = sub.add_parser("predict", help="classify texts and show the heads each one used")
     p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
     add_rank_file(p)
     p.add_argument("--budget", type=_budget, help="force s (budgetformer) or request b (bba) for every input")
-    p.add_argument("--input-file", help="one text per line, or a CSV / JSONL file with a text column")
-    p.add_argument("--json", action="store_true", help="one JSON object per input")
+    p.add_argument("--input-file", help="one text per line, or a CSV / JSONL file with a text column, or two "
+                                        "(premise, hypothesis; sentence1, sentence2; …): a pair per row")
+    p.add_argument("--pair", nargs=2, action="append", metavar=("FIRST", "SECOND"),
+                   help="a pair of texts read together (repeatable), for a model trained on pairs or a Hugging "
+                        "Face classifier")
+    p.add_argument("--json", action="store_true", help="one JSON object per input (a pair's: text and text_pair)")
     p.add_argument("text", nargs="*", help="texts to classify")
 
     p = sub.add_parser("explain", help="which tokens raised or lowered each layer's budget s (bba: its gate margin)")
@@ -153,6 +201,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="force s (budgetformer) or request b (bba); default: the model's own")
     p.add_argument("--out", required=True, metavar="FILE.html", help="the HTML file to write")
     p.add_argument("--force", action="store_true", help="replace FILE.html if it exists")
+    p.add_argument("--head", nargs=2, type=int, metavar=("LAYER", "HEAD"),
+                   help="draw the attention of this head on the text (a head that did not run has none)")
+    p.add_argument("--reference", help="the dense model the latency is timed beside (a folder or a shipped model's "
+                   "name; default: the checkpoint's dense reference, when it is a shipped model)")
+    p.add_argument("--no-timing", action="store_true", help="leave the latency out (timing takes a few seconds)")
     p.add_argument("text", help="the text to analyse (quote it)")
 
     p = sub.add_parser("bench", help="measure structural speed-up per budget against the FLOP ideal")
@@ -167,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=_positive, default=30, help="interleaved timing rounds")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls of each variant first")
     p.add_argument("--budgets", type=_budgets, default=BUDGETS, help="comma-separated budgets in (0, 1]")
-    p.add_argument("--seed", type=int, default=0, help="seed of the inputs and of a random model")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the inputs and of a random model")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="wall: latency; cpu: the timing thread's CPU time (a busy machine's waits left out)")
     p.add_argument("--head-sets", choices=HEAD_SETS, default="input",

@@ -295,6 +295,20 @@ def _base_tensors(path: Path, config: dict[str, Any], max_len: int, tensors: dic
         tensors[name] = dequantize_delta(q, scale.float(), weights[name])
 
 
+def _check_values(file: Path, tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    """Raise :class:`CheckpointError` naming the first weight that is not floating-point where the
+    model's is (an integer or complex tensor would be cast silently) or holds NaN or infinity (a
+    model that predicts one class whatever it reads): save_checkpoint writes neither."""
+    for name, value in tensors.items():
+        if not expected[name].is_floating_point():
+            continue
+        if not value.is_floating_point():
+            raise CheckpointError(f"{file}: weight {name} is {str(value.dtype).removeprefix('torch.')}; "
+                                  "weights must be floating-point")
+        if not bool(torch.isfinite(value).all()):
+            raise CheckpointError(f"{file}: weight {name} holds NaN or infinity")
+
+
 def read_checkpoint(path: Path) -> Checkpoint:
     """The checkpoint folder ``path`` written by :func:`save_checkpoint`.
 
@@ -344,6 +358,7 @@ def read_checkpoint(path: Path) -> Checkpoint:
         raise CheckpointError(
             f"{path}: weight {k} has shape {tuple(tensors[k].shape)}, config.json implies {tuple(expected[k].shape)}"
         )
+    _check_values(path / "model.safetensors", tensors, expected)
     model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
     model.eval()
     history_path = path / "history.json"

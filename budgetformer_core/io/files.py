@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,25 @@ def file_sha256(path: Path | str) -> str:
 
 class CheckpointError(ValueError):
     """A checkpoint directory that cannot be loaded, with the reason."""
+
+
+def check_regular_files(folder: Path) -> None:
+    """Raise :class:`CheckpointError` when an entry of ``folder`` is neither a file nor a folder
+    (a FIFO, socket or device): reading one could wait or run for ever, so a model folder holding
+    one is refused before any of its files is opened. Links are followed (a hub cache's snapshot
+    links to its blobs); a dangling one is left to the reader of the file it names."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:  # not a folder, or unreadable: its reader says so
+        return
+    for entry in entries:
+        try:
+            mode = os.stat(entry.path).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise CheckpointError(f"{entry.path} is not a regular file (a FIFO, socket or device); "
+                                  "a model folder holds files only")
 
 
 def json_safe(obj: Any) -> Any:

@@ -11,8 +11,12 @@ temporary folder. :mod:`budgetformer_core.io.data` picks the source a name stand
 
 Rules shared by every file source:
 
-* Text comes from ``text`` / ``sentence`` / ``content``, from ``title`` + ``description`` or
-  ``content`` joined by a space (the hub's AG News style), or from ``premise`` + ``hypothesis``.
+* Text comes from ``text`` / ``sentence`` / ``content``, or from ``title`` + ``description`` or
+  ``content`` joined by a space (the hub's AG News style). Two text columns (:data:`PAIR_COLUMNS`:
+  ``premise`` / ``hypothesis``, ``sentence1`` / ``sentence2``, ``question`` / ``sentence``,
+  ``text`` / ``text_pair``) make a pair task: every text is a pair ``(first, second)``, the
+  dataset records the two columns (``TextDataset.pair_columns``), and a labelled row with either
+  text empty or missing is an error naming the row.
 * Labels may be ints or strings; string labels of a file without known classes become the
   sorted unique names. Label ``-1`` (the hub's "unlabelled") and unknown SNLI labels are dropped.
 * Missing splits are made deterministically: no validation -> a stratified 10% of train;
@@ -25,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import itertools
+import math
 import os
 import tempfile
 import threading
@@ -32,7 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .splits import SEP, SPLITS, Split, TextDataset, stratified_splits
+from .splits import PAIR_COLUMNS, SPLITS, Split, TextDataset, stratified_splits
 
 HUB_LABELS = {
     "ag_news": ["World", "Sports", "Business", "Sci/Tech"],
@@ -73,7 +78,6 @@ FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".pa
 OFFLINE_ENV = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
 _DATASETS_LOCK = threading.RLock()
 TEXT_COLUMNS = ("text", "sentence", "content")
-PAIR_COLUMNS = (("premise", "hypothesis"), ("sentence1", "sentence2"))
 BODY_COLUMNS = ("description", "content")
 LABEL_COLUMNS = ("label", "gold_label")
 NAME_COLUMNS = ("label_name", "label_text")
@@ -209,26 +213,57 @@ def _read(*paths: Path) -> pd.DataFrame:
     return tables[0] if len(tables) == 1 else pd.concat(tables, ignore_index=True)
 
 
-def _text_label(df: pd.DataFrame, where: str) -> tuple[pd.Series, pd.Series | None]:
-    """The text column (built from pairs or title + body if needed) and the label column."""
+def _text_label(df: pd.DataFrame, where: str) -> tuple[pd.Series, pd.Series | None, tuple[str, str] | None]:
+    """The text column (pairs ``(first, second)``, or title + body joined, if needed), the label
+    column and a pair task's two text columns (None for single texts)."""
     cols = set(df.columns)
     pair = next((p for p in PAIR_COLUMNS if set(p) <= cols), None)
     body = next((c for c in BODY_COLUMNS if c in cols), None)
     single = next((c for c in TEXT_COLUMNS if c in cols), None)
-    part = lambda c: df[c].fillna("").astype(str).str.strip()  # noqa: E731
+    part = lambda c: _text_cells(df[c], c, where)  # noqa: E731
     if pair:
-        text = part(pair[0]) + f" {SEP} " + part(pair[1])
+        text = pd.Series(list(zip(part(pair[0]), part(pair[1]))), index=df.index, dtype=object)
     elif "title" in cols and body and "text" not in cols:  # AG News / DBpedia columns
         text = part("title") + " " + part(body)
     elif single:
         text = part(single)
     else:
+        half = next((p for p in PAIR_COLUMNS if len(set(p) & cols) == 1), None)
+        if half is not None:
+            have, lacking = (half[0], half[1]) if half[0] in cols else (half[1], half[0])
+            raise ValueError(f"{where}: a {have!r} column but no {lacking!r} column: a pair task needs both texts")
         raise ValueError(
             f"{where}: no text column; expected one of {list(TEXT_COLUMNS)}, title + "
-            f"description/content, or premise + hypothesis; found {sorted(map(str, cols))}"
+            f"description/content, or two of a pair {[list(p) for p in PAIR_COLUMNS]}; found {sorted(map(str, cols))}"
         )
     label = next((c for c in LABEL_COLUMNS if c in cols), None)
-    return text, (df[label] if label else None)
+    return text, (df[label] if label else None), pair
+
+
+def _text_cells(column: pd.Series, name: str, where: str) -> pd.Series:
+    """A text column's cells, stripped; an empty or null cell is "". A number, list, object or
+    truth value (JSONL, Parquet) is refused naming its rows, never turned into text."""
+    def bad(value) -> bool:
+        return not (value is None or isinstance(value, str) or (isinstance(value, float) and math.isnan(value)))
+
+    wrong = column.map(bad)
+    if wrong.any():
+        kinds = {bool: "a true/false value", int: "a number", float: "a number", dict: "an object", list: "a list"}
+        shown = [f"{kinds.get(type(v), type(v).__name__)} (data row {int(i) + 1})"
+                 for i, v in column[wrong][:5].items()]
+        more = " …" if int(wrong.sum()) > len(shown) else ""
+        raise ValueError(f"{where}: column {name!r} holds what is not text: {', '.join(shown)}{more}; "
+                         "every cell must be a text")
+    return column.map(lambda v: v.strip() if isinstance(v, str) else "")
+
+
+def _check_pairs(texts: pd.Series, columns: tuple[str, str], where: str) -> None:
+    """Raise ``ValueError`` naming the first row (1-based data row) whose pair lacks a text."""
+    for index, pair in texts.items():
+        for column, value in zip(columns, pair, strict=True):
+            if not value:
+                raise ValueError(f"{where}: data row {index + 1} has no {column!r} text (the cell is empty or "
+                                 f"missing); every row of a pair task needs both {columns[0]!r} and {columns[1]!r}")
 
 
 def _infer_names(parts: dict[str, pd.DataFrame]) -> list[str]:
@@ -304,8 +339,9 @@ def _build(
         check_classes(name, label_names, classes)
     parts: dict[str, pd.DataFrame] = {}
     no_rows = ValueError(f"dataset {name!r}: no labelled rows in {[w for _, w in tables.values()]}")
+    kinds: dict[str, tuple[str, str] | None] = {}
     for split, (df, where) in tables.items():
-        text, label = _text_label(df, where)
+        text, label, kinds[split] = _text_label(df, where)
         if label is None:
             if split == "test":  # an unlabelled test set (GLUE): validation stands in for it
                 continue
@@ -320,7 +356,14 @@ def _build(
                              f"{first}); give every row one of the model's classes {classes}")
         if strict and name in HUB_LABELS:  # the hub's own "unlabelled" marks stay dropped
             labelled &= ~label.astype(str).str.strip().isin(["-1", "-"])
-        parts[split] = part[labelled & (text != "")]
+        empty = labelled & (text == "")  # (a pair is never ""; checked below)
+        if strict and empty.any():  # "all N labelled rows" is then the truth
+            rows = [int(i) + 1 for i in text.index[empty.to_numpy()][:5]]
+            raise ValueError(f"{where}: {int(empty.sum())} labelled rows have no text (an empty or null cell; "
+                             f"data row{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows))}"
+                             f"{' …' if int(empty.sum()) > len(rows) else ''}); give every row a text")
+        parts[split] = part[labelled & ~empty]
+    pair = _pair_columns(name, kinds)
     if not parts:
         raise no_rows
     label_names = classes or label_names or _infer_names(parts)
@@ -328,13 +371,24 @@ def _build(
     for split, part in parts.items():
         labels = _encode(part["label"], label_names, tables[split][1], strict)
         keep = labels >= 0
+        if pair is not None:
+            _check_pairs(part["text"][keep], kinds[split], tables[split][1])
         if keep.any():
             splits[split] = Split(part["text"][keep].tolist(), labels[keep].tolist())
     if not splits:
         raise no_rows
     if whole:
-        return TextDataset(name, list(label_names), {"all": concat_splits(splits.values())})
-    return TextDataset(name, list(label_names), _complete(splits, seed))
+        return TextDataset(name, list(label_names), {"all": concat_splits(splits.values())}, pair_columns=pair)
+    return TextDataset(name, list(label_names), _complete(splits, seed), pair_columns=pair)
+
+
+def _pair_columns(name: str, kinds: dict[str, tuple[str, str] | None]) -> tuple[str, str] | None:
+    """The dataset's pair columns (those of its first split), when every split holds pairs;
+    None when none does. Raises ``ValueError`` for a mix of single texts and pairs."""
+    if len({k is None for k in kinds.values()}) > 1:
+        shown = ", ".join(f"{split}: {'single texts' if k is None else ' + '.join(k)}" for split, k in kinds.items())
+        raise ValueError(f"dataset {name!r}: some splits hold text pairs, others single texts ({shown})")
+    return next(iter(kinds.values()), None)
 
 
 def concat_splits(splits) -> Split:

@@ -1,16 +1,22 @@
-"""Files of texts to classify: one text per line, or a CSV / JSONL table with a text column.
+"""Files of texts to classify: one text per line, or a CSV / JSONL table with a text column, or
+with two (a pair of texts per row).
 
 ``budgetformer predict --input-file F`` and the app's "Batch analysis" page read their inputs
 here and classify them with :func:`budgetformer_core.analysis.infer.predict_rows`: a numbered input in,
 a row out, the same for both.
 
 * ``.csv``: a header row, then a row per text; the texts are the column named ``text`` (any
-  case), or the only column. Rows are numbered from 1 (the header is not a row).
+  case), or the only column. Rows are numbered from 1 (the header is not a row). Two text
+  columns of :data:`~budgetformer_core.io.splits.PAIR_COLUMNS` (``premise`` and ``hypothesis``,
+  …, any case) make every row a pair ``(first, second)``.
 * ``.jsonl``: a JSON value per line, an object with a ``"text"`` string or a bare string;
-  blank lines are skipped; rows are numbered by line.
+  blank lines are skipped; rows are numbered by line. When the first object has both keys of a
+  pair (``"premise"`` and ``"hypothesis"``, …), every line is a pair of those two strings.
 * anything else: one text per line (``\\n`` ends a line; numbered by line), read as it goes.
 
-Every problem is a ``ValueError`` whose message names the file and, where it helps, the line.
+Every problem is a ``ValueError`` whose message names the file and, where it helps, the line
+(a pair's missing text names its row and column; an empty one is the row's own error, as a blank
+text is, when it is classified).
 
 Tables of texts go out as CSV through :func:`table_csv`, which keeps a spreadsheet from running
 a text as a formula.
@@ -23,6 +29,12 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .splits import PAIR_COLUMNS
+
+if TYPE_CHECKING:
+    from .tokenizer import Text
 
 TABLE_SUFFIXES = (".csv", ".jsonl")
 
@@ -62,6 +74,11 @@ def input_lines(path: str) -> Iterator[tuple[int, str]]:
             yield number, text
 
 
+def _pair_columns(names: list[str]) -> tuple[str, str] | None:
+    """The first pair of :data:`PAIR_COLUMNS` among ``names`` (lower-cased), or None."""
+    return next((p for p in PAIR_COLUMNS if set(p) <= set(names)), None)
+
+
 def _text_column(header: list[str], name: str) -> int:
     lowered = [h.strip().lower() for h in header]
     if "text" in lowered:
@@ -72,28 +89,33 @@ def _text_column(header: list[str], name: str) -> int:
     raise ValueError(f"{name}: no 'text' column (its columns: {shown}); name the column of texts 'text'")
 
 
-def _csv_rows(text: str, name: str) -> list[tuple[int, str]]:
+def _csv_rows(text: str, name: str) -> list[tuple[int, Text]]:
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader, None)
         if not header or not any(h.strip() for h in header):
             raise ValueError(f"{name}: the first line should be a header naming the 'text' column")
-        column = _text_column(header, name)
+        lowered = [h.strip().lower() for h in header]
+        pair = _pair_columns(lowered)
+        columns = [lowered.index(c) for c in pair] if pair else [_text_column(header, name)]
+        fields = pair or ("text",)
         rows = []
         for row in reader:
             if not row:  # a blank line between rows is not a row
                 continue
             number = len(rows) + 1
-            if column >= len(row):
-                raise ValueError(f"{name}: row {number} has {len(row)} field(s), no 'text' field")
-            rows.append((number, row[column]))
+            for column, field in zip(columns, fields, strict=True):
+                if column >= len(row):
+                    raise ValueError(f"{name}: row {number} has {len(row)} field(s), no {field!r} field")
+            rows.append((number, tuple(row[c] for c in columns) if pair else row[columns[0]]))
     except csv.Error as e:
         raise ValueError(f"{name}: not a readable CSV file (line {reader.line_num}: {e})") from None
     return rows
 
 
-def _jsonl_rows(text: str, name: str) -> list[tuple[int, str]]:
-    rows = []
+def _jsonl_rows(text: str, name: str) -> list[tuple[int, Text]]:
+    rows: list[tuple[int, Text]] = []
+    pair: tuple[str, str] | None = None
     for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
@@ -103,6 +125,15 @@ def _jsonl_rows(text: str, name: str) -> list[tuple[int, str]]:
             raise ValueError(f"{name}: line {number} is not JSON (lists or objects nested too deeply)") from None
         except ValueError as e:  # JSONDecodeError, or a number over Python's digit limit
             raise ValueError(f"{name}: line {number} is not JSON ({getattr(e, 'msg', e)})") from None
+        if not rows and isinstance(value, dict):  # the first row says whether the file holds pairs
+            pair = _pair_columns(list(value))
+        if pair:
+            missing = next((k for k in pair if not isinstance(value, dict) or not isinstance(value.get(k), str)), None)
+            if missing is not None:
+                raise ValueError(f"{name}: line {number} has no \"{missing}\" string (each line is a pair: "
+                                 f"\"{pair[0]}\" and \"{pair[1]}\")")
+            rows.append((number, (value[pair[0]], value[pair[1]])))
+            continue
         if isinstance(value, dict):
             value = value.get("text")
         if not isinstance(value, str):
@@ -113,9 +144,10 @@ def _jsonl_rows(text: str, name: str) -> list[tuple[int, str]]:
 
 def read_text_table(
     data: bytes, name: str, max_bytes: int | None = None, max_rows: int | None = None
-) -> list[tuple[int, str]]:
+) -> list[tuple[int, Text]]:
     """(row number, text) for each text of a file's bytes: CSV, JSONL or one text per line, by
-    the suffix of ``name`` (see the module docstring).
+    the suffix of ``name`` (see the module docstring); a text is a pair ``(first, second)`` in a
+    table with two text columns.
 
     Raises:
         ValueError: empty, over ``max_bytes`` or ``max_rows``, not UTF-8, a broken CSV or JSON
@@ -146,7 +178,7 @@ def read_text_table(
     return rows
 
 
-def input_rows(path: str) -> Iterator[tuple[int, str]]:
+def input_rows(path: str) -> Iterator[tuple[int, Text]]:
     """The numbered texts of ``budgetformer predict --input-file``: a CSV or JSONL table read
     whole (:func:`read_text_table`), any other file line by line as it goes (:func:`input_lines`)."""
     if Path(path).suffix.lower() not in TABLE_SUFFIXES:

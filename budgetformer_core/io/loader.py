@@ -5,7 +5,11 @@
   base: :mod:`budgetformer_core.io.pretrained`), read by
   :func:`~budgetformer_core.io.checkpoint.read_checkpoint`;
 * a Hugging Face sequence classifier's folder (its config.json has a ``model_type`` or
-  ``architectures``), read by :func:`~budgetformer_core.io.classifier.load_classifier`.
+  ``architectures``) of any family of :mod:`budgetformer_core.io.families`, read by
+  :func:`~budgetformer_core.io.classifier.load_classifier`;
+* an adapter — allocation networks fitted on a frozen model (``budgetformer fit-budget``) —
+  whose base is opened as above and checked, then given the adapter's networks
+  (:mod:`budgetformer_core.io.adapter`).
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .adapter import attach, is_adapter, read_adapter
 from .checkpoint import Checkpoint, read_checkpoint
 from .classifier import load_classifier
-from .files import CheckpointError
+from .files import CheckpointError, check_regular_files
 
 
 def hf_layout(path: Path) -> bool:
@@ -34,8 +39,9 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     classifier's folder (:func:`budgetformer_core.io.classifier.load_classifier`).
 
     Raises:
-        CheckpointError: a file is missing, damaged or does not match the others; or the folder
-            was replaced while it was read (a run saving over it), which says to try again.
+        CheckpointError: a file is missing, damaged or does not match the others, or is not a
+            regular file (a FIFO: refused before anything is opened); or the folder was replaced
+            while it was read (a run saving over it), which says to try again.
     """
     path = Path(path)
     try:
@@ -68,4 +74,8 @@ def _folder_identity(path: Path) -> tuple[int, int, int, int]:
 def _read(path: Path) -> Checkpoint:
     if not path.is_dir():
         raise CheckpointError(f"checkpoint {path} is not a directory")
+    check_regular_files(path)  # before any file is opened: a FIFO would never answer
+    if is_adapter(path):  # (its base is never an adapter: read_adapter refuses one)
+        adapter = read_adapter(path)
+        return attach(adapter, _read(adapter.base))
     return load_classifier(path) if hf_layout(path) else read_checkpoint(path)

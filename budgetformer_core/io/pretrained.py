@@ -1,8 +1,16 @@
-"""Pretrained BERT-family encoders in the Hugging Face layout, loaded into our encoder.
+"""Pretrained encoders in the Hugging Face layout, loaded into our encoder.
 
-A checkpoint directory holds ``config.json`` (``model_type: bert``), ``model.safetensors`` and
-its tokenizer (``tokenizer.json``, or ``vocab.txt``). :func:`load_backbone` reads it without
-``transformers``: the weights under our names, the encoder's shape as a
+A checkpoint directory holds ``config.json``, ``model.safetensors`` and its tokenizer
+(``tokenizer.json``, or ``vocab.txt``). The readers here serve every family of
+:mod:`budgetformer_core.io.families` (a sequence classifier of any of them opens through
+:mod:`budgetformer_core.io.classifier`): :func:`read_hf_config` (the shape, each value checked),
+:func:`read_weights` (safetensors only; a pickle is never loaded), :func:`gather` (the tensors
+under our names, each checked for presence, dtype, shape and finite values before use) and
+:func:`read_tokenizer`.
+
+A pretrained *base* for training (``--backbone``) stays BERT (``model_type: bert``), which is
+what our training recipes and the shipped models were made with: :func:`load_backbone` reads
+the weights under our names, the encoder's shape as a
 :class:`~budgetformer_core.config.ModelConfig` (``norm="post"``, token-type embeddings, BERT's
 GELU and layer-norm ε) and the checkpoint's own WordPiece tokenizer.
 :meth:`Backbone.build` then makes a :class:`~budgetformer_core.model.encoder.BudgetFormer` of any
@@ -39,8 +47,9 @@ from torch import Tensor
 
 from ..config import ENCODER_FIELDS, ModelConfig
 from ..model.encoder import BudgetFormer
-from .files import CheckpointError, file_sha256, read_json
-from .tokenizer import PAD, UNK, load_tokenizer, wordpiece_from_vocab
+from .families import FAMILIES, Family, family_of, read_shape, tensor_names
+from .files import CheckpointError, check_regular_files, file_sha256, read_json
+from .tokenizer import load_tokenizer, wordpiece_from_vocab
 
 
 @dataclass(frozen=True)
@@ -79,8 +88,8 @@ PACKAGED = {
 }
 """Backbones that ship in a package, by name."""
 
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
-"""Hugging Face ``hidden_act`` → ``ModelConfig.activation``."""
+BACKBONE_FAMILIES = ("bert",)
+"""The families a pretrained base for training (``--backbone``) may be of."""
 
 @dataclass
 class Backbone:
@@ -213,7 +222,7 @@ def load_base(entry: dict[str, Any]) -> Backbone:
 
 
 def load_backbone(source: str | Path = "minilm-l6", sha256: str | None = None) -> Backbone:
-    """Read a BERT-family checkpoint: a packaged backbone's name (:data:`PACKAGED`) or a folder.
+    """Read a BERT checkpoint: a packaged backbone's name (:data:`PACKAGED`) or a folder.
 
     Args:
         source: ``minilm-l6``, a directory in the Hugging Face layout or a hub model id
@@ -226,18 +235,32 @@ def load_backbone(source: str | Path = "minilm-l6", sha256: str | None = None) -
             option of the config, a weights file whose sha256 differs.
     """
     path, package = resolve(source)
-    config = read_config(path)
-    hf, digest = read_weights(path, sha256 or (package.sha256 if package else None),
-                              f" (reinstall {package.distribution})" if package else "")
-    return Backbone(path, config, our_names(hf, config.n_layers, path / "model.safetensors"), read_tokenizer(path),
-                    digest, package)
+    hf, family, config = read_hf_config(path, BACKBONE_FAMILIES)
+    weights, digest = read_weights(path, sha256 or (package.sha256 if package else None),
+                                   f" (reinstall {package.distribution})" if package else "")
+    # BertModel's names, or with the bert. prefix of its task models
+    prefix = family.prefix if family.prefix + "embeddings.word_embeddings.weight" in weights else ""
+    tensors = gather(weights, tensor_names(family, hf, config, prefix), shapes_of(config), path / "model.safetensors")
+    return Backbone(path, config, tensors, read_tokenizer(path), digest, package)
+
+
+PICKLED = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "model.ckpt.index")
+"""Weight files of other formats that ``save_pretrained`` may write instead of safetensors."""
 
 
 def read_weights(path: Path, sha256: str | None = None, fix: str = "") -> tuple[dict[str, Tensor], str]:
     """The tensors of ``path/model.safetensors`` under their Hugging Face names, and its sha256
-    (a file whose sha256 is not ``sha256``, when given, is refused; ``fix`` says what to do)."""
+    (a file whose sha256 is not ``sha256``, when given, is refused; ``fix`` says what to do).
+    Weights in another format (a pickle, which can run code when loaded) are never opened."""
     weights_file = path / "model.safetensors"
     if not weights_file.is_file():
+        if (path / "model.safetensors.index.json").is_file():
+            raise CheckpointError(f"{weights_file}: not found; the weights are sharded (model.safetensors.index.json), "
+                                  "and only a single model.safetensors is read")
+        other = next((name for name in PICKLED if (path / name).exists()), None)
+        if other is not None:
+            raise CheckpointError(f"{weights_file}: not found; {other} is never loaded (a pickle can run code): "
+                                  "save the model with safetensors, save_pretrained's default")
         raise CheckpointError(f"{weights_file}: not found (only safetensors weights are read)")
     digest = file_sha256(weights_file)
     if sha256 is not None and digest != sha256:
@@ -249,38 +272,74 @@ def read_weights(path: Path, sha256: str | None = None, fix: str = "") -> tuple[
         raise CheckpointError(f"{weights_file} is corrupt or truncated: {e}") from None
 
 
-def read_config(path: Path) -> ModelConfig:
-    """The encoder shape of ``path/config.json`` (a BERT config) as a ModelConfig."""
+def read_hf_config(path: Path, supported: tuple[str, ...] = tuple(FAMILIES)) -> tuple[dict[str, Any], Family,
+                                                                                       ModelConfig]:
+    """``path/config.json`` as JSON, its family (one of ``supported``) and its encoder's shape
+    (:func:`~budgetformer_core.io.families.read_shape`: every value checked before use). A
+    folder holding a FIFO or device is refused first (:func:`~.files.check_regular_files`)."""
+    check_regular_files(path)
     file = path / "config.json"
     if not file.is_file():
         raise CheckpointError(f"{file}: not found; not a Hugging Face checkpoint folder")
-    hf: dict[str, Any] = read_json(file)
+    hf = read_json(file)
     if not isinstance(hf, dict):
-        raise CheckpointError(f"{file} is not a BERT config: not a JSON object")
-    if hf.get("model_type") != "bert":
-        raise CheckpointError(f"{file}: model_type {hf.get('model_type')!r} is not supported (only 'bert')")
-    if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise CheckpointError(f"{file}: position_embedding_type {hf['position_embedding_type']!r} "
-                              f"is not supported (only 'absolute')")
-    act = hf.get("hidden_act", "gelu")
-    if act not in ACTIVATIONS:
-        raise CheckpointError(f"{file}: hidden_act {act!r} is not supported ({', '.join(ACTIVATIONS)})")
-    try:
-        return ModelConfig(
-            vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_heads=hf["num_attention_heads"],
-            n_layers=hf["num_hidden_layers"], d_ff=hf["intermediate_size"], max_len=hf["max_position_embeddings"],
-            dropout=float(hf.get("hidden_dropout_prob", 0.1)), norm="post", activation=ACTIVATIONS[act],
-            type_vocab_size=hf.get("type_vocab_size", 2), layer_norm_eps=float(hf.get("layer_norm_eps", 1e-12)),
-        )
-    except KeyError as e:
-        raise CheckpointError(f"{file}: no {e.args[0]!r}") from None
-    except ValueError as e:
-        raise CheckpointError(f"{file}: {e}") from None
+        raise CheckpointError(f"{file}: not a JSON object")
+    family = family_of(hf, file, supported)
+    return hf, family, read_shape(hf, file, family)
+
+
+def read_config(path: Path) -> ModelConfig:
+    """The encoder shape of a pretrained base's ``path/config.json`` (a BERT config)."""
+    return read_hf_config(path, BACKBONE_FAMILIES)[2]
+
+
+def shapes_of(cfg: ModelConfig) -> dict[str, torch.Size]:
+    """The shape of each tensor of a model of shape ``cfg``, nothing allocated."""
+    with torch.device("meta"):
+        return {k: v.shape for k, v in BudgetFormer(cfg).state_dict().items()}
+
+
+def gather(hf: dict[str, Tensor], names: dict[str, tuple[str, ...]], shapes: dict[str, torch.Size], file: Path,
+           offset: int = 0) -> dict[str, Tensor]:
+    """Our tensors (float32) from the folder's: each of ours is the folder's tensors ``names``
+    gives, stacked along dim 0 (Q, K, V). Each is checked first — present, floating-point
+    (not integer, boolean or complex), of the shape ``shapes`` implies and finite — and refused
+    by name otherwise. The position table loses its first ``offset`` rows (RoBERTa's).
+
+    Raises:
+        CheckpointError: the first tensor that is missing, of another dtype or shape, or holds
+            NaN or infinity.
+    """
+    out = {}
+    for ours, theirs in names.items():
+        want = shapes[ours]
+        skip = offset if ours == "pos_emb.weight" else 0
+        part = (want[0] // len(theirs) + skip, *want[1:])  # each of Q, K, V holds a third of the rows
+        for name in theirs:
+            t = hf.get(name)
+            if t is None:
+                raise CheckpointError(f"{file}: no tensor {name}")
+            if not t.is_floating_point():
+                raise CheckpointError(f"{file}: tensor {name} is {str(t.dtype).removeprefix('torch.')}; "
+                                      "weights must be floating-point")
+            if tuple(t.shape) != part:
+                raise CheckpointError(f"{file}: {name} has shape {tuple(t.shape)}, config.json implies {part}")
+            if not bool(torch.isfinite(t).all()):
+                raise CheckpointError(f"{file}: tensor {name} holds NaN or infinity")
+        tensor = torch.cat([hf[name] for name in theirs]) if len(theirs) > 1 else hf[theirs[0]]
+        out[ours] = tensor[skip:].float()
+    return out
 
 
 def read_tokenizer(path: Path) -> Tokenizer:
-    """The checkpoint's WordPiece tokenizer: ``tokenizer.json``, else built from ``vocab.txt``
-    (lower-cased unless ``tokenizer_config.json`` says ``do_lower_case: false``)."""
+    """The checkpoint's tokenizer: ``tokenizer.json`` (WordPiece, BPE or SentencePiece's
+    Unigram), else WordPiece from ``vocab.txt`` (lower-cased unless ``tokenizer_config.json``
+    says ``do_lower_case: false``).
+
+    It must put its special tokens around a text (``[CLS] … [SEP]``, ``<s> … </s>``), as a
+    sequence classifier's does: the head reads the first token, and no text then encodes to no
+    tokens. Which token pads, and its id, do not matter: padding is masked.
+    """
     tokenizer_file, vocab_file = path / "tokenizer.json", path / "vocab.txt"
     try:
         if tokenizer_file.is_file():
@@ -292,45 +351,12 @@ def read_tokenizer(path: Path) -> Tokenizer:
             tok = wordpiece_from_vocab(vocab_file, lowercase=bool(lower))
         else:
             raise CheckpointError(f"{tokenizer_file}: not found (nor vocab.txt); the checkpoint has no tokenizer")
+        empty = tok.encode("").ids
     except CheckpointError:
         raise
     except Exception as e:  # the tokenizers library raises plain Exception subclasses
         raise CheckpointError(f"{path}: its tokenizer cannot be read: {e}") from None
-    if tok.token_to_id(PAD) != 0 or tok.token_to_id(UNK) is None:
-        raise CheckpointError(f"{path}: the tokenizer needs {PAD} at id 0 and an {UNK} token")
+    if not empty:
+        raise CheckpointError(f"{path}: its tokenizer adds no special tokens around a text (such as [CLS] and "
+                              "[SEP]), as a sequence classifier's does")
     return tok
-
-
-# (our name, Hugging Face name) of each layer's tensors besides the fused Q/K/V projection
-_LAYER_TENSORS = (("attn.out", "attention.output.dense"), ("ln1", "attention.output.LayerNorm"),
-                  ("ff.0", "intermediate.dense"), ("ff.2", "output.dense"), ("ln2", "output.LayerNorm"))
-
-
-def our_names(hf: dict[str, Tensor], n_layers: int, file: Path) -> dict[str, Tensor]:
-    """A BERT state dict (``BertModel``'s names, or with the ``bert.`` prefix of its task
-    models) under our names; the pooler and classifier heads are left out."""
-    prefix = "bert." if "bert.embeddings.word_embeddings.weight" in hf else ""
-
-    def get(name: str) -> Tensor:
-        if prefix + name not in hf:
-            raise CheckpointError(f"{file}: no tensor {prefix + name}")
-        return hf[prefix + name]
-
-    out = {
-        "tok_emb.weight": get("embeddings.word_embeddings.weight"),
-        "pos_emb.weight": get("embeddings.position_embeddings.weight"),
-        "type_emb.weight": get("embeddings.token_type_embeddings.weight"),
-        "ln_emb.weight": get("embeddings.LayerNorm.weight"),
-        "ln_emb.bias": get("embeddings.LayerNorm.bias"),
-    }
-    for i in range(n_layers):
-        layer, ours = f"encoder.layer.{i}.", f"layers.{i}."
-        for kind in ("weight", "bias"):
-            # Q, K and V stacked: (3·D, D) rows, head h's rows [h·Dh, (h+1)·Dh) within each block,
-            # the layout HeadAttention slices (BERT's query/key/value rows are ordered by head)
-            out[ours + f"attn.qkv.{kind}"] = torch.cat(
-                [get(f"{layer}attention.self.{name}.{kind}") for name in ("query", "key", "value")]
-            )
-            for mine, theirs in _LAYER_TENSORS:
-                out[f"{ours}{mine}.{kind}"] = get(f"{layer}{theirs}.{kind}")
-    return {k: v.float() for k, v in out.items()}

@@ -1,24 +1,32 @@
 """A classification dataset as the engine sees it: label names and train / validation / test
-splits of plain strings and integer labels (:class:`TextDataset`, :class:`Split`), whatever the
-source (:mod:`budgetformer_core.io.data` for BBC News and any dataset by name,
-:mod:`budgetformer_core.io.hub` for files and the hub, :mod:`budgetformer_core.io.synthetic`
-for the generated tasks)."""
+splits of texts (strings, or pairs of strings for a pair task) and integer labels
+(:class:`TextDataset`, :class:`Split`), whatever the source (:mod:`budgetformer_core.io.data`
+for BBC News and any dataset by name, :mod:`budgetformer_core.io.hub` for files and the hub,
+:mod:`budgetformer_core.io.synthetic` for the generated tasks)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .tokenizer import Text
 
 SEP = "[SEP]"
 SPLITS = ("train", "validation", "test")
+PAIR_COLUMNS = (("premise", "hypothesis"), ("sentence1", "sentence2"), ("question", "sentence"),
+                ("text", "text_pair"))
+"""The two text columns of a pair task, first and second, in the order a file's columns are
+looked for them (:mod:`budgetformer_core.io.hub`, :mod:`budgetformer_core.io.inputs`)."""
 
 
 @dataclass
 class Split:
-    """One split: parallel lists of texts and integer labels."""
+    """One split: parallel lists of texts (or pairs of texts) and integer labels."""
 
-    texts: list[str]
+    texts: list[Text]
     labels: list[int]
     needed_heads: list[int] | None = None
     """Heads each example is built to need (a synthetic task with known needs), else ``None``."""
@@ -56,6 +64,9 @@ class TextDataset:
     splits: Mapping[str, Split] = field(default_factory=dict)
     split_seed: int = 0
     """Seed of the train/validation/test split (recorded with checkpoints)."""
+    pair_columns: tuple[str, str] | None = None
+    """A pair task's two text columns (e.g. premise, hypothesis): every text is a pair
+    ``(first, second)``. None: single texts."""
 
     @property
     def n_classes(self) -> int:

@@ -3,7 +3,9 @@
 * ``synthetic`` — a cue-counting task that needs exactly ``n_cues`` heads (:func:`make_synthetic`);
 * ``synthetic_var`` — a cue task needing 1 … 4 heads per sequence (an anchor word and the slots
   after it), each split carrying every example's need in ``needed_heads``
-  (:func:`make_synthetic_var`).
+  (:func:`make_synthetic_var`);
+* ``synthetic_pairs`` — a text-pair task: does the second text mention the first's topic word
+  (:func:`make_synthetic_pairs`), for training a pair model in seconds.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from .splits import LazySplits, Split, TextDataset
 SYNTH_CUES = 2
 SYNTH_VOCAB = 40
 SYNTH_VAR_CUES = 4  # cue types of synthetic_var; each sequence plants 1 … 4 of them
+PAIR_LABELS = ["same", "other", "none"]
+"""synthetic_pairs' classes: the second text names the first's topic, another topic, or none."""
+PAIR_COLUMNS = ("premise", "hypothesis")
+"""synthetic_pairs' two texts, named as a pair file's columns."""
+PAIR_TOPICS = 6
 
 
 def _plant(
@@ -110,6 +117,40 @@ def make_synthetic_var(n: int, seed: int, n_cues: int = SYNTH_VAR_CUES, slot_len
         labels.append(_bits_label([int(j in used and slot.count("b") > slot_len // 2) for j, slot in enumerate(slots)]))
         needs.append(k)
     return Split(texts, labels, needs)
+
+
+def make_synthetic_pairs(n: int, seed: int, topics: int = PAIR_TOPICS, noise_vocab: int = 20) -> Split:
+    """A text-pair task: does the second text mention the first's topic word?
+
+    The first text is 4 … 8 noise words (``w0`` … ``w{noise_vocab-1}``) with one topic word
+    ``t{i}`` (of ``topics``) among them; the second is 4 … 8 noise words with the same topic word
+    (label ``same``), another one (``other``) or none (``none``), each a third of the time. A
+    model must compare the two texts, and know which text a topic word is in (the second text's
+    has to be found): what the segment of each token tells it. Deterministic by ``seed``.
+    """
+    rng = random.Random(seed)
+
+    def text(topic: int | None) -> str:
+        words = [f"w{rng.randrange(noise_vocab)}" for _ in range(rng.randint(4, 8))]
+        if topic is not None:
+            words.insert(rng.randrange(len(words) + 1), f"t{topic}")
+        return " ".join(words)
+
+    texts, labels = [], []
+    for _ in range(n):
+        topic, label = rng.randrange(topics), rng.randrange(len(PAIR_LABELS))
+        other = (topic + rng.randrange(1, topics)) % topics
+        texts.append((text(topic), text([topic, other, None][label])))
+        labels.append(label)
+    return Split(texts, labels)
+
+
+def load_synthetic_pairs(seed: int = 0, n_train: int = 4000, n_val: int = 500, n_test: int = 1000) -> TextDataset:
+    """The synthetic pair task (:func:`make_synthetic_pairs`) with fixed seeds per split."""
+    sizes = {"train": n_train, "validation": n_val, "test": n_test}
+    makers = {split: functools.partial(make_synthetic_pairs, n, seed * 3 + k + 1)
+              for k, (split, n) in enumerate(sizes.items())}
+    return TextDataset("synthetic_pairs", list(PAIR_LABELS), LazySplits(makers), pair_columns=PAIR_COLUMNS)
 
 
 def _cue_dataset(name: str, make, n_cues: int, seed: int, sizes: dict[str, int]) -> TextDataset:

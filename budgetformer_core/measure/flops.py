@@ -15,6 +15,7 @@ feed-forward width F, k heads run in a layer, C classes, budget-network hidden s
                           2 · (D·M + M·H); nothing for static gates, pruned heads or dense
     classifier (once)     2 · D · C   (2 · 2D · C with ``pooling="mean_max"``; plus BERT's
                           pooler 2 · D · D with ``pooling="pooler"``)
+    embedding projection  2 · T · E · D, factorised embeddings of width E only (ELECTRA, ALBERT)
 
 The dense baseline is the same model with k = H in every layer and no budgeting networks. With
 one k per input (a batch whose inputs got different budgets) the batch's FLOPs are the sum of the
@@ -65,7 +66,12 @@ def forward_flops(
     if len(ks) != cfg.n_layers:
         raise ValueError(f"need one k per layer ({cfg.n_layers}), got {len(ks)}")
     body = sum(sum(layer_flops(cfg, n_tokens, k, net).values()) for k, net in zip(ks, nets))
-    return body + head_flops(cfg)
+    return embedding_flops(cfg, n_tokens) + body + head_flops(cfg)
+
+
+def embedding_flops(cfg: ModelConfig, n_tokens: int) -> int:
+    """FLOPs of projecting factorised embeddings (``embedding_size`` E) to D; 0 without them."""
+    return 2 * n_tokens * cfg.embedding_size * cfg.d_model
 
 
 def head_flops(cfg: ModelConfig) -> int:
@@ -77,7 +83,8 @@ def head_flops(cfg: ModelConfig) -> int:
 
 def dense_flops(cfg: ModelConfig, n_tokens: int) -> int:
     """FLOPs of the dense model of the same shape (every one of the H heads, no pruning) on the input."""
-    return cfg.n_layers * sum(layer_flops(cfg, n_tokens, cfg.n_heads).values()) + head_flops(cfg)
+    return embedding_flops(cfg, n_tokens) + cfg.n_layers * sum(layer_flops(cfg, n_tokens, cfg.n_heads).values()) \
+        + head_flops(cfg)
 
 
 def attention_share(cfg: ModelConfig, n_tokens: int) -> float:

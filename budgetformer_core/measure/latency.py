@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,9 @@ from ..model.budget import Control
 from ..model.encoder import BudgetFormer
 from ..shipped import dense_reference, shipped_models
 from .timing import time_interleaved
+
+if TYPE_CHECKING:
+    from ..io.checkpoint import Checkpoint
 
 TIMED_INPUTS = 8
 """Texts timed one at a time (batch 1) per operating point."""
@@ -115,6 +119,25 @@ def time_points(points: Mapping[str, Point], batch: bool = False, rounds: int = 
                                  threads=1, clock=clock)
     return {name: Latency(stats[name].median_ms / n, stats[name].iqr_ms / n) for name, (_, n) in calls.items()}
 
+
+def time_text(ckpt: Checkpoint, text: str, control: Control | None = None,
+              reference: Checkpoint | None = None) -> tuple[Latency, Latency | None]:
+    """One text through ``ckpt`` under ``control`` (None: its own operating point) and through
+    the dense ``reference`` in the same interleaved rounds (:func:`time_points`: one thread,
+    batch 1), each model reading the text through its own tokenizer: (its latency, the
+    reference's; None without a reference; the model's own when it is its own reference)."""
+    from ..io.tokenizer import reading_prefix
+
+    def point(c: Checkpoint, with_control: Control | None) -> Point:
+        max_len = c.config.max_len
+        ids = encode(c.tokenizer, [reading_prefix(c.tokenizer, text, max_len)], max_len)[0]  # one id list
+        return Point(c.model, None, ids, with_control)
+
+    points = {"model": point(ckpt, control)}
+    if reference is not None and reference is not ckpt:
+        points["reference"] = point(reference, None)
+    timed = time_points(points)
+    return timed["model"], (timed["model"] if reference is ckpt else timed.get("reference"))
 
 def time_dataset(dataset: str, rows: pd.DataFrame, checkpoints: Mapping[str, Path], data_dir: str | Path | None = None,
                  untimed: Collection[str] = ()) -> pd.DataFrame:

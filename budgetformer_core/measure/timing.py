@@ -3,8 +3,10 @@
 :func:`time_interleaved` times several callables in one run: each is warmed up, then the
 callables take turns — round r times a block of calls of every callable, in an order that
 rotates from round to round — so a burst of load from other processes hits all of them alike.
-Each sample is the mean time of one block of calls (``torch.utils.benchmark.Timer``, which also
-pins the thread count); the summary is the median and the inter-quartile range over rounds.
+Each sample is the mean time of one block of calls (Python's ``timeit.Timer``, under the pinned
+thread count; ``torch.utils.benchmark.Timer.timeit`` would run two more untimed calls before
+every block, tripling the cost of a one-call block); the summary is the median and the
+inter-quartile range over rounds.
 The clock is the wall clock (latency, what a user waits), or with ``clock="cpu"`` the CPU time
 of the calling thread — with one intra-op thread all of torch's work runs there, and time the
 thread spends waiting while other processes hold the cores is not counted, so on a shared,
@@ -40,6 +42,7 @@ import os
 import platform
 import threading
 import time
+import timeit
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -47,7 +50,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
-from torch.utils import benchmark
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -211,9 +213,8 @@ def time_interleaved(
     if clock not in CLOCKS or (clock == "cpu" and threads != 1):
         raise ValueError(f"clock must be one of {', '.join(CLOCKS)} ('cpu' with one thread), got {clock!r}")
     timers = {
-        name: benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=CLOCKS[clock])
-        for name, fn in fns.items()
-    }
+        name: timeit.Timer(fn, timer=CLOCKS[clock]) for name, fn in fns.items()
+    }  # .timeit(n): the mean over n calls is (seconds for the n calls) / n
     calls, round_s = {}, 0.0
     samples: dict[str, list[float]] = {name: [] for name in timers}
     names = list(timers)
@@ -221,7 +222,7 @@ def time_interleaved(
         for name, timer in timers.items():
             if warmup:
                 timer.timeit(warmup)
-            once = timer.timeit(1).median
+            once = timer.timeit(1)
             calls[name] = max(1, round(min_sample_s / max(once, 1e-9)))
             round_s += once * calls[name]
         if budget_s is not None:
@@ -229,7 +230,7 @@ def time_interleaved(
         for r in range(repeats):
             shift = r % len(names)
             for name in names[shift:] + names[:shift]:  # rotate who goes first
-                samples[name].append(timers[name].timeit(calls[name]).median * 1e3)
+                samples[name].append(timers[name].timeit(calls[name]) / calls[name] * 1e3)
     return {name: TimingStats.from_samples(samples[name], calls[name]) for name in names}
 
 

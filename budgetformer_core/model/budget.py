@@ -25,14 +25,15 @@ from torch import Tensor, nn
 
 
 def mlp(net: nn.Sequential, h: Tensor) -> Tensor:
-    """Run a Linear → GELU → Linear ``net`` through ``torch.nn.functional``.
+    """Run a Linear → activation → Linear ``net`` through ``torch.nn.functional``.
 
     Same result as ``net(h)`` without the three sub-module calls, whose Python overhead is
-    comparable to the arithmetic on a batch of one. The GELU's ``approximate`` (exact or tanh)
-    is the module's own.
+    comparable to the arithmetic on a batch of one. A GELU's ``approximate`` (exact or tanh)
+    is the module's own; another activation (an imported encoder's ReLU) is called as it is.
     """
-    first, gelu, last = net
-    hidden = F.gelu(F.linear(h, first.weight, first.bias), approximate=gelu.approximate)
+    first, act, last = net
+    hidden = F.linear(h, first.weight, first.bias)
+    hidden = F.gelu(hidden, approximate=act.approximate) if isinstance(act, nn.GELU) else act(hidden)
     return F.linear(hidden, last.weight, last.bias)
 
 

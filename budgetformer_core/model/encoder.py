@@ -5,8 +5,10 @@ feed-forward, mean-pool over real tokens — or the first token's state, alone o
 pooler — linear classifier).
 Pre-norm by default (a layer norm before each sublayer and a final one); ``ModelConfig.norm="post"``
 gives BERT's layout (token-type embeddings, a layer norm of the embeddings and after each
-residual sum), into which
-:mod:`budgetformer_core.io.pretrained` loads pretrained checkpoints.
+residual sum), into which :mod:`budgetformer_core.io.pretrained` loads pretrained checkpoints and
+:mod:`budgetformer_core.io.classifier` the sequence classifiers of the BERT family (with
+ELECTRA's and ALBERT's factorised embeddings, ``ModelConfig.embedding_size``, and each family's
+pooler non-linearity, ``ModelConfig.pooler_activation``).
 Each layer owns an allocator (:mod:`budgetformer_core.model.allocators`) that decides, from the layer's
 normalised input, which heads run for each input — BudgetFormer's f_θ and g_φ, bba's gates, a
 fixed pruned set, or every head for the dense baseline — and its attention executes that
@@ -52,6 +54,13 @@ class ModelOutput:
     """(B, T, D) the final token states the classifier pools (after the final layer norm)."""
 
 
+def nonlinearity(name: str) -> nn.Module:
+    """The module of a :data:`~budgetformer_core.config.ACTIVATIONS` name."""
+    if name in ("gelu", "gelu_tanh"):
+        return nn.GELU(approximate="tanh" if name == "gelu_tanh" else "none")
+    return {"relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh}[name]()
+
+
 class EncoderLayer(nn.Module):
     """One block: allocate heads, attend with them, feed forward.
 
@@ -68,8 +77,8 @@ class EncoderLayer(nn.Module):
         self.alloc = alloc
         self.attn = HeadAttention(cfg.d_model, cfg.n_heads, kept, cfg.d_head)
         self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
-        gelu = nn.GELU(approximate="tanh" if cfg.activation == "gelu_tanh" else "none")
-        self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), gelu, nn.Linear(cfg.d_ff, cfg.d_model))
+        act = nonlinearity(cfg.activation)
+        self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), act, nn.Linear(cfg.d_ff, cfg.d_model))
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, ctx: ForwardContext) -> tuple[Tensor, LayerTrace]:
@@ -98,8 +107,9 @@ class BudgetFormer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
+        width = cfg.embedding_size or cfg.d_model  # of the embeddings (factorised: narrower, then projected)
+        self.tok_emb = nn.Embedding(cfg.vocab_size, width)
+        self.pos_emb = nn.Embedding(cfg.max_len, width)
         self.drop = nn.Dropout(cfg.dropout)
         kept = cfg.kept_heads or [None] * cfg.n_layers
         self.layers = nn.ModuleList(
@@ -108,10 +118,14 @@ class BudgetFormer(nn.Module):
         post = cfg.norm == "post"
         # pre-norm: a final layer norm; post-norm: the embeddings' (the layers end normalised)
         self.ln_f = nn.Identity() if post else nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
-        self.ln_emb = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if post else nn.Identity()
-        self.type_emb = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
-        # BERT's pooler: the first token's state -> dense -> tanh (only with pooling="pooler")
-        self.pooler = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.Tanh()) if cfg.pooling == "pooler" else None
+        self.ln_emb = nn.LayerNorm(width, eps=cfg.layer_norm_eps) if post else nn.Identity()
+        self.type_emb = nn.Embedding(cfg.type_vocab_size, width) if cfg.type_vocab_size else None
+        # ELECTRA's embeddings_project, ALBERT's embedding_hidden_mapping_in
+        self.emb_proj = nn.Linear(width, cfg.d_model) if cfg.embedding_size else None
+        # BERT's pooler: the first token's state -> dense -> tanh (or the family's non-linearity;
+        # only with pooling="pooler")
+        self.pooler = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nonlinearity(cfg.pooler_activation)
+                                    ) if cfg.pooling == "pooler" else None
         self.head = nn.Linear(cfg.d_model * (2 if cfg.pooling == "mean_max" else 1), cfg.n_classes)
         self._init_weights()
 
@@ -176,16 +190,18 @@ class BudgetFormer(nn.Module):
 
     def embed(self, ids: Tensor, types: Tensor | None = None) -> Tensor:
         """(B, T) token ids -> (B, T, D) the first layer's input, before dropout: token + position
-        (+ token type, then the embeddings' layer norm, for a post-norm model).
+        (+ token type, then the embeddings' layer norm, for a post-norm model), projected from
+        ``embedding_size`` to D when the embeddings are factorised.
 
         ``types``: (B, T) each token's segment (0 for the first text of a pair, 1 for the
         second); None = every token of type 0. Ignored by a model without token-type embeddings.
         """
-        x = self.tok_emb(ids) + self.pos_emb.weight[: ids.shape[1]]  # (B, T, D): token + position
+        x = self.tok_emb(ids) + self.pos_emb.weight[: ids.shape[1]]  # (B, T, E): token + position
         if self.type_emb is not None:
             # one segment: every token of type 0; a pair: each token its own segment's embedding
             x = x + (self.type_emb.weight[0] if types is None else self.type_emb(types))
-        return self.ln_emb(x)
+        x = self.ln_emb(x)
+        return x if self.emb_proj is None else self.emb_proj(x)  # (B, T, D)
 
     def pool(self, x: Tensor, mask: Tensor | None) -> Tensor:
         """(B, T, D) final states -> (B, D) mean, or (B, 2D) mean ‖ max, over real tokens, or

@@ -84,10 +84,13 @@ class LossTerms:
 
 
 def total_loss(out: ModelOutput, labels: Tensor, cfg: TrainConfig, progress: float, task_only: bool,
-               difficulty: Tensor | None = None) -> LossTerms:
+               difficulty: Tensor | None = None, task: Tensor | None = None) -> LossTerms:
     """L_task, plus λ_b·L_budget + λ_e·β(t)·H(p) unless ``task_only`` (dense and bba models).
-    ``difficulty`` (B,): the per-input losses that λ_d ranks (None: the model's own task loss)."""
-    task = F.cross_entropy(out.logits, labels, label_smoothing=cfg.label_smoothing)
+    ``difficulty`` (B,): the per-input losses that λ_d ranks (None: the model's own task loss).
+    ``task``: L_task itself when the caller has it (``fit-budget``'s distillation to a frozen
+    model, :mod:`budgetformer_core.train.fit`); None: cross-entropy with ``labels``."""
+    if task is None:
+        task = F.cross_entropy(out.logits, labels, label_smoothing=cfg.label_smoothing)
     beta = beta_at(progress, cfg.beta_start, cfg.beta_end, cfg.beta_schedule)
     if task_only:
         return LossTerms(task, task.item(), 0.0, 0.0, beta)

@@ -1,6 +1,9 @@
 """The model a run starts from: fresh, on a pretrained base or warm-started from a checkpoint,
 with its tokenizer; its first embeddings (LSA token vectors, sinusoidal positions), what stays
 frozen, and the warm start's task loss on each training input (``difficulty_from="init"``).
+
+A model for a pair task reads each pair's segments: its tokenizer joins pairs (ours get
+:data:`~budgetformer_core.io.tokenizer.PAIR_TEMPLATE`) and it has token-type embeddings.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from ..config import ENCODER_FIELDS, ModelConfig, TrainConfig
 from ..io.data import TextDataset
 from ..io.loader import load_checkpoint
 from ..io.pretrained import load_backbone, load_base
-from ..io.tokenizer import load_tokenizer, pad, train_tokenizer
+from ..io.tokenizer import Text, flatten, load_tokenizer, pad, train_tokenizer, with_pair_template
 from ..model.allocators import method_class
 from ..model.encoder import BudgetFormer
 from . import distributed
@@ -73,7 +76,7 @@ def warm_start(model: BudgetFormer, source: BudgetFormer, skip: Collection[str] 
     return sorted(set(own) - set(shared))
 
 
-def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainConfig, train_texts: list[str],
+def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainConfig, train_texts: list[Text],
                 init: str | Path | None, backbone: str | None, saved_tokenizer: Path | None,
                 device: torch.device) -> tuple[BudgetFormer, Any, Any]:
     """The model to train, its tokenizer and its pretrained base (None when it has none).
@@ -83,7 +86,9 @@ def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainCo
     any length up to its own, so that a fine-tune can go on at longer inputs; with ``backbone``
     the base's tokenizer and encoder weights. Otherwise the
     tokenizer is the resumed run's (``saved_tokenizer``) or one trained on ``train_texts``. The
-    method's recipe settings are applied to the config (``Allocator.trained_config``).
+    method's recipe settings are applied to the config (``Allocator.trained_config``). For a pair
+    task (``dataset.pair_columns``) the tokenizer joins pairs (:func:`with_pair_template`) and a
+    model without token types gets two, one per text of a pair.
     """
     start = load_checkpoint(init) if init is not None else None
     base = load_backbone(backbone) if backbone is not None else None
@@ -98,7 +103,11 @@ def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainCo
     elif saved_tokenizer is not None:  # the run's own vocabulary (a retrained one could differ on a small corpus)
         tok = load_tokenizer(saved_tokenizer)
     else:
-        tok = distributed.same_tokenizer(train_tokenizer(train_texts, model_cfg.vocab_size))
+        tok = distributed.same_tokenizer(train_tokenizer(flatten(train_texts), model_cfg.vocab_size))
+    if dataset.pair_columns is not None:
+        tok = with_pair_template(tok)
+        if not model_cfg.type_vocab_size:  # a segment embedding for each text of a pair
+            model_cfg = dataclasses.replace(model_cfg, type_vocab_size=2)
     model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size(), n_classes=dataset.n_classes)
     model_cfg = method_class(model_cfg).trained_config(model_cfg, train_cfg)
     model = (base.build(model_cfg) if base is not None else BudgetFormer(model_cfg)).to(device)
@@ -109,14 +118,16 @@ def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainCo
 
 @torch.no_grad()
 def input_losses(model: BudgetFormer, ids: list[list[int]], labels: list[int], batch_size: int = 64) -> torch.Tensor:
-    """(N,) ``model``'s task loss on each input, its first ``max_len`` tokens, in float64 (the
-    losses of inputs it fits well differ in digits that float32 rounds away)."""
+    """(N,) ``model``'s task loss on each input, its first ``max_len`` tokens (a pair's with its
+    segments), in float64 (the losses of inputs it fits well differ in digits that float32 rounds
+    away)."""
     model.eval()
     device = next(model.parameters()).device
     losses = []
     for start in range(0, len(ids), batch_size):
         batch = pad([x[: model.cfg.max_len] for x in ids[start : start + batch_size]])
-        logits = model(batch.ids.to(device), batch.mask.to(device)).logits.double()  # (B, C)
+        types = None if batch.types is None else batch.types.to(device)
+        logits = model(batch.ids.to(device), batch.mask.to(device), types=types).logits.double()  # (B, C)
         y = torch.tensor(labels[start : start + batch_size], device=device)
         losses.append(torch.nn.functional.cross_entropy(logits, y, reduction="none").cpu())
     return torch.cat(losses)

@@ -31,7 +31,7 @@ from ..config import ModelConfig, TrainConfig, to_dict
 from ..io.checkpoint import check_out_dir, round_for_storage, save_checkpoint
 from ..io.data import TextDataset
 from ..io.loader import load_checkpoint
-from ..io.tokenizer import encode, pad
+from ..io.tokenizer import encode, keep_positions, pad
 from ..model.allocators import method_class
 from ..model.budget import Control
 from ..model.encoder import BudgetFormer
@@ -88,13 +88,14 @@ def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
 
 
 def augment(ids: list[int], max_len: int, cfg: TrainConfig, rng: random.Random) -> list[int]:
-    """A random ``max_len`` window (``random_crop``) with ``token_dropout`` of its tokens dropped."""
+    """A random ``max_len`` window (``random_crop``) with ``token_dropout`` of its tokens dropped
+    (a pair's tokens keep their segments)."""
     if len(ids) > max_len:
         start = rng.randrange(len(ids) - max_len + 1) if cfg.random_crop else 0
         ids = ids[start : start + max_len]
     if cfg.token_dropout:
-        kept = [t for t in ids if rng.random() >= cfg.token_dropout]
-        ids = kept or ids[:1]
+        kept = [i for i in range(len(ids)) if rng.random() >= cfg.token_dropout]
+        ids = keep_positions(ids, kept) if kept else ids[:1]
     return ids
 
 
@@ -190,6 +191,7 @@ def train_step(run: Training, net: nn.Module, views: list[list[int]], rows: list
     method = model.method
     mine, share = distributed.shard(len(rows))  # this process's rows of the global batch
     batch = pad([views[j] for j in mine])
+    types = None if batch.types is None else batch.types.to(device)  # a pair's segments
     y = labels[[rows[j] for j in mine]].to(device)
     for g in run.opt.param_groups:
         # (a run's state saved before new_lr existed has no lr_scale: 1)
@@ -198,7 +200,8 @@ def train_step(run: Training, net: nn.Module, views: list[list[int]], rows: list
     control = method.batch_control(run.heads, t, len(rows), model_cfg, train_cfg, run.streams["augment"])
     if isinstance(control.k, list):  # random k per row (random_k): this process's rows'
         control = dataclasses.replace(control, k=[control.k[j] for j in mine])
-    out = net(batch.ids.to(device), batch.mask.to(device), mode=step_mode(model_cfg, train_cfg, t), control=control)
+    out = net(batch.ids.to(device), batch.mask.to(device), mode=step_mode(model_cfg, train_cfg, t), control=control,
+              types=types)
     difficulty = None if run.difficulty is None else run.difficulty[[rows[j] for j in mine]]
     terms = total_loss(out, y, train_cfg, t, not method.predicts_budget, difficulty)
     if not torch.isfinite(terms.total):  # diverged: stop before the weights are overwritten
@@ -318,6 +321,10 @@ def train(
     in the checkpoint's config.json. Nothing time-dependent is stored, so the same run writes the
     same bytes.
 
+    A pair task (``dataset.pair_columns``) trains a model that reads pairs: each pair cut to
+    ``max_len`` tokens as ``transformers`` cuts it (``longest_first``, no random crop), and the
+    checkpoint's config.json names the two columns (``pair_columns``).
+
     An existing checkpoint at ``out_dir`` is replaced only with ``force``. The run saves its state
     in :func:`resume_dir` after every epoch and on Ctrl-C (then raising :class:`TrainingInterrupted`);
     ``resume=True`` continues from it, given the same arguments.
@@ -347,7 +354,8 @@ def train(
     model, tok, base = build_model(dataset, model_cfg, train_cfg, train_split.texts, init, backbone, saved_tokenizer,
                                    device)
     model_cfg = model.cfg
-    crop_len = 10**9 if train_cfg.random_crop else model_cfg.max_len
+    # (a pair is cut longest_first to max_len: a random window could lose one of its texts)
+    crop_len = 10**9 if train_cfg.random_crop and dataset.pair_columns is None else model_cfg.max_len
     train_ids, _ = encode(tok, train_split.texts, crop_len)
     val_split = dataset.split("validation")
     val_ids, _ = encode(tok, val_split.texts, model_cfg.max_len)
@@ -381,6 +389,8 @@ def finish(model: BudgetFormer, dataset: TextDataset, tok, base, train_cfg: Trai
     model.method.after_training(model, train_cfg)
     meta = {"dataset": dataset.name, "split_seed": dataset.split_seed, "train": to_dict(train_cfg),
             "init": None if init is None else str(init), **(meta or {})}
+    if dataset.pair_columns is not None:  # absent for single texts (their config.json stays as it was)
+        meta["pair_columns"] = list(dataset.pair_columns)
     if base is not None:  # the base; the tensors taken from it unchanged (not stored), and changed (deltas)
         meta["backbone"] = {**base.describe(), "tensors": base.unchanged(model), "delta": base.changed(model)}
     if distributed.world_size() > 1:  # absent: one process (its files stay as they were)

@@ -72,7 +72,7 @@ def head_importance(
         for start in range(0, len(ids), batch_size):
             batch = pad(ids[start : start + batch_size])
             xi = torch.ones(len(batch.ids), L, H, requires_grad=True)
-            out = model(batch.ids, batch.mask, mode="dense")
+            out = model(batch.ids, batch.mask, mode="dense", types=batch.types)
             target = torch.tensor(labels[start : start + batch_size])
             loss = F.cross_entropy(out.logits, target, reduction="sum")
             (grad,) = torch.autograd.grad(loss, xi)  # (B, L, H): row b is ∂L(x_b)/∂ξ

@@ -66,20 +66,22 @@ def predicted(model: BudgetFormer, ids: list[list[int]]) -> list[int]:
     with torch.inference_mode():
         for start in range(0, len(ids), RANK_BATCH):
             batch = pad(ids[start : start + RANK_BATCH])
-            out += model(batch.ids, batch.mask, mode="dense").logits.argmax(-1).tolist()  # (B,)
+            out += model(batch.ids, batch.mask, mode="dense", types=batch.types).logits.argmax(-1).tolist()  # (B,)
     return out
 
 
-def read_rank_file(path: str | Path, label_names: list[str]) -> tuple[list[str], list[int] | None]:
+def read_rank_file(path: str | Path, label_names: list[str],
+                   option: str = "--rank-file") -> tuple[list[str], list[int] | None]:
     """The texts of a ranking file, and their labels (indices into ``label_names``) when it is a
     table with a label column, else None (a CSV or JSONL ``text`` column, or a text per line).
+    ``option``: how the messages name the file (the option that gave it).
 
     Raises:
         ValueError: an unreadable file, no texts, or a label the classifier does not know.
     """
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"--rank-file {path}: no such file")
+        raise ValueError(f"{option} {path}: no such file")
     if path.suffix.lower() in FORMATS:
         try:
             split = load_dataset(str(path), classes=list(label_names), whole=True).split("all")
@@ -89,7 +91,7 @@ def read_rank_file(path: str | Path, label_names: list[str]) -> tuple[list[str],
                 raise
     texts = [text for _, text in input_rows(str(path)) if text.strip()]
     if not texts:
-        raise ValueError(f"--rank-file {path} holds no texts")
+        raise ValueError(f"{option} {path} holds no texts")
     return texts, None
 
 

@@ -108,6 +108,7 @@ def test_usage_slices_and_a_selection_on_the_input_map(model):
 
     # two slices: class 1 against the inputs the model got right
     at.selectbox(key="atlas_A_class").set_value(1)
+    at.selectbox(key="atlas_A_outcome").set_value("any")  # it opens on the inputs the model got right
     at.selectbox(key="atlas_B_outcome").set_value("right")
     run(at)
     usage = chart(at, "Share of inputs that ran each head")

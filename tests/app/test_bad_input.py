@@ -258,3 +258,24 @@ def test_app_errors_csv_download_of_hostile_texts(downloads, tmp_path, monkeypat
     assert len(rows) == len(back) == len(HOSTILE_TEXTS)
     no_formula(rows, back)
     assert back["text"].str.removeprefix("'").tolist() == [t.strip() for t in HOSTILE_TEXTS]  # the loader strips
+
+
+def test_app_batch_page_names_a_lone_surrogate_and_an_invisible_text():
+    """A Batch upload whose JSONL holds a lone surrogate (``"\\ud800"``: bytes that were never
+    UTF-8) or a text of only zero-width and direction marks: each row says its own cause, the
+    other rows are classified, and nothing claims the model cannot be loaded."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.models import DEFAULT_MODEL, available_models
+
+    if DEFAULT_MODEL not in available_models():
+        pytest.skip(f"no {DEFAULT_MODEL}")
+    at = app_run(AppTest.from_file(str(MAIN.parent / "views" / "batch.py"), default_timeout=180))
+    upload = (b'{"text": "shares rose \\ud800 today"}\n{"text": "\\u200b\\u200e\\u0301"}\n'
+              b'{"text": "the match ended in a draw"}\n')
+    at.file_uploader(key="batch_file").set_value(("odd.jsonl", upload, "application/json"))
+    app_run(at)
+    shown = " ".join(str(e.value) for e in [*at.error, *at.warning, *at.info]) + " ".join(
+        str(df.value.to_dict()) for df in at.dataframe)
+    assert "cannot be loaded" not in shown
+    assert "U+D800" in shown and "invisible" in shown, shown[:2000]

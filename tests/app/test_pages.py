@@ -260,7 +260,7 @@ def check_explore(at, mcfg, labels, history, texts_here):
     class_axes_are_categories(chart(at, "Class probabilities"), labels, ("y",))
     words = page_words(at)
     if variant == "bba":
-        assert metric(at, "Requested budget b per layer") == " / ".join(
+        assert metric(at, "Budget b per layer") == " / ".join(
             [f"{mcfg['default_budget']:.2f}"] * mcfg["n_layers"]
         )
         assert chart(at, "Gate scores z") and chart(at, "Requested budget b per layer")

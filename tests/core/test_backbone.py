@@ -190,6 +190,10 @@ def test_bad_checkpoint_folders_are_refused_by_name(backbone, tmp_path):
              sha256="0" * 64)
     no_width = {k: v for k, v in config.items() if k != "hidden_size"}
     _refused(_folder(tmp_path / "f", backbone, no_width), "config.json: no 'hidden_size'")
+    fifo = _folder(tmp_path / "g", backbone, config)
+    os.mkfifo(fifo / "README")  # (a FIFO the loader would not read: a regression fails, never hangs)
+    _refused(fifo, r"g/README is not a regular file \(a FIFO")
+    _refused(_folder(tmp_path / "h", backbone, {**config, "hidden_act": "gelu_2"}), "hidden_act 'gelu_2' is not")
 
 
 def test_a_hub_model_id_is_read_from_the_hub_cache_offline(backbone, tmp_path, monkeypatch):

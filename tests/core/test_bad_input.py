@@ -254,9 +254,9 @@ CLI_CASES = [
      r"batch_size 2,000,000 × 64 tokens needs about .* GiB; the limit is 2 GiB"),
     ("bench: --batch-size 2000000 over lengths", ["bench", "--checkpoint", "{ckpt}", "--batch-size", "2000000",
      "--seq-lens", "8,64"], 2, r"batch_size 2,000,000 × 8 tokens needs about"),
-    ("train: --split-seed -1", [*TRAIN, "--split-seed", "-1"], 2, "expected a whole number >= 0, got -1"),
+    ("train: --split-seed -1", [*TRAIN, "--split-seed", "-1"], 2, "expected a seed from 0 to 4294967295, got -1"),
     ("eval: --split-seed -1", ["eval", "--checkpoint", "{ckpt}", "--split-seed", "-1"], 2,
-     "expected a whole number >= 0, got -1"),
+     "expected a seed from 0 to 4294967295, got -1"),
     # a checkpoint's side files
     ("eval --ablation no-budget-net: history.json an object", ["eval", "--checkpoint", "{bad}", "--ablation",
      "no-budget-net", "--limit", "5"], 2, r"history\.json must be a list of per-epoch records",
@@ -483,3 +483,170 @@ def test_a_checkpoint_replaced_while_read_says_so(ws, tmp_path):
     assert load_checkpoint(path).label_names == ckpt.label_names
 
 
+
+
+# --------------------------------------------------------------------------- hostile model folders
+
+def hostile(source: Path, tmp_path: Path, how: str) -> Path:
+    """A copy of the model folder ``source`` with one thing wrong. ``how``: ``key=JSON`` (a value
+    of config.json; ``-key`` drops it), ``remove:NAME``, ``pickle`` (the weights as a pickle
+    only, one that would write a file if it were ever unpickled), or ``tensor NAME:KIND`` (KIND
+    nan, inf, int64, complex64 or a shorter shape; a checkpoint of ours gets its recorded sha256
+    rewritten, so that only the tensor is wrong)."""
+    import pickle
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from budgetformer_core.io.files import file_sha256
+
+    bad = tmp_path / "bad"
+    shutil.copytree(source, bad)
+    config = json.loads((bad / "config.json").read_text())
+    if how.startswith("tensor "):
+        name, kind = how.removeprefix("tensor ").split(":")
+        tensors = load_file(str(bad / "model.safetensors"))
+        t = tensors[name]
+        if kind in ("nan", "inf"):
+            t.view(-1)[0] = float(kind)
+        tensors[name] = t.to(getattr(torch, kind)) if kind in ("int64", "complex64") else t[:-2] if kind == "shorter" \
+            else t
+        save_file(tensors, str(bad / "model.safetensors"))
+        if "sha256" in config:
+            config["sha256"]["model.safetensors"] = file_sha256(bad / "model.safetensors")
+    elif how.startswith("remove:"):
+        for name in how.removeprefix("remove:").split(","):
+            (bad / name).unlink()
+    elif how == "pickle":
+        class Canary:
+            def __reduce__(self):
+                return open, (str(tmp_path / "unpickled"), "w")
+
+        (bad / "model.safetensors").unlink()
+        (bad / "pytorch_model.bin").write_bytes(pickle.dumps(Canary()))
+    elif how.startswith("-"):
+        config.pop(how[1:])
+    else:
+        key, value = how.split("=", 1)
+        config[key] = json.loads(value)
+    (bad / "config.json").write_text(json.dumps(config))  # json writes NaN bare
+    return bad
+
+
+FOLDER_CASES = [  # id, the folder (a family's classifier, or "ours"), what is wrong, the one-line error
+    ("an unknown model_type", "bert", 'model_type="gpt2"', r"model_type 'gpt2' is not supported \(only 'bert', "
+     r"'distilbert', 'roberta', 'xlm-roberta', 'electra', 'albert'\)"),
+    ("a model_type that is a list", "bert", "model_type=[1]", r"model_type \[1\] is not supported"),
+    ("a pickle only, never unpickled", "bert", "pickle", r"model\.safetensors: not found; pytorch_model\.bin is "
+     "never loaded"),
+    ("a position table of another shape", "bert", "tensor bert.embeddings.position_embeddings.weight:shorter",
+     r"bert\.embeddings\.position_embeddings\.weight has shape \(62, 32\), config\.json implies \(64, 32\)"),
+    ("RoBERTa's table without its offset rows", "roberta", "tensor roberta.embeddings.position_embeddings.weight:"
+     "shorter", r"position_embeddings\.weight has shape \(64, 32\), config\.json implies \(66, 32\)"),
+    ("ALBERT's shared layer of another shape", "albert", "tensor albert.encoder.albert_layer_groups.0.albert_layers.0."
+     "ffn.weight:shorter", r"albert_layers\.0\.ffn\.weight has shape \(62, 32\), config\.json implies \(64, 32\)"),
+    ("id2label not 0 … C-1", "bert", 'id2label={"0": "a", "2": "b"}', r"id2label's keys must be the ids 0 … 1"),
+    ("id2label keys 00, 1", "bert", 'id2label={"00": "a", "1": "b"}', r"id2label's keys must be the ids 0 … 1"),
+    ("id2label names that are not strings", "bert", 'id2label={"0": "a", "1": ["b"]}', "names must be strings"),
+    ("no tokenizer", "bert", "remove:tokenizer.json,vocab.txt", "the checkpoint has no tokenizer"),
+    ("no tokenizer (RoBERTa)", "roberta", "remove:tokenizer.json", "the checkpoint has no tokenizer"),
+    ("a NaN in the classifier", "roberta", "tensor classifier.out_proj.weight:nan",
+     r"tensor classifier\.out_proj\.weight holds NaN or infinity"),
+    ("an infinity in a layer", "bert", "tensor bert.encoder.layer.1.output.dense.weight:inf",
+     r"tensor bert\.encoder\.layer\.1\.output\.dense\.weight holds NaN or infinity"),
+    ("integer weights", "bert", "tensor classifier.weight:int64",
+     r"tensor classifier\.weight is int64; weights must be floating-point"),
+    ("complex weights", "electra", "tensor electra.embeddings_project.weight:complex64",
+     r"tensor electra\.embeddings_project\.weight is complex64"),
+    ("ours: a NaN with its sha256 recorded", "ours", "tensor head.weight:nan",
+     r"weight head\.weight holds NaN or infinity"),
+    ("ours: complex weights with their sha256", "ours", "tensor layers.0.attn.qkv.weight:complex64",
+     r"weight layers\.0\.attn\.qkv\.weight is complex64; weights must be floating-point"),
+    *[(f"config.json: {how}", family, how, message) for family, how, message in [
+        ("bert", 'hidden_act="gelu_2"', r"hidden_act 'gelu_2' is not supported \(only gelu"),
+        ("bert", 'hidden_act=["gelu"]', r"hidden_act \['gelu'\] is not supported"),
+        ("bert", "layer_norm_eps=0", r"layer_norm_eps must be in \(0, 1\), got 0"),
+        ("bert", "layer_norm_eps=NaN", "layer_norm_eps must be a finite number"),
+        ("bert", "hidden_dropout_prob=1.0", r"hidden_dropout_prob must be in \[0, 1\), got 1.0"),
+        ("bert", 'hidden_dropout_prob="0.1"', "hidden_dropout_prob must be a number"),
+        ("bert", 'num_attention_heads="4"', "num_attention_heads must be an integer, got '4'"),
+        ("bert", "hidden_size=true", "hidden_size must be an integer, got True"),
+        ("bert", "num_hidden_layers=2.0", "num_hidden_layers must be an integer, got 2.0"),
+        ("bert", "num_attention_heads=5", r"hidden_size \(32\) must be divisible by n_heads \(5\)"),
+        ("bert", "type_vocab_size=0", "type_vocab_size must be >= 1"),
+        ("bert", "vocab_size=1000000000000", "implies about .* weights"),
+        ("bert", "max_position_embeddings=1000000", "max_position_embeddings must be <= 65,536"),
+        ("bert", "-hidden_size", "no 'hidden_size'"),
+        ("bert", 'position_embedding_type="relative_key"', "position_embedding_type 'relative_key' is not supported"),
+        ("bert", "is_decoder=true", "is_decoder True: a decoder's causal attention"),
+        ("distilbert", 'activation="tanhh"', r"activation 'tanhh' is not supported"),
+        ("distilbert", 'dim="32"', "dim must be an integer"),
+        ("roberta", 'pad_token_id="1"', "pad_token_id must be a whole number >= 0"),
+        ("roberta", "pad_token_id=65", "max_position_embeddings less the 66 positions before the first token must "
+         "be >= 1"),
+        ("electra", "embedding_size=0", "embedding_size must be >= 1"),
+        ("albert", "inner_group_num=2", r"inner_group_num 2 is not supported \(only 1"),
+        ("albert", "num_hidden_groups=0", "num_hidden_groups must be a whole number from 1 to num_hidden_layers"),
+    ]],
+]
+
+
+@pytest.mark.parametrize("case", FOLDER_CASES, ids=[c[0] for c in FOLDER_CASES])
+def test_a_hostile_model_folder_is_one_line(capsys, ws, family_classifier, tmp_path, case):
+    """Each is refused before it is used: exit 2, one line naming what is wrong, no traceback,
+    nothing unpickled, no file changed."""
+    _, family, how, message = case
+    source = ws / "ckpt" if family == "ours" else family_classifier(family)
+    bad = hostile(source, tmp_path, how)
+    before = snapshot(source, bad)
+    capsys.readouterr()  # (transformers' progress bar, when the folder was written just now)
+    code, out, err = cli(capsys, ["predict", "--checkpoint", str(bad), "the market rose"])
+    assert code == 2 and out == "" and "Traceback" not in err, (code, out, err)
+    assert err.count("\n") == 1 and re.search(message, err), err
+    assert snapshot(source, bad) == before
+    assert not (tmp_path / "unpickled").exists()
+
+
+def test_a_fifo_in_a_model_folder_is_refused_at_once(ws, family_classifier, tmp_path):
+    """A FIFO (which an open would wait on for ever) named as a file the loader reads, in a
+    classifier's folder and in ours: refused before anything is opened, by predict and by the
+    app's description of a classifier folder. Run in a child process with a time limit, so that
+    a hang fails the test instead of stopping the suite."""
+    import os
+    import subprocess
+    import sys
+
+    from ..conftest import ROOT
+
+    folders = []
+    for source, name in ((family_classifier("roberta"), "model.safetensors"), (family_classifier("bert"),
+                                                                               "config.json"),
+                         (ws / "ckpt", "history.json"), (ws / "ckpt", "tokenizer.json")):
+        folder = tmp_path / f"{len(folders)}"
+        shutil.copytree(source, folder)
+        (folder / name).unlink()
+        os.mkfifo(folder / name)
+        folders.append(str(folder))
+    script = """
+import contextlib, io, json, sys
+from budgetformer_core.cli import main
+from budgetformer_core.io.classifier import describe
+from budgetformer_core.io.files import CheckpointError
+results = []
+for folder in sys.argv[1:]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["predict", "--checkpoint", folder, "the market rose"])
+    try:
+        described = str(describe(folder))
+    except CheckpointError as e:
+        described = str(e)
+    results.append([code, err.getvalue(), described])
+print(json.dumps(results))
+"""
+    done = subprocess.run([sys.executable, "-c", script, *folders], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    for folder, (code, err, described) in zip(folders, json.loads(done.stdout), strict=True):
+        assert code == 2 and err.count("\n") == 1 and "is not a regular file (a FIFO" in err and folder in err, err
+        assert "Traceback" not in err and "is not a regular file (a FIFO" in described  # the app's description too

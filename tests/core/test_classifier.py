@@ -82,13 +82,16 @@ def test_it_loads_with_its_pooler_classifier_and_labels_and_equals_transformers(
     assert len(set(their_logits.argmax(-1).tolist())) > 1  # the weights tell the classes apart
 
 
-def test_a_longer_text_is_read_as_its_first_positions(hf_classifier, reference):
+def test_a_longer_text_is_cut_as_transformers_cuts_it(hf_classifier, reference):
     ckpt = load_checkpoint(hf_classifier)
-    batch = encode_batch(ckpt.tokenizer, ["film music and the new phone software " * 20], 64)
-    assert batch.truncated == [True] and batch.ids.shape == (1, 64)
-    with torch.no_grad():  # the same 64 tokens (without the final [SEP], cut with the rest) give the same logits
-        theirs = reference[0](input_ids=batch.ids, attention_mask=batch.mask.long()).logits
-        torch.testing.assert_close(ckpt.model(batch.ids, batch.mask).logits, theirs, atol=1e-5, rtol=0)
+    text = "film music and the new phone software " * 20
+    batch = encode_batch(ckpt.tokenizer, [text], 64)
+    assert batch.truncated == [True] and batch.ids.shape == (1, 64) and batch.n_tokens[0] > 64
+    model, tokenizer = reference
+    enc = tokenizer([text], truncation=True, max_length=64, return_tensors="pt")
+    assert batch.ids.tolist() == enc["input_ids"].tolist()  # the final [SEP] kept
+    with torch.no_grad():
+        torch.testing.assert_close(ckpt.model(batch.ids, batch.mask).logits, model(**enc).logits, atol=1e-5, rtol=0)
 
 
 def test_cli_predict_eval_and_bench_take_the_folder(capsys, hf_classifier, their_logits, rank_csv):
@@ -190,7 +193,7 @@ def no_pooler(folder):
     (lambda c: c.pop("id2label"), None, "no id2label"),
     (lambda c: c.update(id2label={"0": "only"}), None, "regression"),
     (lambda c: c.update(problem_type="multi_label_classification"), None, "problem_type"),
-    (lambda c: c.update(model_type="roberta"), None, "model_type 'roberta'"),
+    (lambda c: c.update(model_type="gpt2"), None, "model_type 'gpt2' is not supported"),
     (None, "model.safetensors", "model.safetensors: not found"),
     (None, "vocab.txt", None),  # tokenizer.json is enough
     ("no pooler", None, "no tensor bert.pooler.dense.weight"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from budgetformer_core.config import (
+    STATED_IF_CHANGED,
     ModelConfig,
     TrainConfig,
     dumps,
@@ -39,7 +40,7 @@ from budgetformer_core.overrides import apply_overrides
     ("budget_hidden=1000000000", "weights"),
     ("n_heads=four", "expected int"),
     ("norm=sandwich", "norm must be 'pre' or 'post'"),
-    ("activation=relu", "activation must be 'gelu' or 'gelu_tanh'"),
+    ("activation=swish", "activation must be one of gelu, gelu_tanh, relu, silu, tanh"),
     ("type_vocab_size=-1", "type_vocab_size must be >= 0"),
     ("layer_norm_eps=0", r"layer_norm_eps must be in \(0, 1\)"),
     ("method=bba,summary_norm=true", "a bba model has neither"),
@@ -94,3 +95,13 @@ def test_the_method_is_stored_under_its_older_key():
 def test_the_method_is_set_by_its_name_or_its_stored_key(overrides):
     model, _ = apply_overrides(ModelConfig(), TrainConfig(), overrides)
     assert model.method == "dense"
+
+
+def test_fields_added_since_the_shipped_models_are_stated_only_when_set():
+    """A model without factorised embeddings or another pooler non-linearity is written as
+    before those fields existed (the shipped configs byte for byte), and one with them reads back."""
+    assert not set(STATED_IF_CHANGED) & set(to_dict(ModelConfig()))
+    cfg = ModelConfig(embedding_size=16, pooler_activation="relu", pooling="pooler")
+    stated = to_dict(cfg)
+    assert (stated["embedding_size"], stated["pooler_activation"]) == (16, "relu")
+    assert model_config_from_dict(stated) == cfg

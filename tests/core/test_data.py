@@ -11,18 +11,19 @@ import pandas as pd
 import pytest
 
 from budgetformer_core.io.data import load_bbc, load_dataset
-from budgetformer_core.io.splits import SEP, SPLITS, TextDataset
+from budgetformer_core.io.splits import SPLITS, TextDataset
 from budgetformer_core.io.synthetic import load_synthetic, load_synthetic_var, make_synthetic, make_synthetic_var
 
 SHARED = Path(__file__).parents[3] / "shared" / "data"
 
 
 def check_valid(ds: TextDataset) -> None:
-    """Every split present, texts non-empty str, labels ints in [0, n_classes)."""
+    """Every split present, texts non-empty str (pairs of them), labels ints in [0, n_classes)."""
     assert set(ds.splits) == set(SPLITS)
     for split in ds.splits.values():
         assert len(split) > 0
-        assert all(isinstance(t, str) and t for t in split.texts)
+        assert all(isinstance(t, str) and t or ds.pair_columns and all(isinstance(p, str) and p for p in t)
+                   for t in split.texts)  # a pair task's: both texts of each pair
         assert all(type(y) is int and 0 <= y < ds.n_classes for y in split.labels)
 
 
@@ -200,7 +201,8 @@ def test_shared_snli():
     assert ds.label_names == ["entailment", "neutral", "contradiction"]
     texts = [t for s in ds.splits.values() for t in s.texts]
     assert len(texts) == len(set(texts)) == 9840  # 9,842 pairs less 2 exact duplicates
-    assert all(f" {SEP} " in t for t in texts)
+    assert ds.pair_columns in (("premise", "hypothesis"), ("sentence1", "sentence2"))
+    assert all(isinstance(t, tuple) for t in texts)
 
 
 # --------------------------------------------------------------------------- generic files
@@ -375,7 +377,8 @@ def test_published_layouts_in_tmp(tmp_path):
     write(pairs, snli / "dev.jsonl")
     ds = load_dataset("snli", data_dir=snli)
     texts = [t for s in ds.splits.values() for t in s.texts]
-    assert len(texts) == 30 and "p0 [SEP] h0" in texts  # the "-" rows are dropped
+    assert len(texts) == 30 and ("p0", "h0") in texts  # the "-" rows are dropped
+    assert ds.pair_columns == ("premise", "hypothesis")
 
 
 # --------------------------------------------------------------------------- errors

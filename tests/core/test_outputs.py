@@ -21,7 +21,7 @@ from budgetformer_core.cli import main
 from budgetformer_core.io.outputs import output_lock
 
 from ..conftest import PRECOMPUTED, snapshot
-from .test_resume import command, data, start  # noqa: F401 (data: a fixture)
+from .test_resume import command, keyword_task, start
 
 
 def one_line_refusal(capsys, argv: list[str], *needles: str) -> str:
@@ -87,6 +87,11 @@ def test_prune_never_writes_over_its_own_input(tmp_path, capsys):
 # --------------------------------------------------------------------------- train --out and --resume
 
 
+@pytest.fixture(scope="module")
+def keywords(tmp_path_factory) -> Path:
+    return keyword_task(tmp_path_factory.mktemp("data") / "keywords.csv")
+
+
 def interrupted(runs: list[tuple[list[str], Path]]) -> None:
     """Run each train command until its first epoch's state is saved, then Ctrl-C it (all at once)."""
     procs = [(start(argv), state) for argv, state in runs]
@@ -102,13 +107,13 @@ def interrupted(runs: list[tuple[list[str], Path]]) -> None:
         assert run.returncode == 130, err
 
 
-def test_a_resume_is_granted_force_only_when_typed_and_never_follows_a_moved_link(data, ws, tmp_path, capsys):
+def test_a_resume_is_granted_force_only_when_typed_and_never_follows_a_moved_link(keywords, ws, tmp_path, capsys):
     forced = Path(shutil.copytree(ws / "ckpt", tmp_path / "forced"))  # replaced by a --force run
     precious = Path(shutil.copytree(ws / "ckpt", tmp_path / "precious"))  # a link is turned onto it
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "elsewhere")
-    interrupted([(command(data, forced, "--force"), tmp_path / "forced.resume"),
-                 (command(data, link), tmp_path / "link.resume")])
+    interrupted([(command(keywords, forced, "--force"), tmp_path / "forced.resume"),
+                 (command(keywords, link), tmp_path / "link.resume")])
     before, forced_before = snapshot(forced, precious), snapshot(forced)
     one_line_refusal(capsys, ["train", "--resume", str(tmp_path / "forced.resume")], "--force")
     link.unlink()
@@ -120,12 +125,12 @@ def test_a_resume_is_granted_force_only_when_typed_and_never_follows_a_moved_lin
     capsys.readouterr()
 
 
-def test_two_runs_on_one_out_the_second_is_refused(data, tmp_path, capsys):
+def test_two_runs_on_one_out_the_second_is_refused(keywords, tmp_path, capsys):
     out = tmp_path / "ckpt"
     with output_lock(out):  # a run writing it now
-        one_line_refusal(capsys, command(data, out)[3:], "another run is writing")
+        one_line_refusal(capsys, command(keywords, out)[3:], "another run is writing")
     assert not out.exists()
-    assert main(command(data, out)[3:]) == 0
+    assert main(command(keywords, out)[3:]) == 0
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]  # the lock is gone with the run
 
 

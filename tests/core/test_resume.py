@@ -33,6 +33,10 @@ FILES = ("model.safetensors", "config.json", "tokenizer.json", "history.json")
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
+    return keyword_task(tmp_path_factory.mktemp("data") / "keywords.csv")
+
+
+def keyword_task(path: Path) -> Path:
     """A 3-class keyword task of one-character words: a vocabulary that needs no merges, so every
     process learns the same one."""
     import pandas as pd
@@ -43,7 +47,6 @@ def data(tmp_path_factory) -> Path:
         words = [rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(10)]
         words[rng.randrange(10)] = "123"[i % 3]
         rows.append({"text": " ".join(words), "label": ["one", "two", "three"][i % 3]})
-    path = tmp_path_factory.mktemp("data") / "keywords.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
 

@@ -13,6 +13,7 @@ from app.charts.dynamics import epoch_lines, training_budget
 from app.charts.easy_hard import budget_by_class, budget_histogram, budget_scatter
 from app.charts.errors import confusion_heatmap
 from app.charts.explore import probabilities_bar
+from app.charts.style import TITLE_ROOM
 
 
 def test_class_axes_are_categories():
@@ -44,7 +45,8 @@ def test_page_charts():
     # a legend of three entries takes two rows of two, and the top margin holds both under the title
     three = epoch_lines([1, 2], {"total": [1, 2], "task": [1, 2], "budget": [1, 2]}, "Loss terms", "y")
     assert three.layout.legend.entrywidth == 0.5 and three.layout.legend.entrywidthmode == "fraction"
-    assert three.layout.margin.t == 50 + 24 * 2 > lines.layout.margin.t == 50 + 24
+    top = TITLE_ROOM + 8  # the title pinned to the figure's top, then the legend's rows
+    assert three.layout.margin.t == top + 24 * 2 > lines.layout.margin.t == top + 24
     cm = confusion_heatmap([[1, 2], [0, 3]], ["x", "y"])
     assert [list(r) for r in cm.data[0].z] == [[1, 2], [0, 3]] and list(cm.data[0].y) == ["x", "y"]
     panels = [("entropy", [1, 2, 3], False), ("loss", [0.1, 1, 10], True)]

@@ -166,7 +166,7 @@ def test_metric_cards(bbc_budgetformer, dense):
     ]
     assert cards[0].value == "sports" and cards[1].note == "predicted by f_θ"
     assert cards[2].value == " / ".join(str(k) for k in full.k)
-    assert cards[4].value.endswith(" ms") and cards[4].note.startswith("vs bbc-dense: ")
+    assert cards[4].value.endswith(" ms") and cards[4].note.startswith("vs bbc-dense, batch 1: ")
     assert "× live" in cards[4].note and "same rounds" in cards[4].help
     d = run_analysis(dense, SPORT)
     dense_cards = metric_cards(d, None, Settings(), 8)
@@ -175,7 +175,7 @@ def test_metric_cards(bbc_budgetformer, dense):
     assert latency_card(None, failed=True).value == "—"
     bba = method_of(ModelConfig(method="bba", default_budget=0.5))
     bba_cards = metric_cards(full, None, Settings(budget_mode="slider", budget=0.25), 8, bba)
-    assert bba_cards[1].label == "Requested budget b per layer" and bba_cards[1].note == "requested: b = 0.25"
+    assert bba_cards[1].label == "Budget b per layer" and bba_cards[1].note == "requested: b = 0.25"
 
 
 def test_comparison_rows_tell_prediction_and_confidence_apart(bbc_budgetformer):
