@@ -51,7 +51,16 @@ def read_run(state_dir: str | Path) -> dict[str, Any]:
     run = read_json(state_dir / "run.json")
     if not isinstance(run, dict):
         raise ValueError(f"{state_dir / 'run.json'} is not a run record: not a JSON object")
+    for key, kinds in RUN_FIELDS.items():
+        if key in run and not isinstance(run[key], kinds):
+            raise ValueError(f"{state_dir / 'run.json'}: {key!r} is a {type(run[key]).__name__}, not what a run "
+                             "records: start again with --force")
     return run
+
+
+RUN_FIELDS = {"command": str, "dataset": str, "out": str, "out_resolved": str, "force": bool, "split_seed": int,
+              "model": dict, "train": dict, "init": (str, type(None)), "backbone": (str, type(None))}
+"""The type of each field :func:`read_run` reads back (a run.json edited by hand is refused in one line)."""
 
 
 def clear_state_dir(state_dir: Path, force: bool) -> None:

@@ -7,6 +7,7 @@ and the sha256 of every file it could have harmed unchanged.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -152,3 +153,13 @@ def test_a_reader_that_stops_early_is_not_an_error():
     run = subprocess.run(f"{sys.executable} -m budgetformer_core.cli models | head -1", shell=True, env=env,
                          capture_output=True, text=True, timeout=120)
     assert run.stdout.strip() and run.stderr == "", run.stderr
+
+
+@pytest.mark.parametrize("run", [{"command": 5}, {"command": "budgetformer train --out x", "model": [1]},
+                                 {"command": "budgetformer train --out x", "force": "yes"}])
+def test_a_run_json_of_the_wrong_types_is_one_line(tmp_path, capsys, run):
+    state = tmp_path / "x.resume"
+    state.mkdir()
+    (state / "run.json").write_text(json.dumps(run))
+    (state / "state.pt").write_bytes(b"state")
+    one_line_refusal(capsys, ["train", "--resume", str(state)], "run.json", "start again with --force")
