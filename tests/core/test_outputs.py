@@ -163,3 +163,22 @@ def test_a_run_json_of_the_wrong_types_is_one_line(tmp_path, capsys, run):
     (state / "run.json").write_text(json.dumps(run))
     (state / "state.pt").write_bytes(b"state")
     one_line_refusal(capsys, ["train", "--resume", str(state)], "run.json", "start again with --force")
+
+
+def test_latency_check_keeps_its_results_when_the_file_cannot_be_written(tmp_path):
+    """A file-size limit of 64 bytes stands in for a full disk: the table is printed, the reason
+    is one line, and neither a truncated file nor a temporary one is left."""
+    import resource
+
+    def full_disk() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+
+    out = tmp_path / "rows.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    run = subprocess.run([sys.executable, "-m", "budgetformer_core.cli", "latency-check", "--datasets", "synthetic",
+                          "--models", "bba", "--json", str(out)], env=env, preexec_fn=full_disk,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and "live speed-ups" in run.stdout, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "was not written (File too large)" in run.stderr
+    assert list(tmp_path.iterdir()) == []
