@@ -41,7 +41,7 @@ from tokenizers import Tokenizer
 
 from ..config import ModelConfig, model_config_from_dict, to_dict
 from ..model.encoder import BudgetFormer
-from .files import CheckpointError, file_sha256, json_safe, read_json
+from .files import CheckpointError, existing_parent, file_sha256, json_safe, read_json
 from .pretrained import load_base
 from .tokenizer import load_tokenizer
 
@@ -166,11 +166,7 @@ def check_out_dir(path: str | Path, force: bool = False) -> Path:
             raise CheckpointError(f"--out {path} is a folder holding other files; choose a new or empty folder")
         if not force:
             raise CheckpointError(f"--out {path} already holds a checkpoint; pass --force to replace it")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise CheckpointError(f"--out {path}: {parent} is a file, not a folder")
+    parent = existing_parent(path)
     if not os.access(parent, os.W_OK | os.X_OK) or (path.is_dir() and not os.access(path, os.W_OK | os.X_OK)):
         raise CheckpointError(f"--out {path}: {parent if not path.is_dir() else path} is not writable")
     return path

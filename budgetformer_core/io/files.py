@@ -25,6 +25,17 @@ class CheckpointError(ValueError):
     """A checkpoint directory that cannot be loaded, with the reason."""
 
 
+def existing_parent(path: Path, option: str = "--out") -> Path:
+    """The nearest folder above ``path`` that exists (where writing ``path`` creates the rest);
+    :class:`CheckpointError` when that is a file, not a folder."""
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise CheckpointError(f"{option} {path}: {parent} is a file, not a folder")
+    return parent
+
+
 def check_regular_files(folder: Path) -> None:
     """Raise :class:`CheckpointError` when an entry of ``folder`` is neither a file nor a folder
     (a FIFO, socket or device): reading one could wait or run for ever, so a model folder holding

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .checkpoint import is_checkpoint
-from .files import CheckpointError
+from .files import CheckpointError, existing_parent
 from .loader import hf_layout
 
 
@@ -63,11 +63,7 @@ def check_output_file(path: str | Path, force: bool = False, option: str = "--ou
     folder = model_folder_around(path)
     if folder is not None:
         raise CheckpointError(f"{option} {path} lies inside the model folder {folder}; write it elsewhere")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise CheckpointError(f"{option} {path}: {parent} is a file, not a folder")
+    existing_parent(path, option)
     return path
 
 
