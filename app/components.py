@@ -28,9 +28,11 @@ from app.models import (
     dataset_of,
     model_method,
     model_standing,
+    ranking_note,
+    refused_folders,
     unusable_models,
 )
-from app.state import DATA_DIRS_KEY, Samples
+from app.sources import DATA_DIRS_KEY, Samples
 from budgetformer_core.config import stored_method
 
 TEXT_KEY = "text"
@@ -107,6 +109,9 @@ def model_picker() -> str | None:
     models = available_models()
     for bad, why in unusable_models().items():
         st.sidebar.caption(f"Not offered: the checkpoint {md_escape(bad)} ({md_escape(why)}).")
+    for bad, why in refused_folders().items():
+        st.sidebar.caption(f"Not offered from {md_escape('$' + MODEL_ROOTS_ENV)}: the folder {md_escape(bad)} "
+                           f"({md_escape(why)}).")
     if not models:
         st.sidebar.error(
             "No trained checkpoints under precomputed/checkpoints. Run `make precompute`."
@@ -177,8 +182,8 @@ def model_card(name: str) -> None:
     ]
     base = cfg.get("backbone")
     if isinstance(cfg.get("classifier"), dict):  # a researcher's own, from the operator's list
-        lines.append(f"your **{md_escape(cfg['classifier'].get('architecture', '?'))}**, heads ranked zero-shot "
-                     f"on the validation split of {md_escape(cfg.get('dataset', '?'))} (no training)")
+        lines.append(f"your **{md_escape(cfg['classifier'].get('architecture', '?'))}**, "
+                     f"{md_escape(ranking_note(name))}")
     elif isinstance(base, dict):  # fine-tuned from a pretrained encoder, named by its package or folder
         lines.append(f"backbone **{md_escape(str(base.get('package') or base.get('source', '?')))}** (pretrained)")
     else:
@@ -373,7 +378,8 @@ def per_example_or_stop(name: str, dataset: str, unavailable: str, budget: float
 
 def data_source_input(dataset: str) -> None:
     """Sidebar: where the texts of a dataset that does not ship with the app are."""
-    from app.state import OFFLINE_DATASETS, test_samples
+    from app.sources import OFFLINE_DATASETS
+    from app.state import test_samples
 
     if dataset in OFFLINE_DATASETS:
         return

@@ -1,5 +1,8 @@
 """A link to the "Explore an input" page: the query parameters that reopen a view, and what a
-link's parameters ask for, checked (no Streamlit here)."""
+link's parameters ask for, checked (no Streamlit here).
+
+A pair of texts goes into a link as its two texts, ``text`` and ``text_pair`` (as ``predict
+--json`` names them), so that the link reopens the same pair in Explore's two boxes."""
 
 from __future__ import annotations
 
@@ -14,10 +17,11 @@ if TYPE_CHECKING:
 
     from app.method import Method
     from app.settings import Settings
+    from budgetformer_core.io.tokenizer import Text
 
 LINK_TEXT_LIMIT = 2000
-"""Texts up to this many characters go into the page's address; longer ones do not (a test
-text goes in by its index)."""
+"""Texts up to this many characters (a pair's two together) go into the page's address; longer
+ones do not (a test text goes in by its index)."""
 
 LINK_ABLATIONS = ("no-budget-net", "no-head-scorer", "random-heads")
 """The ablations a link may name (``budget.ABLATIONS``' names)."""
@@ -41,7 +45,8 @@ def _link_number(value: str, digits: int) -> int | None:
 class LinkView:
     """What a link to the Explore page asks for, checked against the model it opens."""
 
-    text: str | None = None
+    text: Text | None = None
+    """The text, or a pair of texts (the link's ``text`` and ``text_pair``)."""
     index: int | None = None
     """A test text by its index (instead of ``text``)."""
     budget_mode: str = "learned"
@@ -70,14 +75,15 @@ def shown_value(value: str, limit: int = 40) -> str:
 
 
 def read_link(
-    params: Mapping[str, str], method: Method, n_heads: int, n_texts: int | None
+    params: Mapping[str, str], method: Method, n_heads: int, n_texts: int | None, reads_pairs: bool = False
 ) -> tuple[LinkView, list[str]]:
     """The view a link's query parameters ask for, and a message for each value that was
     unusable (that one falls back to its default; nothing raises).
 
-    Parameters: ``text`` or ``index`` (a test text), ``mode`` (learned / slider / force_k),
-    ``budget`` (the slider's s or b), ``k``, ``ablation`` (one of :data:`LINK_ABLATIONS`) and
-    ``seed`` (of random heads). ``n_texts``: test texts available (None: none).
+    Parameters: ``text`` (with ``text_pair``, a pair) or ``index`` (a test text), ``mode``
+    (learned / slider / force_k), ``budget`` (the slider's s or b), ``k``, ``ablation`` (one of
+    :data:`LINK_ABLATIONS`) and ``seed`` (of random heads). ``n_texts``: test texts available
+    (None: none); ``reads_pairs``: the model reads pairs (else a ``text_pair`` is left out, said).
     """
     messages: list[str] = []
     view: dict = {}
@@ -94,10 +100,15 @@ def read_link(
         else:
             view["index"] = index
     elif params.get("text"):
-        view["text"] = params["text"][:LINK_TEXT_READ]
-        if len(params["text"]) > LINK_TEXT_READ:
-            messages.append(f"The link's text has {len(params['text']):,} characters; a link carries at most "
-                            f"{LINK_TEXT_READ:,}: only its start is shown.")
+        parts = [params["text"], *([params["text_pair"]] if params.get("text_pair") else [])]
+        if len(parts) == 2 and not reads_pairs:
+            messages.append(f"The link's text_pair ({shown_value(parts.pop())}) is left out: this model reads "
+                            "single texts.")
+        view["text"] = tuple(p[:LINK_TEXT_READ] for p in parts) if len(parts) == 2 else parts[0][:LINK_TEXT_READ]
+        for name, part in zip(("text", "text_pair"), parts):
+            if len(part) > LINK_TEXT_READ:
+                messages.append(f"The link's {name} has {len(part):,} characters; a link carries at most "
+                                f"{LINK_TEXT_READ:,}: only its start is shown.")
     asked = [name for name in ("mode", "budget", "k", "ablation", "seed", "why", "attention") if name in params]
     if not method.budgeted:
         if asked:
@@ -156,7 +167,7 @@ def read_link(
 
 def link_params(
     model: str,
-    text: str,
+    text: Text,
     index: int | None,
     settings: Settings,
     method: Method,
@@ -166,16 +177,17 @@ def link_params(
 ) -> dict[str, str]:
     """The query parameters of a link that reopens this view (:func:`read_link` reads them):
     the model, the test text's index (with ``copy``, the name of the local copy it comes from,
-    :func:`app.local_copy.copy_name`) or the text itself (when it is at most :data:`LINK_TEXT_LIMIT`
-    characters), the budget setting and ablation that are on, and the deeper views shown (``why``:
-    the budget's token attribution; ``attention``: the (layer, head) whose attention is drawn)."""
+    :func:`app.local_copy.copy_name`) or the text itself, a pair's two texts as ``text`` and
+    ``text_pair`` (when at most :data:`LINK_TEXT_LIMIT` characters), the budget setting and
+    ablation that are on, and the deeper views shown (``why``: the budget's token attribution;
+    ``attention``: the (layer, head) whose attention is drawn)."""
     params = {"model": model}
     if index is not None:
         params["index"] = str(index)
         if copy:
             params["copy"] = copy
-    elif len(text) <= LINK_TEXT_LIMIT:
-        params["text"] = text
+    elif link_length(text) <= LINK_TEXT_LIMIT:
+        params.update(zip(("text", "text_pair"), text) if isinstance(text, tuple) else [("text", text)])
     if not method.budgeted:
         return params
     if why:
@@ -226,11 +238,18 @@ def link_state(view: LinkView, n_layers: int) -> dict:
     return state
 
 
-def link_caption(sampled: bool, text: str, explained: bool, budgeted: bool) -> str:
+def link_length(text: Text) -> int:
+    """The characters a text (a pair: both texts) takes in a link."""
+    return sum(map(len, text)) if isinstance(text, tuple) else len(text)
+
+
+def link_caption(sampled: bool, text: Text, explained: bool, budgeted: bool) -> str:
     """The line under the Explore page's export buttons: what the page's address holds (a test
-    text when ``sampled``, the text when it fits in a link, else the settings only), and where
-    the token attribution goes once it is shown."""
-    linked = "test text" if sampled else "text" if len(text) <= LINK_TEXT_LIMIT else "settings (the text is too long)"
+    text when ``sampled``, the text — or both texts of a pair — when it fits in a link, else the
+    settings only), and where the token attribution goes once it is shown."""
+    pair = isinstance(text, tuple)
+    linked = ("test text" if sampled else ("both texts" if pair else "text") if link_length(text) <= LINK_TEXT_LIMIT
+              else f"settings (the {'texts are' if pair else 'text is'} too long)")
     return (
         f"The page's address holds this view (model, {linked}, budget and ablation): copy it from the "
         "address bar to share it."

@@ -1,5 +1,6 @@
 """Cached live runs of a model: one input under a setting (Explore, Compare), a file's texts (Batch),
-and the Atlas's map of a split's inputs and a head's attention profile.
+the Atlas's map of a split's inputs and a head's attention profile, and the ablations run on a
+sample of the test split (Ablations).
 
 Each cache is keyed by the checkpoint's name and the stamp of its files
 (:func:`app.models.stamp`), and bounded (``max_entries``), as the caches of :mod:`app.state`.
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from app import models, speed, state
+from app import models, sources, speed, state
 from app.logic import explore as logic
 from app.logic.explore import explain_input, run_analysis
 from app.settings import Settings
@@ -95,11 +96,28 @@ def _timing(name: str, version: tuple, text: str, settings: Settings) -> LiveSpe
     return speed.time_input(ckpt, text, logic.settings_control(ckpt, settings), reference_checkpoint(name))
 
 
+TIMED = "timed_inputs"
+"""Session-state key: what this session has had timed (:func:`timing`), a hash per model, text and
+setting: shown again, from the cache, whenever the page is back on it."""
+
+
+def _timed_key(name: str, text, settings: Settings) -> str:
+    return hashlib.sha256(repr((name, text, settings)).encode("utf-8")).hexdigest()  # repr: lone surrogates too
+
+
 def timing(name: str, text: str, settings: Settings) -> LiveSpeed:
     """The latency of ``text`` under ``settings`` and of its dense reference, timed in the same
-    rounds on this server (:func:`app.speed.time_input`; cached). Seven rounds of two runs take
-    longer than the analyses, so the explore page shows those first and this after them."""
-    return _timing(name, models.stamp(name), text, settings)
+    rounds on this server (:func:`app.speed.time_input`; cached), and remembered for this session
+    (:func:`was_timed`). Seven rounds of two runs cost more than the rest of the page, so the
+    explore page times on request, never on a slider's move."""
+    measured = _timing(name, models.stamp(name), text, settings)
+    st.session_state.setdefault(TIMED, set()).add(_timed_key(name, text, settings))
+    return measured
+
+
+def was_timed(name: str, text: str, settings: Settings) -> bool:
+    """Whether this session has had ``text`` under ``settings`` timed on ``name`` (:func:`timing`)."""
+    return _timed_key(name, text, settings) in st.session_state.get(TIMED, ())
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -175,7 +193,7 @@ def _attention_profile(name: str, version: tuple, dataset: str, source: tuple, b
     from budgetformer_core.analysis.atlas import attention_profile
     from budgetformer_core.model.budget import Control
 
-    texts = state._split_samples(dataset, "test", *source).texts
+    texts = sources.read_split(dataset, "test", *source).texts
     control = None if budget is None else Control(budget=budget)
     return attention_profile(state.get_checkpoint(name), [texts[i] for i in rows], layer, head, control)
 
@@ -186,5 +204,31 @@ def attention_profile(name: str, budget: float | None, layer: int, head: int, ro
     dataset = models.dataset_of(name)
     if state.split_samples(dataset, "test") is None:
         return None
-    source = state._source(dataset)
+    source = models.data_source(dataset)
     return _attention_profile(name, models.stamp(name), dataset, source, budget, layer, head, tuple(rows))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _ablation(name: str, version: tuple, dataset: str, source: tuple, ablation: str, n: int) -> dict:
+    from app.logic.ablations import live_summary
+    from app.logic.results import live_sample
+
+    samples = sources.read_split(dataset, "test", *source)
+    texts, labels = live_sample(samples.texts, samples.labels, n)
+    return live_summary(state.get_checkpoint(name), texts, labels, ablation)
+
+
+def ablation(name: str, ablation: str, n: int) -> dict | None:
+    """Ablation ``ablation`` run on ``name`` over ``n`` texts of its dataset's test split, a
+    stratified sample (:func:`app.logic.results.live_sample`: every text when ``n`` is the split's
+    size), as :func:`app.logic.ablations.live_summary` sums it up; once for all sessions. None
+    when the texts are not on this machine.
+
+    Raises:
+        ValueError: the checkpoint cannot be loaded, or its history has no validation budget.
+    """
+    dataset = models.dataset_of(name)
+    source = models.data_source(dataset)
+    if source is None or sources.read_split(dataset, "test", *source) is None:
+        return None
+    return _ablation(name, models.stamp(name), dataset, source, ablation, n)

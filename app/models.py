@@ -16,6 +16,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app import sources
 from app.logic import standing
 from app.method import Method, method_of
 from budgetformer_core import shipped
@@ -79,26 +80,67 @@ def checkpoint_problem(name: str) -> str | None:
 def listed_models() -> dict[str, tuple[str, Path]]:
     """The models of :data:`MODEL_ROOTS_ENV`'s folders, by name (their folder's name): each one's
     kind (``classifier`` or ``adapter``) and folder."""
-    listed = [p for p in os.environ.get(MODEL_ROOTS_ENV, "").split(os.pathsep) if p.strip()]
-    if not listed:
-        return {}
-    from budgetformer_core.io.adapter import is_adapter
-    from budgetformer_core.io.loader import hf_layout
+    return _scan()[0]
 
+
+def refused_folders() -> dict[str, str]:
+    """The folders of :data:`MODEL_ROOTS_ENV` that are not offered, by name (never a path of this
+    machine: a visitor reads them), each with why in one line: a listed path that is no folder,
+    and a folder that looks like a model (a config.json or weights in it) yet is none this app
+    opens, or whose name another model has. A folder of anything else (notes, data) is not named."""
+    return _scan()[1]
+
+
+def _scan() -> tuple[dict[str, tuple[str, Path]], dict[str, str]]:
+    listed = [p for p in os.environ.get(MODEL_ROOTS_ENV, "").split(os.pathsep) if p.strip()]
     found: dict[str, tuple[str, Path]] = {}
+    refused: dict[str, str] = {}
+    if not listed:
+        return found, refused
     taken = set(_checkpoint_dirs())  # not shipped_models(): it reads configs, which asks for this list
     for root in (Path(os.path.abspath(p)) for p in listed):
         try:
             folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
         except OSError:  # an unreadable folder offers nothing
-            folders = []
-        for folder in folders:
-            if folder.name in taken or folder.name in found:
-                continue
-            kind = "classifier" if hf_layout(folder) else "adapter" if is_adapter(folder) else None
-            if kind is not None:
+            folders = None
+        if not folders:
+            refused[root.name] = "cannot be read" if folders is None else "is not a folder on this machine"
+        named = 0  # the root's folders that are offered or named here
+        for folder in folders or []:
+            kind, why = _kind(folder)
+            if kind is not None and folder.name in taken:
+                why = "its name is a shipped model's"
+            elif kind is not None and folder.name in found:
+                why = "another listed folder has its name"
+            elif kind is not None:
                 found[folder.name] = (kind, folder)
-    return found
+            if why is not None:
+                refused.setdefault(folder.name, why)
+            named += kind is not None or why is not None
+        if folders and not named:
+            refused[root.name] = "holds no classifier or adapter folder"
+    return found, refused
+
+
+MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")
+"""A folder holding one of these looks like a model: one that is none is named with its reason."""
+
+
+def _kind(folder: Path) -> tuple[str | None, str | None]:
+    """(``classifier``, ``adapter`` or None; why a folder that looks like a model is none, else None)."""
+    from budgetformer_core.io.adapter import is_adapter
+    from budgetformer_core.io.loader import hf_layout
+
+    if hf_layout(folder):
+        return "classifier", None
+    if is_adapter(folder):
+        return "adapter", None
+    if not any((folder / f).is_file() for f in MODEL_FILES):
+        return None, None
+    if not (folder / "config.json").is_file():
+        return None, "no config.json (a classifier's folder holds config.json, model.safetensors and a tokenizer)"
+    return None, ("its config.json is neither a Hugging Face classifier's (model_type, architectures) nor "
+                  "an adapter's (budgetformer fit-budget)")
 
 
 def classifier_models() -> dict[str, Path]:
@@ -124,7 +166,16 @@ def model_dir(name: str) -> Path:
 
 
 def stamp(name: str) -> tuple:
-    """(size, mtime) of the checkpoint's files: changes when the checkpoint is replaced."""
+    """(size, mtime) of the checkpoint's files: changes when the checkpoint is replaced. A listed
+    classifier's also holds where its heads are ranked from in this session
+    (:func:`ranking_source`; None: nowhere, it runs every head), so that every cache keyed by the
+    stamp holds the model as this session runs it."""
+    files = files_stamp(name)
+    return (*files, ranking_source(name)) if is_classifier(name) else files
+
+
+def files_stamp(name: str) -> tuple:
+    """(size, mtime) of the checkpoint's files, whatever the session."""
     out = []
     folder = model_dir(name)
     for f in ("config.json", "model.safetensors", "tokenizer.json", "history.json", "vocab.txt"):
@@ -175,10 +226,12 @@ def _classifier_config(name: str) -> dict:
 
     try:
         config = describe(model_dir(name))
+        unranked = describe(model_dir(name), ranked=False)["model"]
     except CheckpointError as e:
         return {"dataset": name, "error": str(e)}
     labels = config["label_names"]
-    return {**config, "dataset": next((d for d, names in _known_datasets() if names == labels), name)}
+    dataset = next((d for d, names in _known_datasets() if names == labels), name)
+    return {**config, "dataset": dataset, "unranked": unranked}
 
 
 def _known_datasets() -> list[tuple[str, list[str] | None]]:
@@ -189,9 +242,62 @@ def _known_datasets() -> list[tuple[str, list[str] | None]]:
     return known + [(key, list(names)) for key, names in HUB_LABELS.items()]
 
 
+def stored_config(name: str) -> dict:
+    """What config.json says, the same in every session (a listed classifier's: with its heads
+    ranked, and ``unranked``: its model section as it is)."""
+    return _config(name, files_stamp(name))
+
+
 def checkpoint_config(name: str) -> dict:
-    """The checkpoint's config.json as a dict ({} when unreadable)."""
-    return _config(name, stamp(name))
+    """The checkpoint's config.json as a dict ({} when unreadable). A listed classifier's as this
+    session runs it: its heads ranked (bba, b = 1 by default) where there are texts to rank them
+    on (:func:`is_ranked`), else as it is (dense: every head, no budget)."""
+    config = stored_config(name)
+    if "unranked" in config and not is_ranked(name):
+        return {**config, "model": config["unranked"]}
+    return config
+
+
+def is_ranked(name: str) -> bool:
+    """True for a listed classifier whose heads this session ranks (:func:`ranking_source`)."""
+    return is_classifier(name) and ranking_source(name) is not None
+
+
+def label_names(name: str) -> list[str]:
+    """The model's class names (config.json ``label_names``; [] when unreadable)."""
+    names = stored_config(name).get("label_names")
+    return list(names) if isinstance(names, list) else []
+
+
+def ranking_note(name: str) -> str:
+    """One line on where a listed classifier's heads are ranked, or, when nowhere in this session,
+    on the data set the pages that need one want (budgets below 1, the sweep, the pages of the
+    test split) and how to give it: the sidebar's local copy of its dataset, or (a near miss of a
+    known dataset's classes) the names its config.json's id2label would need."""
+    dataset, classes = dataset_of(name), ", ".join(label_names(name))
+    if is_ranked(name):
+        return f"heads ranked zero-shot on the validation split of {dataset} (no training)"
+    needs = "runs every head (b = 1): budgets below 1, the sweep and the test-split pages need its heads ranked on"
+    give = f"as “Local copy of {dataset}” in the sidebar"
+    if dataset != name:
+        return (f"{needs} {dataset}'s texts (its classes: {classes}), which are not on this machine — give a "
+                f"copy of them {give}")
+    return (f"{needs} texts labelled with its classes ({classes}), which no shipped data set has — give a CSV "
+            f"or JSONL file with text and label columns {give}{_near_miss(label_names(name))}")
+
+
+def _near_miss(labels: list[str]) -> str:
+    """The renaming of a few of ``labels`` (at most half) that gives a known dataset's classes, in
+    their order: "; or rename sport to sports in its config.json's id2label to use bbc's texts"
+    ("" when there is none)."""
+    for dataset, names in _known_datasets():
+        if names is None or len(names) != len(labels) or names == labels:
+            continue
+        renamed = [(ours, theirs) for ours, theirs in zip(labels, names, strict=True) if ours != theirs]
+        if len(renamed) <= len(labels) // 2:
+            pairs = ", ".join(f"{ours} to {theirs}" for ours, theirs in renamed)
+            return f"; or rename {pairs} in its config.json's id2label to use {dataset}'s texts"
+    return ""
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -243,11 +349,14 @@ def checkpoint_history(name: str) -> list[dict]:
 
 def dataset_of(name: str) -> str:
     """The dataset a checkpoint was trained on (config.json "dataset"), or "unknown"."""
-    return str(checkpoint_config(name).get("dataset") or "unknown")
+    return str(stored_config(name).get("dataset") or "unknown")
 
 
 def model_standing(name: str) -> standing.Standing:
-    """How ``name``'s test accuracy stands against its dense model (:func:`app.logic.standing.standing`)."""
+    """How ``name``'s test accuracy stands against its dense model (:func:`app.logic.standing.standing`);
+    a listed classifier, a user's own, has none to stand against."""
+    if is_classifier(name):
+        return standing.Standing("fine", "")
     dense = shipped.dense_reference(dataset_of(name), name, full=True)
     accuracy = (checkpoint_config(dense).get("test") or {}).get("accuracy") if dense in available_models() else None
     return standing.standing(name, checkpoint_config(name), accuracy if isinstance(accuracy, (int, float)) else None)
@@ -264,3 +373,35 @@ def reference_model(name: str) -> str | None:
     the adaptivity figures judge ``name`` by; None when it is not shipped."""
     reference = shipped.dense_reference(dataset_of(name), name, full=True)
     return reference if reference in available_models() else None
+
+
+def dataset_classes(dataset: str) -> tuple[str, ...] | None:
+    """The classes a local copy of ``dataset`` is read with, its labels matched to them by name,
+    where the dataset is a listed model's own (its classes are no known data set's: it is named
+    after the model); None: a hub dataset's classes, else the copy's own (its labels, sorted)."""
+    return tuple(label_names(dataset)) if dataset in listed_models() and dataset_of(dataset) == dataset else None
+
+
+def data_source(dataset: str) -> tuple[str | None, int, tuple[str, ...] | None] | None:
+    """(local copy, split seed, classes) to load ``dataset`` from; None when its texts are not here.
+
+    bbc and synthetic are built in; other datasets need a local copy given in the sidebar, read
+    with :func:`dataset_classes`. The split seed is the picked checkpoint's (``split_seed`` in its
+    config.json) when it was trained on ``dataset``, else 0 (what every shipped model uses).
+    """
+    local = sources.data_dir(dataset)
+    if dataset not in sources.OFFLINE_DATASETS and local is None:
+        return None
+    name = selected_model()
+    seed = stored_config(name).get("split_seed", 0) if dataset_of(name) == dataset else 0
+    return local, int(seed), None if local is None else dataset_classes(dataset)
+
+
+def ranking_source(name: str) -> tuple[str | None, int, tuple[str, ...] | None] | None:
+    """Where this session ranks the heads of listed classifier ``name``: the source
+    (:func:`data_source`) of its dataset's validation split, when that split can be read here with its
+    classes (the labels of a file matched to them by name); None when it cannot (the texts are not
+    on this machine, or a local copy's labels are not its classes): it then runs every head."""
+    dataset = dataset_of(name)
+    source = data_source(dataset)
+    return source if source is not None and sources.readable(dataset, source, tuple(label_names(name))) else None

@@ -9,9 +9,10 @@ the same inputs, one thread (:func:`budgetformer_core.measure.latency.time_point
 sweeps.csv holds both latencies on every row (``latency_ms`` and ``dense_latency_ms``, at batch
 32 ``latency_b32_ms`` and ``dense_latency_b32_ms``) and the reference's name (``dense_model``);
 every latency difference and speed-up a page shows is computed from one row's two latencies, and
-every label names the reference in the words of :func:`speedup_label`. Explore times the chosen
-model at its setting and the reference live, the same way (:func:`time_input`), and shows the
-precomputed speed-up at that budget beside the live one (:func:`precomputed_point`).
+every label names the reference in the words of :func:`speedup_label`. Explore shows sweeps.csv's
+figures at the nearest budget (:func:`precomputed_point`, :func:`shipped_card`) and, on request
+("Time it": off the slider's path), times the chosen model at its setting and the reference live,
+the same way (:func:`time_input`), the live speed-up beside the precomputed one.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from app.cards import Card
 from budgetformer_core.shipped import dense_reference, model_name
 
 if TYPE_CHECKING:
@@ -188,6 +190,27 @@ def speed_note(live: LiveSpeed | None, precomputed: tuple[pd.Series, str] | None
     shipped = f"{x:.2f}× shipped" if is_number(x) else f"shipped {NOT_TIMED}"
     note = f"{head}, {shipped} at {where}"
     return note if len(note) <= NOTE_CHARS else f"{head}, {shipped}"
+
+
+LATENCY_LABEL = "Latency (1 thread)"
+"""The Explore page's latency card."""
+
+
+def shipped_card(precomputed: tuple[pd.Series, str] | None) -> Card:
+    """The latency card before this input is timed: sweeps.csv's latency and speed-up at the
+    nearest budget (``precomputed``, :func:`precomputed_point`), "—" where there is none."""
+    ms = None if precomputed is None else precomputed[0]["latency_ms"]
+    shipped = is_number(ms)
+    note = speed_note(None, precomputed) if precomputed is not None else "live not timed"
+    where = f" at {precomputed[1]}" if shipped else ""
+    return Card(
+        LATENCY_LABEL,
+        f"{ms:.2f} ms" if shipped else "—",
+        note,
+        ("Shipped: sweeps.csv's latency per test text" + where + " (batch 1, one thread), not this input's. "
+         if shipped else "") + "Time it to time this input at this setting now, with its dense reference in the "
+        "same interleaved rounds on one thread.",
+    )
 
 
 def slower_note(live: LiveSpeed | None, n_tokens: int) -> str | None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,26 +23,25 @@ import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
-from app.local_copy import local_copy
 from app.logic import examples, results
 from app.models import (
     checkpoint_config,
     checkpoint_path,
+    data_source,
     dataset_of,
     is_classifier,
+    is_ranked,
     model_dir,
+    ranking_note,
+    ranking_source,
     reference_model,
-    selected_model,
     stamp,
 )
+from app.sources import Samples, read_split
 from budgetformer_core import shipped
 
 if TYPE_CHECKING:
     from budgetformer_core.io.checkpoint import Checkpoint
-
-OFFLINE_DATASETS = ("bbc", "synthetic", "synthetic_var")
-"""Datasets whose texts ship with the app (others would need the network)."""
-
 
 @st.cache_resource(show_spinner="Loading model…", max_entries=8)
 def _checkpoint(name: str, version: tuple) -> Checkpoint:
@@ -53,39 +51,38 @@ def _checkpoint(name: str, version: tuple) -> Checkpoint:
 
 
 @st.cache_resource(show_spinner="Loading the classifier and ranking its heads…", max_entries=8)
-def _ranked(name: str, version: tuple, dataset: str, source: tuple | None) -> Checkpoint:
+def _ranked(name: str, version: tuple, dataset: str, source: tuple) -> Checkpoint:
     from budgetformer_core.io.files import CheckpointError
     from budgetformer_core.io.loader import load_checkpoint
     from budgetformer_core.train.rank import rank_heads
 
     ckpt = load_checkpoint(checkpoint_path(name))
-    samples = None if source is None else _split_samples(dataset, "validation", *source)
-    if samples is None or samples.label_names != ckpt.label_names:
-        raise CheckpointError(
-            f"{name}'s heads are ranked on the validation split of a dataset with its classes "
-            f"{ckpt.label_names}; the texts of {dataset} are not on this machine"
-        )
+    samples = read_split(dataset, "validation", *source)
+    if samples is None or samples.label_names != ckpt.label_names:  # ranking_source checked both
+        raise CheckpointError(f"the validation split of {dataset} cannot be read with {name}'s classes")
     return rank_heads(ckpt, samples.texts, samples.labels, source=f"the validation split of {dataset}")
 
 
 def get_checkpoint(name: str) -> Checkpoint:
     """Load a shipped checkpoint once per server (read-only afterwards, so safe to share); a
     listed classifier with its heads ranked on the validation split of its dataset (zero-shot
-    post-hoc budgets, :func:`budgetformer_core.train.rank.rank_heads`).
+    post-hoc budgets, :func:`budgetformer_core.train.rank.rank_heads`) where this session has
+    its texts (:func:`ranking_source`), else as it is: every head, as
+    :func:`app.models.checkpoint_config` then says.
 
     Raises:
-        CheckpointError: unknown name, missing / corrupt files, a folder that is not a
-            classifier, or a classifier whose dataset's texts are not here (a ValueError).
+        CheckpointError: unknown name, missing / corrupt files, or a folder that is not a
+            classifier (a ValueError).
     """
-    if is_classifier(name):
-        dataset = dataset_of(name)
-        return _ranked(name, stamp(name), dataset, _source(dataset))
+    source = ranking_source(name) if is_classifier(name) else None
+    if source is not None:
+        return _ranked(name, stamp(name), dataset_of(name), source)
     return _checkpoint(name, stamp(name))
 
 
 @st.cache_data(max_entries=4, show_spinner="Running the classifier at every number of heads…")
 def _classifier_sweep(name: str, version: tuple, dataset: str, source: tuple) -> pd.DataFrame:
-    samples = _split_samples(dataset, "test", *source)
+    samples = read_split(dataset, "test", *source)
     ckpt = _ranked(name, version, dataset, source)
     budgets = results.head_budgets(ckpt.config.n_heads)
     return results.sweep_rows(list(results.live_sweep(ckpt, samples.texts, samples.labels, budgets)), dataset, name)
@@ -100,8 +97,10 @@ def classifier_sweep(name: str) -> pd.DataFrame:
         ValueError: the classifier cannot be loaded or ranked (the reason, in one line).
     """
     get_checkpoint(name)  # the reason it cannot be used, if any
+    if not is_ranked(name):
+        raise ValueError(f"it {ranking_note(name)}")
     dataset = dataset_of(name)
-    return _classifier_sweep(name, stamp(name), dataset, _source(dataset))
+    return _classifier_sweep(name, stamp(name), dataset, data_source(dataset))
 
 
 def model_sha256(name: str) -> str:
@@ -110,62 +109,10 @@ def model_sha256(name: str) -> str:
     return _file_sha256(str(path), file_stamp(path))
 
 
-@dataclass
-class Samples:
-    """The test split of a dataset: texts, integer labels and the dataset's label names."""
-
-    label_names: list[str]
-    texts: list[str]
-    labels: list[int]
-
-
-DATA_DIRS_KEY = "data_dirs"
-"""Session-state key: dataset → the local copy (folder or file) the user pointed the app at."""
-
-@st.cache_data(max_entries=4, show_spinner="Loading the dataset…")
-def _split_samples(dataset: str, split: str, data_dir: str | None, seed: int) -> Samples | None:
-    from budgetformer_core.io.data import load_dataset
-    from budgetformer_core.io.hub import ALIASES, HUB_LABELS
-
-    try:
-        if data_dir and Path(data_dir).is_file():  # one file is the split asked for, labelled as the dataset
-            classes = HUB_LABELS.get(ALIASES.get(dataset, dataset))
-            data = load_dataset(data_dir, seed=seed, classes=classes, whole=True)
-            part = data.split("all")
-        else:
-            data = load_dataset(dataset, data_dir or None, seed=seed)
-            part = data.split(split)
-    except (RuntimeError, ValueError, OSError, ImportError):
-        return None
-    return Samples(list(data.label_names), list(part.texts), list(part.labels))
-
-
-def data_dir(dataset: str) -> str | None:
-    """The local copy of ``dataset`` given in the sidebar, when it is one a visitor may use
-    (:func:`local_copy`); None when none was given or the path is not allowed."""
-    path = local_copy(st.session_state.get(DATA_DIRS_KEY, {}).get(dataset))
-    return None if path is None else str(path)
-
-
-def _source(dataset: str) -> tuple[str | None, int] | None:
-    """(local copy, split seed) to load ``dataset`` from; None when its texts are not here.
-
-    bbc and synthetic are built in; other datasets need a local copy given in the sidebar. The
-    split seed is the picked checkpoint's (``split_seed`` in its config.json) when it was
-    trained on ``dataset``, else 0 (what every shipped model uses).
-    """
-    local = data_dir(dataset)
-    if dataset not in OFFLINE_DATASETS and local is None:
-        return None
-    name = selected_model()
-    seed = checkpoint_config(name).get("split_seed", 0) if dataset_of(name) == dataset else 0
-    return local, int(seed)
-
-
 def split_samples(dataset: str, split: str = "test") -> Samples | None:
-    """One split of ``dataset``, or None when its texts are not available here (see _source)."""
-    source = _source(dataset)
-    return None if source is None else _split_samples(dataset, split, *source)
+    """One split of ``dataset``, or None when its texts are not available here (see app.models.data_source)."""
+    source = data_source(dataset)
+    return None if source is None else read_split(dataset, split, *source)
 
 
 def test_samples(dataset: str) -> Samples | None:
@@ -179,7 +126,7 @@ def _allocation(name: str, version: tuple, dataset: str, split: str, source: tup
     from budgetformer_core.io.splits import Split
     from budgetformer_core.model.budget import Control
 
-    samples = _split_samples(dataset, split, *source)
+    samples = read_split(dataset, split, *source)
     control = None if budget is None else Control(budget=budget)
     return allocate(get_checkpoint(name), Split(samples.texts, samples.labels), control)
 
@@ -206,7 +153,7 @@ def per_example(name: str, split: str = "test", budget: float | None = None) -> 
     if frame is not None:
         texts = samples.texts if samples is not None and samples.labels == frame["label"].tolist() else None
     elif samples is not None:
-        frame, texts = _allocation(name, stamp(name), dataset, split, _source(dataset), budget).frame, samples.texts
+        frame, texts = _allocation(name, stamp(name), dataset, split, data_source(dataset), budget).frame, samples.texts
     else:
         return None
     return examples.per_example_table(frame, texts, label_names)
@@ -236,7 +183,7 @@ def relevance(name: str, budget: float | None = None, split: str = "test"):
     dataset = dataset_of(name)
     if split_samples(dataset, split) is None:
         return None
-    return _allocation(name, stamp(name), dataset, split, _source(dataset), budget).relevance
+    return _allocation(name, stamp(name), dataset, split, data_source(dataset), budget).relevance
 
 
 def relevance_is_shipped(name: str, budget: float | None = None) -> bool:
@@ -263,29 +210,6 @@ def precomputed_relevance(name: str):
         return _precomputed_relevance(str(path), file_stamp(path))
     except ValueError:  # vouched for, yet unreadable: computed live instead
         return None
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def _live_ablation(name: str, version: tuple, dataset: str, source: tuple, ablation: str) -> dict:
-    from app.logic.ablations import live_summary
-
-    samples = _split_samples(dataset, "test", *source)
-    return live_summary(get_checkpoint(name), samples.texts, samples.labels, ablation)
-
-
-def live_ablation(name: str, ablation: str) -> dict | None:
-    """Ablation ``ablation`` run on ``name`` over its dataset's test split
-    (:func:`app.logic.ablations.live_summary`), once for all sessions; None when the texts are
-    not on this machine.
-
-    Raises:
-        ValueError: the checkpoint cannot be loaded, or its history has no validation budget.
-    """
-    dataset = dataset_of(name)
-    source = _source(dataset)
-    if source is None or _split_samples(dataset, "test", *source) is None:
-        return None
-    return _live_ablation(name, stamp(name), dataset, source, ablation)
 
 
 # --------------------------------------------------------------------------- precomputed results

@@ -362,6 +362,12 @@ class TrainConfig:
     freeze_embeddings: bool = False
     """Keep the token, position and token-type embeddings (and their layer norm) as they start:
     a pretrained encoder's vocabulary stays as pretrained, and each step is cheaper."""
+    lora_rank: int = 0
+    """Fine-tune a pretrained encoder's layers by low-rank changes (LoRA, 0 = off): each layer's
+    Q/K/V, attention-output and feed-forward matrices learn ``W0 + B·A`` of this rank with W0
+    frozen (:mod:`budgetformer_core.model.low_rank`), and the checkpoint stores the factors —
+    about 0.6 MB at rank 8 on MiniLM instead of 11 MB of full changes. Biases and layer norms
+    still learn; A and B learn at ``new_lr``."""
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -375,6 +381,8 @@ class TrainConfig:
             raise ValueError(f"grad_clip must be > 0, got {self.grad_clip}")
         if self.length_groups < 0:
             raise ValueError(f"length_groups must be >= 0 (0 = off), got {self.length_groups}")
+        if self.lora_rank < 0:
+            raise ValueError(f"lora_rank must be >= 0 (0 = off), got {self.lora_rank}")
         if self.max_train < 0:
             raise ValueError(f"max_train must be >= 0 (0 = all rows), got {self.max_train}")
         for name in ("weight_decay", "lambda_budget", "lambda_entropy"):

@@ -110,28 +110,30 @@ def dataset_jobs(ds: str, data_root: str | Path = DATA_ROOT) -> list[Job]:
         merged = {k: v for group in (r.common, *groups) for k, v in group.items()}
         job(name, ["train", "--dataset", ds, *data, "--variant", method, *start], merged, after, budget)
 
-    dense = (dense_reference(ds, "budgetformer", full=True),)  # what the models trained from scratch start from
-    train("dense", "dense", r.scratch)
-    init, after = ("dense", dense) if r.budget_init else (None, ())
-    train("budgetformer-paper", "budgetformer", r.scratch, {"recipe": "paper"}, r.paper, init=init, after=after)
-    train("budgetformer", "budgetformer", r.scratch, r.adaptive, init=init, after=after)
-    # the ablations as trained models: f_θ replaced by the full model's mean s (filled in when
-    # budgetformer is done), g_φ replaced by the first k heads
-    train("no-budget-net", "budgetformer", r.scratch, r.adaptive, {"use_budget_net": False}, init=init,
-          after=(*after, f"{ds}-budgetformer"))
-    train("no-head-scorer", "budgetformer", r.scratch, r.adaptive, {"head_choice": "uniform"}, init=init, after=after)
-    for extra in r.extra:
-        train(extra.name, extra.method, extra.overrides)
-    # gates on the pooled embeddings (nested in every layer), spelt out: earlier bba checkpoints
-    # gated on each layer's input under the same command; a recipe's bba overrides may restate it
-    train("bba", "bba", r.warm, {"gate_source": "embedding"}, r.bba, init="dense", after=dense)
-    for b in TABLE_BUDGETS:
-        train(f"static-{b:g}", "bba", r.warm, {"gate_input": False, "train_budget": b},
-              init="dense", after=dense, budget=b)
-    job("posthoc", ["prune", "--checkpoint", str(out_of(ds, "dense")), *data], after=dense)
-    for b in TABLE_BUDGETS:
-        train(f"recovery-{b:g}", "bba", {"epochs": 1, "gate_input": False, "train_budget": b, "freeze_gates": True},
-              init="posthoc", after=(f"{ds}-posthoc",), budget=b)
+    if r.from_scratch:  # the models trained from scratch, or warm-started from their dense one
+        dense = (dense_reference(ds, "budgetformer", full=True),)  # what the models trained from scratch start from
+        train("dense", "dense", r.scratch)
+        init, after = ("dense", dense) if r.budget_init else (None, ())
+        train("budgetformer-paper", "budgetformer", r.scratch, {"recipe": "paper"}, r.paper, init=init, after=after)
+        train("budgetformer", "budgetformer", r.scratch, r.adaptive, init=init, after=after)
+        # the ablations as trained models: f_θ replaced by the full model's mean s (filled in when
+        # budgetformer is done), g_φ replaced by the first k heads
+        train("no-budget-net", "budgetformer", r.scratch, r.adaptive, {"use_budget_net": False}, init=init,
+              after=(*after, f"{ds}-budgetformer"))
+        train("no-head-scorer", "budgetformer", r.scratch, r.adaptive, {"head_choice": "uniform"}, init=init,
+              after=after)
+        for extra in r.extra:
+            train(extra.name, extra.method, extra.overrides)
+        # gates on the pooled embeddings (nested in every layer), spelt out: earlier bba checkpoints
+        # gated on each layer's input under the same command; a recipe's bba overrides may restate it
+        train("bba", "bba", r.warm, {"gate_source": "embedding"}, r.bba, init="dense", after=dense)
+        for b in TABLE_BUDGETS:
+            train(f"static-{b:g}", "bba", r.warm, {"gate_input": False, "train_budget": b},
+                  init="dense", after=dense, budget=b)
+        job("posthoc", ["prune", "--checkpoint", str(out_of(ds, "dense")), *data], after=dense)
+        for b in TABLE_BUDGETS:
+            train(f"recovery-{b:g}", "bba", {"epochs": 1, "gate_input": False, "train_budget": b, "freeze_gates": True},
+                  init="posthoc", after=(f"{ds}-posthoc",), budget=b)
     for m in r.pretrained:
         after = () if m.init is None else (f"{ds}-{m.init}",)
         if m.prune:

@@ -9,6 +9,7 @@ into the ``budgetformer train`` command that makes the model.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,16 @@ AG_MINILM: Overrides = {**MINILM, "length_groups": 50}
 """Fine-tuning MiniLM on AG News: inputs of similar length batched together (groups of 50
 batches), which halves the token positions a step computes on its short texts."""
 
+LORA_MINILM: Overrides = {**MINILM, "lora_rank": 8, "length_groups": 50}
+"""Fine-tuning MiniLM by rank-8 changes (LoRA) of each layer's matrices, stored as their factors
+(0.6 MB against 11 MB for a full fine-tune's changes): the seeds' benchmarks, whose nine models
+would not fit ``precomputed/``'s 100 MB as full fine-tunes. The factors learn at ``new_lr``
+(1e-3), biases and layer norms at ``lr`` (1e-4); inputs of similar length batched together."""
+
+FROZEN_BBA: Overrides = {"epochs": 1, "budget_min": 0.25}
+"""bba's gates fitted on the frozen MiniLM fine-tune (``budgetformer fit-budget --method bba``):
+gates on the pooled embeddings, a budget drawn per batch in [0.25, 1], one epoch."""
+
 BASELINES_ROWS: Overrides = {"max_train": 4000}
 """The per-budget baselines on the pretrained encoder train on the first 4,000 rows (a fifth of
 AG News's training rows): a full epoch each would take longer than all shipped models together."""
@@ -131,6 +142,9 @@ class Recipe:
     f_θ and g_φ fresh), as bba does, instead of from scratch."""
     pretrained: tuple[Pretrained, ...] = ()
     """The models on the pretrained encoder, in the order they are made."""
+    from_scratch: bool = True
+    """Make the models trained from scratch (dense, budgetformer and its paper recipe, the
+    ablations, bba and the per-budget baselines); False: only :attr:`pretrained`'s."""
 
 
 def _minilm_baselines(b: float, *, recovery: bool) -> Pretrained:
@@ -203,6 +217,32 @@ RECIPES: dict[str, Recipe] = {
         ),
     ),
 }
+
+
+def _benchmark(dense: Overrides, fit: Overrides) -> Recipe:
+    """One of the seeds' benchmarks: MiniLM fine-tuned by low-rank changes (``dense``: its
+    recipe), bba's gates and BudgetFormer's f_θ and g_φ fitted on it kept frozen (warm-started
+    from the dense fine-tune, as the bba paper does, and stored as adapters of it; ``fit``: what
+    both fits change)."""
+    return Recipe(from_scratch=False, pretrained=(
+        Pretrained("minilm-dense", "dense", {**LORA_MINILM, **dense}),
+        Pretrained("minilm-bba", "bba", {**FROZEN_BBA, **fit}, init="minilm-dense", fit=True),
+        Pretrained("minilm-budgetformer", "budgetformer", {**FROZEN_MINILM, **fit}, init="minilm-dense", fit=True),
+    ))
+
+
+BENCHMARKS: dict[str, tuple[Overrides, Overrides]] = {
+    # 3,500 training rows of 14 classes: a title and the start of its abstract (96 tokens)
+    "dbpedia": ({"epochs": 3, "max_len": 96}, {}),
+    # GLUE's 67,349 training phrases (median 7 words): one epoch at 64 tokens; the fits on the
+    # first 16,000
+    "sst2": ({"epochs": 1, "max_len": 64}, {"max_train": 16000}),
+    # 6,885 pairs (each premise on one side of the split only)
+    "snli": ({"epochs": 4}, {}),
+}
+"""The seeds' benchmarks (local copies in ``<data root>/<name>``): what their dense fine-tune and
+their fits change."""
+RECIPES.update({name: dataclasses.replace(_benchmark(*changes), data=name) for name, changes in BENCHMARKS.items()})
 
 
 def data_dir(dataset: str, root: str | Path = DATA_ROOT) -> Path | None:

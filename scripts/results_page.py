@@ -33,8 +33,9 @@ from rebuild.recipes import SHIPPED_PRETRAINED  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "results.md"
 TITLES = {"bbc": "BBC News", "ag_news": "AG News", "synthetic": "Synthetic (fixed need: 2 heads)",
-          "synthetic_var": "synthetic_var (need of 1–4 heads per input)"}
-ORDER = ("bbc", "ag_news", "synthetic_var", "synthetic")
+          "synthetic_var": "synthetic_var (need of 1–4 heads per input)", "dbpedia": "DBpedia-14",
+          "sst2": "SST-2", "snli": "SNLI (pairs)"}
+ORDER = ("bbc", "ag_news", "dbpedia", "sst2", "snli", "synthetic_var", "synthetic")
 
 HEADER = """# Results
 
@@ -107,6 +108,54 @@ how s follows the model's own uncertainty, its loss and the length of the text.
 """
 
 
+BENCHMARKS_TEXT = """## The seeds' benchmarks beside the papers' figures
+
+DBpedia-14, SST-2 and SNLI (premise, hypothesis pairs) on all-MiniLM-L6-v2 (6 layers × 12 heads):
+`<dataset>-minilm-dense` fine-tuned by rank-8 changes of every layer's matrices (LoRA, stored as
+the factors), and on it, kept frozen, bba's gates (`-minilm-bba`) and BudgetFormer's f_θ and g_φ
+(`-minilm-budgetformer`) fitted by `budgetformer fit-budget`. Splits as
+[pretrained.md](pretrained.md#the-seeds-benchmarks) states them; every figure on the whole test
+split. ρ and hard / easy judge BudgetFormer's s against the dense fine-tune's per-example loss;
+× dense: single-thread speed-up over the dense fine-tune at batch 1 (— where not timed).
+
+The papers' figures are for other models and other splits, in their own columns so that nobody
+mistakes one for the other: BudgetFormer's for its own Transformer trained from scratch, bba's
+for BERT-Mini (4 layers × 4 heads) on the full DBpedia-14 test set.
+"""
+PAPERS = {  # dataset -> (the BudgetFormer paper, its custom Transformer; the bba paper, BERT-Mini)
+    "dbpedia": ("about 8.5 % of heads run", "bba 97.4 % at b = 0.5; dense 96.6 %"),
+    "sst2": ("not reported (on IMDB and Yelp, larger budgets for noisy inputs; Yelp +3.8 points)",
+             "not reported"),
+    "snli": ("+2.71 points over its dense Transformer", "not reported"),
+}
+"""The papers' own figures on each of the seeds' benchmarks (``../shared/seeds``)."""
+
+
+def benchmarks_table(sweeps: pd.DataFrame) -> str:
+    """Per benchmark: the dense fine-tune, bba at b = 0.25 / 0.5, BudgetFormer with its heads run,
+    how its s follows the dense model's loss, its speed-up, and the papers' figures."""
+    from budgetformer_core.analysis.adaptivity import from_frames
+
+    lines = ["| dataset (test rows) | dense | bba b = 0.25 | bba b = 0.5 | BudgetFormer | heads run | "
+             "ρ(s, dense loss) | heads hard / easy | BudgetFormer × dense | BudgetFormer paper (its Transformer) "
+             "| bba paper (BERT-Mini) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for dataset, (ours, theirs) in PAPERS.items():
+        mine = sweeps[sweeps["dataset"] == dataset]
+        dense, bf = tables.row(mine, "minilm-dense", "own"), tables.row(mine, "minilm-budgetformer", "own")
+        if dense is None or bf is None:
+            continue
+        bba = [tables.row(mine, "minilm-bba", b) for b in ("0.25", "0.5")]
+        figures = from_frames(pd.read_parquet(per_example_path(f"{dataset}-minilm-budgetformer")), 12,
+                              pd.read_parquet(per_example_path(f"{dataset}-minilm-dense")))
+        pct = lambda r: "—" if r is None else f"{r.accuracy * 100:.2f}"  # noqa: E731
+        speed = "—" if pd.isna(bf.speedup_b1) else tables.times(bf.speedup_b1)
+        lines.append(f"| {TITLES.get(dataset, dataset)} ({int(dense.n):,}) | {pct(dense)} | {pct(bba[0])} | "
+                     f"{pct(bba[1])} | {pct(bf)} | {figures.mean_heads_fraction:.1%} | "
+                     f"{figures.rho_s_reference_loss:+.2f} | {figures.heads_ratio_hard_easy:.2f}× | {speed} | "
+                     f"{ours} | {theirs} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def seed_table(seeds: pd.DataFrame) -> str:
     """Test accuracy (mean ± sd and per seed), heads run and FLOPs against dense, per model."""
     lines = ["| dataset | model | test accuracy % (mean ± sd) | per seed | heads run | FLOPs vs dense |",
@@ -128,7 +177,10 @@ def render() -> str:
     datasets += [d for d in sweeps["dataset"].unique() if d not in datasets]
     by_dataset = {d: sweeps[sweeps["dataset"] == d] for d in datasets}
     title = lambda d: TITLES.get(d, d)  # noqa: E731
-    parts = [HEADER, ADAPTIVITY]
+    parts = [HEADER]
+    if table := benchmarks_table(sweeps):
+        parts += [BENCHMARKS_TEXT, table + "\n"]
+    parts.append(ADAPTIVITY)
     for d in datasets:
         if table := tables.adaptivity_table(d):
             dense = tables.row(by_dataset[d], "dense", "own")

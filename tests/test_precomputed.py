@@ -36,7 +36,7 @@ def row(dataset: str, model: str, budget: str) -> pd.Series:
     return rows.iloc[0]
 
 
-@pytest.mark.parametrize("dataset", sorted(SWEEPS.dataset.unique()))
+@pytest.mark.parametrize("dataset", sorted(SWEEPS[SWEEPS.model == "dense"].dataset.unique()))  # trained from scratch
 def test_budgeted_models_at_full_budget_are_close_to_dense_latency(dataset):
     for model in ("budgetformer", "bba"):
         full = row(dataset, model, "1")

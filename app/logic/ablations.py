@@ -3,10 +3,10 @@
 The picked model first; then its ablations: the models trained without f_θ or without g_φ
 beside it where they are shipped (``<dataset>-no-budget-net``, …), otherwise the engine's
 inference-time ablations (:data:`budgetformer_core.model.budget.ABLATIONS`) run live on the
-model itself; then the dense and BBA models of the same encoder (``<dataset>-minilm-dense``
-for a MiniLM model, ``<dataset>-dense`` for one trained from scratch). Every row names its
-checkpoint, and every speed-up is against the model's dense reference
-(:func:`budgetformer_core.shipped.dense_reference`).
+model itself, on request (:func:`run_label`); then the dense and BBA models of the same encoder
+(``<dataset>-minilm-dense`` for a MiniLM model, ``<dataset>-dense`` for one trained from
+scratch). Every row names its checkpoint, and every speed-up is against the model's dense
+reference (:func:`budgetformer_core.shipped.dense_reference`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from app.logic.results import ABLATIONS, RESULT_COLUMNS, backbone_of, own_point
+from app.speed import is_number
 from budgetformer_core.methods import METHOD_DESCRIPTIONS
 from budgetformer_core.shipped import dense_reference, model_name
 
@@ -28,10 +29,6 @@ LIVE = {
     "random-heads": "random heads, run live",
 }
 """The ablations run live on a BudgetFormer, in the table's words (the engine's names)."""
-OPEN_LIVE = 1000
-"""A test split of up to this many texts runs the live ablations as the page opens, where the model
-has no trained ablation to show (BBC's 426 texts: about 10 s each for a MiniLM model on two cores,
-once per server: cached); a larger one waits for the switch."""
 TABLE_COLUMNS = ["model", "checkpoint", *RESULT_COLUMNS]
 """The table's columns: what the row is, the checkpoint it ran, its results."""
 
@@ -167,11 +164,21 @@ def to_run_live(fam: Family, table: pd.DataFrame) -> list[str]:
     return [a for a in fam.live if a not in trained]
 
 
-def runs_on_opening(fam: Family, table: pd.DataFrame, n_texts: int) -> bool:
-    """Whether the live ablations run as the page opens: none of the model's trained ablations is
-    in the table, and the split has at most :data:`OPEN_LIVE` texts."""
-    shown = set(table["checkpoint"])
-    return n_texts <= OPEN_LIVE and not any(m.checkpoint in shown for m in fam.relatives)
+def live_seconds(rows: pd.DataFrame, fam: Family, n_texts: int, n_ablations: int) -> float | None:
+    """About how long ``n_ablations`` live ablations of the picked model take over ``n_texts``
+    texts: its latency per input in sweeps.csv (one thread, the test texts; at batch 32, else at
+    batch 1) for each; None when sweeps.csv has not timed it."""
+    row = own_point(rows, fam.picked.key)
+    timed = [] if row is None else [row.get(c) for c in ("latency_b32_ms", "latency_ms") if is_number(row.get(c))]
+    return timed[0] * n_texts * n_ablations / 1000 if timed else None
+
+
+def run_label(n_texts: int, seconds: float | None) -> str:
+    """The live ablations' button: "Run the live ablations on 426 test texts (about 68 s)"."""
+    if seconds is None:
+        return f"Run the live ablations on {n_texts} test texts"
+    about = f"{max(1, round(seconds))} s" if seconds < 90 else f"{round(seconds / 60)} min"
+    return f"Run the live ablations on {n_texts} test texts (about {about})"
 
 
 def live_summary(ckpt, texts: list[str], labels: list[int], ablation: str, seed: int = 0) -> dict:

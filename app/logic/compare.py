@@ -64,6 +64,14 @@ def side_cards(a: Analysis, settings: Settings, n_heads: int, method: Method, si
     return [Card(f"{side} · {c.label}", c.value, c.note, c.help) for c in cards]
 
 
+def empty_side_note(side: str, pairs_only: bool = False) -> str:
+    """What a side says while its text is empty; ``pairs_only``: the model reads pairs, and one of
+    the two texts is empty."""
+    if pairs_only:
+        return f"Text {side} is empty: this model reads pairs, so type both texts, or draw a test pair."
+    return f"Text {side} is empty: type something, or draw a test text."
+
+
 def scale_note(methods: tuple[Method, Method], zmax: float, names: tuple[str, str] = ("A", "B")) -> str:
     """What the colours of the two maps mean, in one line: one scale shared by two relevance maps
     (0 to ``zmax``), or, where one side is a dense model (a map of its weights w = 1, on 0 to 1),

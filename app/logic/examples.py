@@ -13,18 +13,29 @@ from __future__ import annotations
 import html
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from budgetformer_core.io.tokenizer import Text
 
 _BARE_ENTITY = re.compile(r"(?<!&)(#\d+);|(?<![&\w])(quot|amp|lt|gt|apos);")
 """An HTML entity that lost its "&" ("it#39;s", " quot;no quot;"), as AG News' texts have them."""
 
 
-def readable(text: str) -> str:
+PAIR_JOIN = " ‖ "
+"""Between the two texts of a pair shown as one (a table cell, an option)."""
+
+
+def readable(text: Text) -> str:
     """``text`` with AG News' HTML-entity leftovers decoded ("it#39;s" → "it's", "#36;10" → "$10",
-    "&lt;b&gt;" → "<b>") and its backslashes (lost line breaks) as spaces. The result is still
-    shown as plain text, never rendered as HTML."""
+    "&lt;b&gt;" → "<b>") and its backslashes (lost line breaks) as spaces; a pair's two texts so,
+    joined by :data:`PAIR_JOIN`. The result is still shown as plain text, never rendered as HTML."""
+    if isinstance(text, tuple):
+        return PAIR_JOIN.join(map(readable, text))
+
     def restore(m: re.Match) -> str:  # a control character's number stays as it is ("item #1;")
         return m.group(0) if m.group(1) and int(m.group(1)[1:]) < 32 else f"&{m.group(1) or m.group(2)};"
 
@@ -32,12 +43,13 @@ def readable(text: str) -> str:
     return html.unescape(restored).replace("\\", " ")
 
 
-def search_texts(texts: list[str], query: str, limit: int = 50) -> list[int]:
-    """Indices of the texts containing ``query`` (case-insensitive), at most ``limit``."""
+def search_texts(texts: list[Text], query: str, limit: int = 50) -> list[int]:
+    """Indices of the texts (pairs: either text) containing ``query`` (case-insensitive), at most ``limit``."""
     q = query.strip().lower()
     if not q:
         return []
-    return [i for i, t in enumerate(texts) if q in t.lower()][:limit]
+    parts = [t if isinstance(t, tuple) else (t,) for t in texts]
+    return [i for i, p in enumerate(parts) if any(q in part.lower() for part in p)][:limit]
 
 
 def per_example_table(frame: pd.DataFrame, texts: list[str] | None, label_names: list[str]) -> pd.DataFrame:
@@ -122,13 +134,13 @@ def example_label(row) -> str:
     return f"#{int(row['index'])} · {row['true']} → {row['predicted']} ({row['confidence']:.1%})"
 
 
-def preview(text: str, width: int = 160) -> str:
+def preview(text: Text, width: int = 160) -> str:
     """The start of ``text`` on one line, :func:`readable`, for table cells."""
     flat = " ".join(readable(text[: width * 3]).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def excerpt(text: str, limit: int = 3000) -> str:
+def excerpt(text: Text, limit: int = 3000) -> str:
     """``text`` to read on a page (shown with ``st.text``): :func:`readable`, cut at ``limit``."""
     return readable(text[:limit]) + ("…" if len(text) > limit else "")
 

@@ -150,7 +150,7 @@ def head_attention(ckpt: Checkpoint, text: Text, control: Control | None, layer:
     return out.layers[layer].attention[0].numpy()  # (1, H, T, T) -> (H, T, T)
 
 
-def offline_report(ckpt: Checkpoint, text: str, settings: Settings, name: str, symbol: str = "s",
+def offline_report(ckpt: Checkpoint, text: Text, settings: Settings, name: str, symbol: str = "s",
                    latency: dict | None = None, attention: dict | None = None) -> str:
     """:func:`budgetformer_core.analysis.report.build_report` of ``text`` under ``settings`` (what the
     Explore page shows, with the page's own ``latency`` record and the ``attention`` map of the
@@ -177,7 +177,8 @@ def explanation_record(e: Explanation) -> dict:
     }
 
 LATENCY_NOTE = (
-    "- Latency is measured live on this server with one CPU thread, so it varies from run to run;\n"
+    "- Latency: the shipped figures at this budget until you press *Time it*, which times this input live on\n"
+    "  this server with one CPU thread, so it varies from run to run;\n"
     "  on very short texts the bookkeeping of choosing heads can cost more than the heads it saves."
 )
 
@@ -325,12 +326,12 @@ def per_layer_value(values: list[str]) -> tuple[str, str | None]:
 def latency_card(timing: LiveSpeed | None, precomputed: tuple | None = None, failed: bool = False) -> Card:
     """The latency of one run, with its speed-up against the dense reference timed in the same
     rounds and the precomputed one at that budget (:func:`app.speed.precomputed_point`) beside it;
-    without ``timing``, the card shown while it is timed (or, ``failed``, when it could not be)."""
-    from app.speed import HOW, speed_note
+    without ``timing``, the precomputed figures (:func:`app.speed.shipped_card`; ``failed``: it could
+    not be timed)."""
+    from app.speed import HOW, shipped_card, speed_note
 
     if timing is None:
-        return Card("Latency (1 thread)", "—", "could not be timed") if failed else Card(
-            "Latency (1 thread)", "timing…", "measured after the analysis")
+        return Card("Latency (1 thread)", "—", "could not be timed") if failed else shipped_card(precomputed)
     ref = timing.reference or "no dense reference on this machine"
     dense = "" if timing.dense is None else (
         f" and {ref} in the same rounds ({timing.dense.ms:.2f} ms, IQR {timing.dense.iqr_ms:.2f} ms); speed-up = "

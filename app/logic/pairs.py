@@ -3,7 +3,8 @@ are called, the input a page's boxes make, and each token's segment marked for t
 
 A model of ours trained on a pair task names its two columns in config.json (``pair_columns``,
 e.g. premise and hypothesis) and reads pairs only; a Hugging Face classifier reads one text or
-two (its tokenizer joins them as ``transformers`` does), so its second box may stay empty.
+two (its tokenizer joins them as ``transformers`` does), so its second box may stay empty. The
+second text's tokens are marked as the offline report marks them (``SECOND_MARK``, ``marked``).
 """
 
 from __future__ import annotations
@@ -11,15 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from budgetformer_core.analysis.report import SECOND_MARK, marked  # noqa: F401 (marked: re-exported)
+
 if TYPE_CHECKING:
     from budgetformer_core.io.checkpoint import Checkpoint
     from budgetformer_core.io.tokenizer import Text
 
 PAIR_KEY = "text_pair"
 """Session-state key of Explore's second text box."""
-
-SECOND_MARK = "²"
-"""What marks a token of the second text in the charts' token labels (``²dog``)."""
 
 DEFAULT_PAIR = ("A man is playing a guitar on a stage.", "Someone is making music.")
 """The pair a session on a pair model starts from when its dataset's texts are not here."""
@@ -104,14 +104,6 @@ def tokens_and_segments(ckpt: Checkpoint, text: Text) -> tuple[list[str], list[i
 
     max_len = ckpt.config.max_len
     return read_tokens(ckpt.tokenizer, reading_prefix(ckpt.tokenizer, text, max_len), max_len)
-
-
-def marked(tokens: list[str], segments: list[int]) -> list[str]:
-    """Token labels with the second text's tokens marked (:data:`SECOND_MARK`); a single text's
-    (or a list without segments) as they are."""
-    if not segments or not any(segments):
-        return list(tokens)
-    return [SECOND_MARK + t if s else t for t, s in zip(tokens, segments, strict=True)]
 
 
 def segments_caption(boxes: PairBoxes | None, segments: list[int]) -> str | None:

@@ -1,9 +1,9 @@
 """Ablations: the picked model against itself without f_θ or g_φ, and its encoder's dense and BBA.
 
 The picked model first, then its ablations (the models trained without f_θ or g_φ where they
-are shipped, else the same ablations run live on it), then the dense and BBA models of the
-same encoder, each at its own operating point (precomputed/results/sweeps.csv); then the test
-inputs on which their predictions differ, from the precomputed per-example tables.
+are shipped, else the same ablations run live on it, on request), then the dense and BBA models
+of the same encoder, each at its own operating point (precomputed/results/sweeps.csv); then the
+test inputs on which their predictions differ, from the precomputed per-example tables.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from app.components import (
     sweeps_or_stop,
 )
 from app.error_bars import error_bars_section
+from app.live import ablation as live_ablation
 from app.logic import ablations, examples, results
 from app.models import checkpoint_config, dataset_of, model_method, selected_model
-from app.state import live_ablation, precomputed_per_example, test_samples
+from app.state import precomputed_per_example, test_samples
 
 
 def chart_specs(baseline: str | None) -> list:
@@ -42,6 +43,10 @@ def chart_specs(baseline: str | None) -> list:
          False),
     ]  # fmt: skip
 
+
+# session-state key: model → the number of test texts its live ablations last ran on (shown again,
+# from the cache, whenever the page is back on that model)
+LIVE_RUNS = "ablation_live_runs"
 
 st.title("Ablations")
 name = selected_model()
@@ -72,20 +77,34 @@ names = ", ".join(ablations.LIVE[a].split(",")[0] for a in live)
 if live and samples is None:
     st.caption(f"Not shipped as models of their own: {names}. Running them on {md_escape(name)} needs "
                f"the {md_escape(dataset)} test texts, which are not on this machine.")
-elif live and st.toggle(f"Run {names} on {name} live ({len(samples.texts)} test inputs, not timed)",
-                        value=ablations.runs_on_opening(family, table, len(samples.texts)), key="ablation_live"):
-    slot.dataframe(table, hide_index=True, column_config=result_column_config(speed.baseline_of(table)))
-    done = {}
-    for a in live:
-        try:
-            with st.spinner(f"Running {ablations.LIVE[a].split(',')[0]} on {name} over "
-                            f"{len(samples.texts)} test inputs…"):
-                done[a] = live_ablation(name, a)
-        except ValueError as e:
-            st.warning(f"{md_escape(ablations.LIVE[a])} cannot run on {md_escape(name)}: {md_escape(e)}")
-    done = {a: summary for a, summary in done.items() if summary is not None}
-    table, missing = ablations.family_table(rows, family, done, picked_test)
-    st.caption("Rows run live are not timed: their latency and speed-up are left empty.")
+elif live:  # on request: over BBC's test split they take a minute on a MiniLM model
+    n_all = len(samples.texts)
+    c1, c2 = st.columns([1, 3], vertical_alignment="bottom")
+    n = int(c1.number_input(
+        "N test texts (a stratified sample)", min(5, n_all), n_all, n_all, key="ablation_live_n",
+        help="Every class in its share of the test split (seeded: the same texts each time); all of them "
+        "for rows comparable with the shipped ones.",
+    ))
+    runs = st.session_state.setdefault(LIVE_RUNS, {})  # model → the N its live ablations last ran on
+    label = ablations.run_label(n, ablations.live_seconds(rows, family, n, len(live)))
+    if c2.button(label, key="ablation_live_go", help=f"Runs {names} on {md_escape(name)} now; not timed."):
+        runs[name] = n
+    if name in runs:
+        slot.dataframe(table, hide_index=True, column_config=result_column_config(speed.baseline_of(table)))
+        done = {}
+        for a in live:
+            try:
+                with st.spinner(f"Running {ablations.LIVE[a].split(',')[0]} on {name} over {runs[name]} test inputs…"):
+                    done[a] = live_ablation(name, a, runs[name])
+            except ValueError as e:
+                st.warning(f"{md_escape(ablations.LIVE[a])} cannot run on {md_escape(name)}: {md_escape(e)}")
+        done = {a: summary for a, summary in done.items() if summary is not None}
+        table, missing = ablations.family_table(rows, family, done, picked_test)
+        sample = "all" if runs[name] == n_all else f"a stratified sample of {runs[name]} of the"
+        st.caption(f"Rows run live: on {sample} {n_all} test texts; not timed, so their latency and speed-up are "
+                   "left empty.")
+    else:
+        st.caption(f"Not shipped as models of their own: {names}; they run on {md_escape(name)} on request.")
 
 baseline = speed.baseline_of(table)
 slot.dataframe(table, hide_index=True, column_config=result_column_config(baseline), key="ablation_table")

@@ -21,7 +21,8 @@ from app.logic.atlas import default_slices
 from app.logic.examples import LISTED, input_listing, selected_rows
 from app.models import dataset_of, model_config, model_method, selected_model
 from app.settings import Settings
-from app.state import data_dir, heads_ran, relevance, relevance_is_shipped, test_samples
+from app.sources import data_dir
+from app.state import heads_ran, relevance, relevance_is_shipped, test_samples
 from budgetformer_core.analysis.atlas import head_sets, head_usage, ranked, rows_with_heads, slice_rows
 
 SECTIONS = ["Head usage", "Head sets", "Input map", "Head card"]

@@ -1,7 +1,9 @@
 """Side by side: two models (or one model at two budgets) on one text, or one model on two texts.
 
 Each side is :func:`app.live.explore` of its model, text and budget setting (the Explore page's
-cached analysis); the relevance maps share one colour scale and the differences are listed.
+cached analysis); the relevance maps share one colour scale and the differences are listed. For a
+model that reads pairs of texts each text is a pair, typed in two boxes as on Explore
+(:mod:`app.views._explore_pair`).
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from app.charts.heads import head_heatmap, relevance_zmax
 from app.charts.style import LIGHT
 from app.components import TEXT_KEY, budget_slider, md_escape, show_chart
 from app.live import explore
-from app.logic.compare import scale_note, side_cards, side_differences
+from app.logic import pairs
+from app.logic.compare import empty_side_note, scale_note, side_cards, side_differences
 from app.logic.explore import prepare_text
-from app.models import available_models, dataset_of, model_config, model_method, selected_model
+from app.models import available_models, checkpoint_config, dataset_of, model_config, model_method, selected_model
 from app.settings import Settings
 from app.state import test_samples
+from app.views._explore_pair import fill_boxes, second_text
 from budgetformer_core.shipped import dense_reference
 
 log = logging.getLogger(__name__)
@@ -33,6 +37,7 @@ st.title("Side by side")
 name = selected_model()
 dataset = dataset_of(name)
 models = [m for m in available_models() if dataset_of(m) == dataset] or [name]
+boxes = pairs.pair_boxes(checkpoint_config(name))  # a model that reads pairs: two boxes per text
 mode = st.radio(
     "Compare",
     ["models", "texts"],
@@ -62,12 +67,33 @@ def budget_controls(where, model: str, key: str) -> Settings:
 def draw_random(key: str) -> None:
     samples = test_samples(dataset)
     if samples is not None and samples.texts:
-        st.session_state[key] = random.choice(samples.texts)
+        st.session_state[key] = random.choice(samples.texts)  # a pair: split into both boxes by fill_boxes
+
+
+def text_boxes(key: str, whose: str, start: tuple, placeholder: str | None = None) -> tuple[str, str | None]:
+    """The text box ``key`` ("Text ``whose``") and, for a model that reads pairs, its second box
+    (``key`` + ``_pair``): the first text and the second (:func:`app.logic.pairs.second_part`:
+    None for a single text). Boxes new on the page start from ``start`` (the first text, and the
+    second or None); a pair put in the first box goes into both, and a model that reads pairs
+    starts from the default pair where no second text was given
+    (:func:`app.views._explore_pair.fill_boxes`)."""
+    pair_key = f"{key}_pair"
+    if key not in st.session_state:
+        st.session_state[key] = start[0]
+        if start[1] is None:
+            st.session_state.pop(pair_key, None)
+        else:
+            st.session_state[pair_key] = start[1]
+    fill_boxes(boxes, pair_key not in st.session_state, keys=(key, pair_key))
+    label = f"Text {whose}" if boxes is None else f"{boxes.first} · {whose}"
+    first = st.text_area(label, key=key, height=100, placeholder=placeholder)
+    return first, pairs.second_part(boxes, second_text(boxes, pair_key))
 
 
 if mode == "models":
-    st.session_state.setdefault("sbs_text", st.session_state.get(TEXT_KEY) or DEFAULT_TEXT)
-    text = st.text_area("Text for both sides", key="sbs_text", height=100)
+    explored = st.session_state.get(pairs.PAIR_KEY)  # Explore's text, and a pair's second text
+    start = (st.session_state.get(TEXT_KEY) or DEFAULT_TEXT, explored if isinstance(explored, str) else None)
+    text = text_boxes("sbs_text", "for both sides", start)
     columns = st.columns(2, gap="large")
     dense = dense_reference(dataset, name, full=True)  # the dense model of the same encoder
     other = dense if name != dense else dense.removesuffix("dense") + "budgetformer"
@@ -85,17 +111,18 @@ else:
     sides = []
     for col, side in zip(columns, SIDES, strict=True):
         key = f"sbs_text_{side}"
-        st.session_state.setdefault(key, DEFAULT_TEXT if side == "A" else "")
-        col.text_area(f"Text {side}", key=key, height=100, placeholder="Type a text, or draw one from the test split")
+        with col:  # B starts empty, both of a pair's boxes too
+            text = text_boxes(key, side, (DEFAULT_TEXT, None) if side == "A" else ("", ""),
+                              placeholder="Type a text, or draw one from the test split")
         col.button(f"Random test text for {side}", key=f"sbs_draw_{side}", on_click=draw_random, args=(key,),
                    disabled=test_samples(dataset) is None)
-        sides.append((name, st.session_state[key], settings))
+        sides.append((name, text, settings))
 
 results = []
 for col, side, (model, text, settings) in zip(columns, SIDES, sides, strict=True):
-    prepared = prepare_text(text)
-    if not prepared.text.strip():
-        col.info(f"Text {side} is empty: type something, or draw a test text.")
+    prepared = prepare_text(*text)
+    if pairs.is_empty(prepared.text):
+        col.info(empty_side_note(side, boxes is not None and boxes.required))
         results.append(None)
         continue
     try:

@@ -13,7 +13,7 @@ from app.charts.errors import confusion_heatmap
 from app.components import csv_download, md_escape, open_in_explore, per_example_or_stop, show_chart
 from app.logic.errors import clicked_cell, percent, shown_table
 from app.logic.examples import confusion_matrix, example_label, excerpt, filter_examples, layer_columns
-from app.models import dataset_of, model_method, selected_model
+from app.models import checkpoint_history, dataset_of, is_classifier, model_method, ranking_note, selected_model
 
 PICK_KEY = "errors_pick"
 TABLE_KEY = "errors_table"
@@ -30,9 +30,13 @@ dataset = dataset_of(name)
 method = model_method(name)
 dense = not method.budgeted
 sym = method.symbol  # bba's budget is the requested b
-table, samples = per_example_or_stop(
-    name, dataset, "The **Training dynamics** page still shows how this model trained."
-)
+if checkpoint_history(name):
+    unavailable = "The **Training dynamics** page still shows how this model trained."
+elif is_classifier(name):  # an import: no training history to send it to
+    unavailable = f"{md_escape(name)} {md_escape(ranking_note(name))}."
+else:
+    unavailable = f"Give a local copy of {md_escape(dataset)} in the sidebar to see its errors."
+table, samples = per_example_or_stop(name, dataset, unavailable)
 if table is None or table.empty:
     st.info("The test split is empty.")
     st.stop()

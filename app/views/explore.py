@@ -29,7 +29,7 @@ from app.components import (
     show_chart,
 )
 from app.links import link_caption, link_params, link_state, read_link
-from app.live import explore, precomputed_speed, timing
+from app.live import explore, precomputed_speed
 from app.local_copy import copy_name
 from app.logic import pairs
 from app.logic.explore import (
@@ -38,7 +38,6 @@ from app.logic.explore import (
     comparison_rows,
     explanation,
     export_record,
-    latency_card,
     metric_cards,
     offline_report,
     prepare_text,
@@ -50,11 +49,21 @@ from app.logic.explore import (
     unknown_share,
     why_s_moves,
 )
-from app.models import checkpoint_config, dataset_of, model_config, model_method, selected_model
+from app.models import (
+    checkpoint_config,
+    dataset_of,
+    is_classifier,
+    model_config,
+    model_method,
+    ranking_note,
+    selected_model,
+)
 from app.settings import Settings
+from app.sources import data_dir
 from app.speed import slower_note
-from app.state import data_dir, get_checkpoint, model_sha256, test_samples
+from app.state import get_checkpoint, model_sha256, test_samples
 from app.views._explore_deeper import one_head_attention, why_this_budget
+from app.views._explore_latency import time_on_request
 from app.views._explore_pair import fill_boxes, second_text
 from budgetformer_core.io.inputs import table_csv
 from budgetformer_core.shipped import ROOT
@@ -101,7 +110,8 @@ if not st.session_state.get(LINK_READ):
     st.session_state[LINK_READ] = True
     params = st.query_params.to_dict()
     linked_samples = test_samples(dataset) if "index" in params else None
-    view, link_notes = read_link(params, method, H, None if linked_samples is None else len(linked_samples.texts))
+    view, link_notes = read_link(params, method, H, None if linked_samples is None else len(linked_samples.texts),
+                                 reads_pairs=boxes is not None)
     if view.index is not None:
         st.session_state[TEXT_KEY] = linked_samples.texts[view.index]
         st.session_state[SAMPLE_KEY] = (dataset, view.index)
@@ -190,7 +200,9 @@ with below:
         )
 settings = Settings()  # a dense model: nothing to set
 with left:
-    if not budgeted:
+    if not budgeted and is_classifier(name):  # its heads not ranked in this session: say what would
+        st.info(f"**{md_escape(name)}** {md_escape(ranking_note(name))}.")
+    elif not budgeted:
         st.info(
             "This is a **dense** model: every layer runs all of its heads on every input, so there "
             "is no budget to move and nothing to ablate. Pick a BudgetFormer model in the sidebar to "
@@ -236,7 +248,7 @@ def write_link() -> None:
     only, with the name of the local copy it comes from)."""
     shown = st.session_state.get("attention_on") and st.session_state.get("att_head") is not None
     shared = link_params(
-        name, raw or "", sample[0] if sample else None, settings, method,
+        name, pairs.box_input(boxes, raw, raw_pair), sample[0] if sample else None, settings, method,
         copy=copy_name(data_dir(dataset)) if sample else None,
         why=bool(st.session_state.get("explain_on")),
         attention=(st.session_state.get("att_layer", 0), st.session_state["att_head"]) if shown else None,
@@ -358,7 +370,8 @@ with right:
         )
 
 st.subheader("What the model did" + (f" — {settings.describe(sym)}" if changed else ""))
-slots = [col.empty() for col in st.columns(2)]  # FLOPs, latency
+flops_col, latency_col = st.columns(2)
+slots = [flops_col.empty(), latency_col.empty()]  # FLOPs, latency (its "Time it" under it)
 for slot, card in zip(slots, cards[3:], strict=True):
     card.show(slot)
 slower_slot = st.empty()
@@ -419,14 +432,7 @@ if budgeted:
 
 write_link()  # with the head whose attention is drawn, picked above
 
-# the latency last: its interleaved rounds take longer than everything above, which is shown first
-try:
-    measured = timing(name, prepared.text, settings.canonical())
-except Exception:  # never a traceback on the page; the server log keeps the details
-    log.exception("timing failed")
-    measured = None
-card = latency_card(measured, precomputed, failed=measured is None)
-card.show(slots[1])
+measured = time_on_request(name, prepared.text, settings, latency_col, slots[1], precomputed)
 if why_slower := slower_note(measured, a.n_tokens):
     slower_slot.caption(why_slower)
 
@@ -477,13 +483,12 @@ e3.download_button(  # made when clicked: the why-this-budget pass costs a secon
     mime="text/html",
     on_click="ignore",
     key="export_html",
-    disabled=isinstance(prepared.text, tuple),  # the report reads one text
     help="One HTML file that opens without the network: the text, prediction, budget and heads per layer, "
     "the latency and speed-up above, the relevance map, the head's attention shown, why this budget, and the "
     "settings.",
 )
 
-st.caption(link_caption(bool(sample), raw, explained is not None, budgeted))
+st.caption(link_caption(bool(sample), pairs.box_input(boxes, raw, raw_pair), explained is not None, budgeted))
 
 with st.expander(f"What the model read ({a.n_tokens} tokens)"):
     st.text(" ".join(shown_tokens))  # plain text: markup stays text

@@ -9,8 +9,12 @@ attention map of the head opened (when one was), the why-this-budget highlightin
 when it opens: the page's content security policy allows no request at all. Every piece of
 user text (the input, its tokens) is HTML-escaped, so markup in it shows as text.
 
-The highlighting helpers (:func:`attribution_html`, :func:`attribution_legend_html`) are the
-ones the app's Explore page draws with.
+A pair of texts (a model trained on pairs, or a Hugging Face classifier) is shown as its two
+texts, each under its column's name, and the tokens of the second text are marked
+(:data:`SECOND_MARK`) wherever tokens are shown.
+
+The highlighting helpers (:func:`attribution_html`, :func:`attribution_legend_html`,
+:func:`marked`) are the ones the app's Explore page draws with.
 """
 
 from __future__ import annotations
@@ -20,12 +24,24 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..io.checkpoint import Checkpoint
+    from ..io.tokenizer import Text
     from ..model.budget import Control
     from .explain import Explanation
     from .infer import Analysis
 
 ATTRIBUTION_RGB = {1: (214, 39, 40), -1: (31, 119, 180)}
 """Red: the token raised the quantity (s: more heads); blue: it lowered it."""
+
+SECOND_MARK = "²"
+"""What marks a token of the second text of a pair in token labels (``²dog``)."""
+
+
+def marked(tokens: list[str], segments: list[int]) -> list[str]:
+    """Token labels with the second text's tokens marked (:data:`SECOND_MARK`); a single text's
+    (or a list without segments) as they are."""
+    if not segments or not any(segments):
+        return list(tokens)
+    return [SECOND_MARK + t if s else t for t, s in zip(tokens, segments, strict=True)]
 
 
 def attribution_scale(e: Explanation) -> float:
@@ -154,7 +170,7 @@ def attention_figure(rows, tokens: list[str], title: str):
     return go.Figure(data=[heatmap], layout=layout)
 
 
-def head_attention(ckpt: Checkpoint, text: str, control: Control | None, layer: int, head: int):
+def head_attention(ckpt: Checkpoint, text: Text, control: Control | None, layer: int, head: int):
     """(T, T) attention of ``head`` of ``layer`` on ``text`` as the structural path computed it
     (``capture_attention``): all NaN when that head did not run."""
     import torch
@@ -170,15 +186,17 @@ def head_attention(ckpt: Checkpoint, text: str, control: Control | None, layer: 
     return out.layers[layer].attention[0, head, :n, :n].double().numpy()  # (1, H, T, T) -> (n, n)
 
 
-def read_tokens(ckpt: Checkpoint, text: str) -> list[str]:
-    """The tokens the model reads of ``text`` (its first ``max_len``), to label an attention map."""
-    from ..io.tokenizer import reading_prefix
+def read_tokens(ckpt: Checkpoint, text: Text) -> list[str]:
+    """The tokens the model reads of ``text`` (its first ``max_len``; a pair's second text's
+    marked), to label an attention map."""
+    from ..io import tokenizer
 
     max_len = ckpt.config.max_len
-    return list(ckpt.tokenizer.encode(reading_prefix(ckpt.tokenizer, text, max_len)).tokens[:max_len])
+    prefix = tokenizer.reading_prefix(ckpt.tokenizer, text, max_len)
+    return marked(*tokenizer.read_tokens(ckpt.tokenizer, prefix, max_len))
 
 
-def time_report(ckpt: Checkpoint, text: str, control: Control | None = None, reference: str | None = None) -> dict:
+def time_report(ckpt: Checkpoint, text: Text, control: Control | None = None, reference: str | None = None) -> dict:
     """Time the run of ``text`` beside a dense reference in the same rounds
     (:func:`budgetformer_core.measure.latency.time_text`), as :func:`latency_record` writes it.
     ``reference``: its folder or shipped name; None: the checkpoint's own dense reference
@@ -228,7 +246,7 @@ def _rows(cells: list[list[str]], header: list[str], numeric: set[int] = frozens
 
 def build_report(
     ckpt: Checkpoint,
-    text: str,
+    text: Text,
     control: Control | None = None,
     name: str | None = None,
     setting: str | None = None,
@@ -240,7 +258,8 @@ def build_report(
 
     Args:
         ckpt: a loaded checkpoint.
-        text: the input (a usable text, as :func:`budgetformer_core.analysis.infer.analyze` takes).
+        text: the input (a usable text or pair of texts, as
+            :func:`budgetformer_core.analysis.infer.analyze` takes).
         control: the setting to run (e.g. ``Control(budget=b)``); None: the model's own.
         name: the model's name in the report (default: its folder's name).
         setting: the setting in words (default: from ``control``).
@@ -255,9 +274,10 @@ def build_report(
     """
     from ..io.files import file_sha256
     from .explain import explain
-    from .infer import analyze, check_texts
+    from .infer import analyze, check_texts, pair_columns
 
     check_texts([text])
+    columns = pair_columns(ckpt) or ("first text", "second text")
     method = ckpt.model.method
     if control is not None and not method.budgeted:
         raise ValueError("a dense checkpoint has no budget: a budget needs a budgetformer or bba model")
@@ -277,8 +297,7 @@ def build_report(
     confidence = max(a.probs)
     parts = [
         f"<h1>BudgetFormer report: {html.escape(name)}</h1>",
-        "<h2>Text</h2>",
-        f'<pre class="text">{html.escape(text)}</pre>',
+        *_text(text, columns),
         f'<p class="note">The model read {a.n_tokens} tokens'
         + (f"; the text is longer than the {ckpt.config.max_len} tokens it reads (truncated)." if a.truncated else ".")
         + "</p>",
@@ -305,6 +324,9 @@ def build_report(
     else:
         [e] = explain(ckpt, [text], control)
         parts += _why(e, symbol, method.attributed_name)
+    if isinstance(text, tuple):
+        parts.append(f'<p class="note">Tokens marked {SECOND_MARK} belong to the second text '
+                     f"({html.escape(columns[1])}); the others to the first ({html.escape(columns[0])}).</p>")
     parts += [
         "<h2>Settings</h2>",
         _rows([[html.escape(k), html.escape(str(v))] for k, v in (
@@ -312,6 +334,7 @@ def build_report(
             ("method", ckpt.config.method),
             ("layers × heads", f"{ckpt.config.n_layers} × {ckpt.config.n_heads}"),
             ("setting", setting),
+            *([("input", f"a pair of texts ({columns[0]}, {columns[1]})")] if isinstance(text, tuple) else []),
             ("weights sha256", file_sha256(ckpt.path / "model.safetensors") if ckpt.path else "unknown"),
             ("tokens read (max)", f"{a.n_tokens} ({ckpt.config.max_len})"),
         )], ["setting", "value"]),  # fmt: skip
@@ -325,6 +348,15 @@ def build_report(
     )
 
 
+def _text(text: Text, columns: tuple[str, str]) -> list[str]:
+    """The text section: the text, or a pair's two texts, each under its column's name."""
+    if not isinstance(text, tuple):
+        return ["<h2>Text</h2>", f'<pre class="text">{html.escape(text)}</pre>']
+    return ["<h2>Texts (a pair, read together)</h2>",
+            *(f'<h3>{which} text: {html.escape(column)}</h3>\n<pre class="text">{html.escape(part)}</pre>'
+              for which, column, part in zip(("First", "Second"), columns, text, strict=True))]
+
+
 def _why(e: Explanation, symbol: str, what: str) -> list[str]:
     """The why-this-budget section: per layer, the tokens highlighted by what they did to ``what``
     (the attributed quantity)."""
@@ -335,7 +367,7 @@ def _why(e: Explanation, symbol: str, what: str) -> list[str]:
     out = [attribution_legend_html(zmax, html.escape(what))]
     for layer, (row, value) in enumerate(zip(e.budget_attribution, e.value, strict=True)):
         out.append(f"<h3>Layer {layer}: {html.escape(what)} = {value:.3f}, k = {e.k[layer]}</h3>")
-        out.append(attribution_html(e.tokens, row, zmax))
+        out.append(attribution_html(marked(e.tokens, e.segments), row, zmax))
     out.append(f'<p class="note">Each token left out in turn (occlusion): red, it raised {html.escape(what)}; '
                f"blue, it lowered it (±{zmax:.3g} at the strongest). Hover a token for its number."
                + (f" Tokens were left out {e.span} at a time." if e.span > 1 else "") + "</p>")

@@ -8,10 +8,10 @@ A table of subcommands, each a thin wrapper of a core function:
     budgetformer fit-budget --checkpoint DIR --dataset D|FILE --out ADAPTER [--method {budgetformer,bba}]
                          [--set key=value ...] [--force]
     budgetformer eval    --checkpoint DIR [--dataset D] [--split {test,...,all}] [--budget S] [--ablation A] [--json]
-    budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --pair A B ... | --input-file F)
+    budgetformer predict --checkpoint DIR [--budget S] [--json] (TEXT ... | --pair FIRST SECOND ... | --input-file F)
     budgetformer adaptivity --checkpoint DIR [--reference DIR] [--split test] [--budget S] [--json]
-    budgetformer explain --checkpoint DIR [--budget B] [--json] TEXT ...
-    budgetformer report  --checkpoint DIR [--budget B] [--head L H] --out FILE.html TEXT
+    budgetformer explain --checkpoint DIR [--budget B] [--json] (TEXT ... | --pair FIRST SECOND ...)
+    budgetformer report  --checkpoint DIR [--budget B] [--head L H] --out FILE.html (TEXT | --pair FIRST SECOND)
     budgetformer export  --checkpoint DIR --out DIR [--force]   (a Hugging Face BERT classifier folder)
     budgetformer bench   (--checkpoint DIR | [--set key=value ...]) [--batch-size N] [--threads T]
                          [--seq-len L | --seq-lens L,L,...] [--repeats R] [--budgets B,B,...]

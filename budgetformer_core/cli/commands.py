@@ -297,16 +297,23 @@ def pair_fields(text) -> dict:
     return {"text": text[0], "text_pair": text[1]} if isinstance(text, tuple) else {}
 
 
+def given_pairs(ckpt: Checkpoint, pairs: list[list[str]] | None) -> list[tuple[str, str]]:
+    """``--pair FIRST SECOND`` (each given pair) as texts ``ckpt`` reads; ValueError (one line)
+    when it reads single texts only."""
+    pairs = [tuple(p) for p in pairs or []]
+    if pairs and pair_columns(ckpt) is None:
+        trained = f" (it was trained on {ckpt.meta['dataset']})" if ckpt.meta.get("dataset") else ""
+        raise ValueError(f"--pair: this model reads single texts{trained}; pairs need a model trained on text "
+                         "pairs or a Hugging Face classifier")
+    return pairs
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     ckpt = open_model(args)
     control = Control(budget=args.budget) if args.budget is not None else None
     if control and not ckpt.model.method.budgeted:
         raise ValueError("a dense checkpoint has no budget: --budget needs a budgetformer model" + no_budget(ckpt))
-    pairs = [tuple(p) for p in args.pair or []]
-    if pairs and pair_columns(ckpt) is None:
-        trained = f" (it was trained on {ckpt.meta['dataset']})" if ckpt.meta.get("dataset") else ""
-        raise ValueError(f"--pair: this model reads single texts{trained}; pairs need a model trained on text "
-                         "pairs or a Hugging Face classifier")
+    pairs = given_pairs(ckpt, args.pair)
     if args.text or pairs:
         check_texts([*args.text, *pairs])
     elif not args.input_file:
@@ -338,6 +345,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from ..analysis.explain import explain, top_tokens
+    from ..analysis.report import marked
 
     ckpt = open_model(args)
     method = ckpt.model.method
@@ -347,19 +355,23 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.budget is not None and method.predicts_budget:
         raise ValueError("--budget forces s on a budgetformer model, leaving nothing to explain; "
                          "it is the requested budget b of a bba model")
-    if not args.text:
-        raise ValueError("no input: give one or more TEXT arguments")
-    check_texts(list(args.text))
+    texts = [*args.text, *given_pairs(ckpt, args.pair)]
+    if not texts:
+        raise ValueError("no input: give one or more TEXT arguments or --pair FIRST SECOND")
+    check_texts(texts)
     control = Control(budget=args.budget) if args.budget is not None else None
-    for e in explain(ckpt, list(args.text), control):
+    for e in explain(ckpt, texts, control):
         if args.json:
-            print(dumps({"tokens": e.tokens, "budget_attribution": e.budget_attribution, "attributed": e.attributed,
-                         "value": e.value, "budget": e.budget, "k": e.k, "selected_heads": e.selected_heads,
-                         "span": e.span}, ensure_ascii=False))
+            print(dumps({**pair_fields(e.text), "tokens": e.tokens, "segments": e.segments,
+                         "budget_attribution": e.budget_attribution, "attributed": e.attributed, "value": e.value,
+                         "budget": e.budget, "k": e.k, "selected_heads": e.selected_heads, "span": e.span},
+                        ensure_ascii=False))
             continue
-        print(f"{e.text[:60]!r} ({len(e.tokens)} tokens; attributed: {e.attributed})")
+        shown_text = " | ".join(repr(t[:40]) for t in e.text) if isinstance(e.text, tuple) else repr(e.text[:60])
+        print(f"{shown_text} ({len(e.tokens)} tokens; attributed: {e.attributed})")
+        tokens_marked = dataclasses.replace(e, tokens=marked(e.tokens, e.segments))  # a pair's second text: ²
         for layer, value in enumerate(e.value):
-            raised, lowered = top_tokens(e, layer)
+            raised, lowered = top_tokens(tokens_marked, layer)
             fmt = lambda pairs: ", ".join(f"{t!r} {a:+.4f}" for t, a in pairs) or "none"  # noqa: E731
             print(f"  layer {layer}: {value:.4f}, k={e.k[layer]} | raised by {fmt(raised)} | lowered by {fmt(lowered)}")
     return 0
@@ -368,12 +380,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from ..analysis.report import build_report, time_report
 
+    if (args.text is None) == (args.pair is None):
+        raise ValueError("give the TEXT to analyse or --pair FIRST SECOND (one of them)")
     out = check_output_file(args.out, force=args.force)  # before the model is read
     ckpt = load_checkpoint(args.checkpoint)
     control = Control(budget=args.budget) if args.budget is not None else None
-    check_texts([args.text])  # before the timing
-    latency = None if args.no_timing else time_report(ckpt, args.text, control, args.reference)
-    page = build_report(ckpt, args.text, control, latency=latency, head=tuple(args.head) if args.head else None)
+    [text] = given_pairs(ckpt, [args.pair]) if args.pair else [args.text]
+    check_texts([text])  # before the timing
+    latency = None if args.no_timing else time_report(ckpt, text, control, args.reference)
+    page = build_report(ckpt, text, control, latency=latency, head=tuple(args.head) if args.head else None)
     check_output_file(out, force=args.force)  # again: it may have appeared while the page was built
     write_atomic(out, page)
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB; opens offline in a browser)")

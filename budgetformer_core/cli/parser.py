@@ -80,6 +80,14 @@ def add_rank_file(p: argparse.ArgumentParser) -> None:
                    "labelled by its own predictions) so that it takes budgets")
 
 
+def add_pair(p: argparse.ArgumentParser, repeat: bool) -> None:
+    """``--pair FIRST SECOND``: two texts read together, for a model trained on pairs or a Hugging
+    Face classifier; ``repeat``: as many pairs as given (else one, instead of TEXT)."""
+    p.add_argument("--pair", nargs=2, action="append" if repeat else "store", metavar=("FIRST", "SECOND"),
+                   help="a pair of texts read together" + (" (repeatable)" if repeat else ", instead of TEXT")
+                   + ", for a model trained on pairs or a Hugging Face classifier")
+
+
 def add_export(sub: argparse._SubParsersAction) -> None:
     """The ``export`` subcommand (:func:`~budgetformer_core.cli.commands.cmd_export`)."""
     p = sub.add_parser("export", help="write a model as a Hugging Face BERT sequence classifier folder "
@@ -180,9 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=_budget, help="force s (budgetformer) or request b (bba) for every input")
     p.add_argument("--input-file", help="one text per line, or a CSV / JSONL file with a text column, or two "
                                         "(premise, hypothesis; sentence1, sentence2; …): a pair per row")
-    p.add_argument("--pair", nargs=2, action="append", metavar=("FIRST", "SECOND"),
-                   help="a pair of texts read together (repeatable), for a model trained on pairs or a Hugging "
-                        "Face classifier")
+    add_pair(p, repeat=True)
     p.add_argument("--json", action="store_true", help="one JSON object per input (a pair's: text and text_pair)")
     p.add_argument("text", nargs="*", help="texts to classify")
 
@@ -192,7 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "--rank-file")
     add_rank_file(p)
     p.add_argument("--budget", type=_budget, help="bba: the requested budget b (default: the model's own)")
-    p.add_argument("--json", action="store_true", help="one JSON object per input: tokens, budget_attribution, …")
+    add_pair(p, repeat=True)
+    p.add_argument("--json", action="store_true", help="one JSON object per input: tokens, budget_attribution, "
+                                                       "segments, … (a pair's: text and text_pair)")
     p.add_argument("text", nargs="*", help="texts to explain")
 
     p = sub.add_parser("report", help="one input's analysis as a self-contained HTML file that opens offline")
@@ -206,7 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", help="the dense model the latency is timed beside (a folder or a shipped model's "
                    "name; default: the checkpoint's dense reference, when it is a shipped model)")
     p.add_argument("--no-timing", action="store_true", help="leave the latency out (timing takes a few seconds)")
-    p.add_argument("text", help="the text to analyse (quote it)")
+    add_pair(p, repeat=False)
+    p.add_argument("text", nargs="?", help="the text to analyse (quote it), or --pair FIRST SECOND")
 
     p = sub.add_parser("bench", help="measure structural speed-up per budget against the FLOP ideal")
     p.add_argument("--checkpoint", help="a checkpoint, a folder or a shipped model's name, or a Hugging Face "

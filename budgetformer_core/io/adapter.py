@@ -47,6 +47,9 @@ WRITTEN = (WEIGHTS, "config.json", "history.json")
 BACKBONE_KEYS = ("source", "package", "path", "sha256")
 """What an adapter's config.json repeats of its base's ``backbone`` entry (the pretrained encoder
 under the base), so that the pages name it without opening the base."""
+INPUT_KEYS = ("backbone", "pair_columns", "classifier")
+"""What an opened adapter takes from its base's config.json: how the base reads its input (the
+pretrained encoder under it, a pair task's two columns, a Hugging Face classifier's text handling)."""
 ALLOCATION_FIELDS = ("budget_hidden", "tau", "summary_norm", "gate_temperature", "shared_budget", "gate_input",
                      "gate_source", "default_budget", "use_budget_net", "head_choice", "fixed_budget",
                      "head_weighting")
@@ -114,6 +117,8 @@ def save_adapter(path: str | Path, model: BudgetFormer, base: Checkpoint, meta: 
               **meta, ADAPTER_KEY: {"base": base_record(base, path)}}
     if isinstance(backbone, dict):
         config["backbone"] = {k: backbone[k] for k in BACKBONE_KEYS if k in backbone}
+    # how it reads its input, said in its own config.json for readers that do not open the base (the app)
+    config.update({k: base.meta[k] for k in INPUT_KEYS if k != "backbone" and k in base.meta})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _sibling(path, "tmp")
     tmp.mkdir()
@@ -208,8 +213,8 @@ def attach(adapter: Adapter, base: Checkpoint) -> Checkpoint:
     if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
         raise CheckpointError(f"{history_path} must be a list of per-epoch records (JSON objects)")
     meta = {k: v for k, v in config.items() if k not in ("model", "label_names", "format_version", "sha256")}
-    if isinstance(base.meta.get("backbone"), dict):
-        meta["backbone"] = base.meta["backbone"]
+    # how the base reads its input: its encoder, the two columns of a pair task, a classifier's text handling
+    meta.update({k: base.meta[k] for k in INPUT_KEYS if k in base.meta})
     return Checkpoint(model.eval(), base.tokenizer, list(base.label_names), meta, history, path)
 
 

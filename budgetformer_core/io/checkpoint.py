@@ -41,6 +41,7 @@ from tokenizers import Tokenizer
 
 from ..config import ModelConfig, model_config_from_dict, to_dict
 from ..model.encoder import BudgetFormer
+from ..model.low_rank import LOW_RANK_A, LOW_RANK_B, merged
 from .files import CheckpointError, existing_parent, file_sha256, json_safe, read_json
 from .pretrained import load_base
 from .tokenizer import load_tokenizer
@@ -132,17 +133,34 @@ def dequantize_delta(q: torch.Tensor, scale: torch.Tensor, base: torch.Tensor) -
 def round_for_storage(model: BudgetFormer, meta: dict[str, Any] | None, dtype: torch.dtype = torch.float16,
                       base: dict[str, torch.Tensor] | None = None) -> None:
     """Round ``model`` in place to exactly what :func:`save_checkpoint` stores: the base's own
-    tensors as they are, the changed base tensors to their int8 delta (``base`` holds the base's
-    weights; read from ``meta``'s base when None), every other tensor to ``dtype``."""
-    deltas = from_base(meta, "delta")
-    round_weights(model, dtype, keep={*from_base(meta), *deltas})
-    if not deltas:
+    tensors as they are, the changed base tensors to their low-rank factors rounded to ``dtype``
+    (:func:`stored_low_rank`) or else to their int8 delta (``base`` holds the base's weights; read
+    from ``meta``'s base when None), every other tensor to ``dtype``."""
+    changed = {*from_base(meta, "delta"), *from_base(meta, "lowrank")}
+    round_weights(model, dtype, keep={*from_base(meta), *changed})
+    if not changed:
         return
     base = base if base is not None else _base_weights(meta, model.cfg.max_len)
+    factors = stored_low_rank(model, changed, base)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name in deltas:
+            if name in factors:
+                a, b = (f.to(dtype).float() for f in factors[name])
+                model.low_rank[name] = (a, b)
+                p.copy_(merged(base[name], a, b).to(p.dtype))
+            elif name in changed:
                 p.copy_(dequantize_delta(*quantize_delta(p, base[name]), base[name]).to(p.dtype))
+
+
+def stored_low_rank(model: BudgetFormer, names: Collection[str],
+                    base: dict[str, torch.Tensor]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """The changed base tensors among ``names`` that are stored as low-rank factors: those whose
+    weight is still ``base + B·A`` of the factors ``model.low_rank`` carries (a low-rank fine-tune,
+    :mod:`budgetformer_core.model.low_rank`), to float32 rounding; the others are stored as deltas."""
+    state = model.state_dict()
+    return {n: f for n, f in model.low_rank.items()
+            if n in names and n in state and state[n].shape == (f[1].shape[0], f[0].shape[1])
+            and torch.allclose(state[n].float(), merged(base[n], *f), rtol=1e-5, atol=1e-6)}
 
 
 def is_checkpoint(path: Path) -> bool:
@@ -193,14 +211,22 @@ def save_checkpoint(
         path = Path(os.path.realpath(path))
     if path.is_dir() and any(path.iterdir()) and not is_checkpoint(path):
         raise CheckpointError(f"{path} holds files other than a checkpoint's; not replacing it")
-    taken, deltas = set(from_base(meta)), set(from_base(meta, "delta"))
-    base = _base_weights(meta, model.cfg.max_len) if deltas else {}
+    taken, changed = set(from_base(meta)), {*from_base(meta, "delta"), *from_base(meta, "lowrank")}
+    base = _base_weights(meta, model.cfg.max_len) if changed else {}
     round_for_storage(model, meta, dtype, base)
+    low_rank = stored_low_rank(model, changed, base) if changed else {}
+    if changed:  # config.json lists each changed tensor where it is stored
+        meta = {**meta, "backbone": {**meta["backbone"], "delta": sorted(changed - set(low_rank))}}
+        meta["backbone"].pop("lowrank", None)
+        if low_rank:  # absent without factors (the config of a full fine-tune stays as it was)
+            meta["backbone"]["lowrank"] = sorted(low_rank)
     state = model.state_dict()
-    tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in state.items() if k not in taken | deltas}
-    for name in sorted(deltas):
+    tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in state.items() if k not in taken | changed}
+    for name in sorted(changed - set(low_rank)):
         q, scale = quantize_delta(state[name].detach().cpu(), base[name])
         tensors[name + DELTA_STEPS], tensors[name + DELTA_SCALE] = q.contiguous(), scale.contiguous()
+    for name, (a, b) in sorted(low_rank.items()):
+        tensors[name + LOW_RANK_A], tensors[name + LOW_RANK_B] = a.to(dtype).contiguous(), b.to(dtype).contiguous()
     bad = [k for k, v in tensors.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     if bad:
         raise CheckpointError(f"weight {bad[0]} holds NaN or infinity ({len(bad)} tensors); nothing was written")
@@ -271,24 +297,38 @@ def _base_weights(meta: dict[str, Any] | None, max_len: int) -> dict[str, torch.
     return load_base(meta["backbone"]).encoder_weights(max_len)
 
 
-def _base_tensors(path: Path, config: dict[str, Any], max_len: int, tensors: dict[str, torch.Tensor]) -> None:
+def _base_tensors(path: Path, config: dict[str, Any], max_len: int,
+                  tensors: dict[str, torch.Tensor]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Complete ``tensors`` (read from ``path``) with what the checkpoint takes from its base
-    (config.json's ``backbone``): the unchanged tensors, and the changed ones from their deltas."""
+    (config.json's ``backbone``): the unchanged tensors, and the changed ones from their deltas
+    or low-rank factors; returns the factors."""
     try:
         weights = _base_weights(config, max_len)
     except CheckpointError as e:
         raise CheckpointError(f"{path}: its base cannot be used: {e}") from None
-    names, deltas = from_base(config), from_base(config, "delta")
-    missing = [n for n in (*names, *deltas) if n not in weights]
+    names, deltas, low_rank = from_base(config), from_base(config, "delta"), from_base(config, "lowrank")
+    missing = [n for n in (*names, *deltas, *low_rank) if n not in weights]
     if missing:
         raise CheckpointError(f"{path}: its base has no tensor {missing[0]}")
     tensors.update({n: weights[n] for n in names})
+    factors = {}
+    for name in low_rank:
+        a, b = tensors.pop(name + LOW_RANK_A, None), tensors.pop(name + LOW_RANK_B, None)
+        out, inp = weights[name].shape if weights[name].dim() == 2 else (0, 0)
+        if a is None or b is None or not (a.is_floating_point() and b.is_floating_point()) or a.dim() != 2 \
+                or b.dim() != 2 or a.shape[0] != b.shape[1] or (b.shape[0], a.shape[1]) != (out, inp) \
+                or not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+            raise CheckpointError(f"{path / 'model.safetensors'}: the low-rank change to {name} is missing "
+                                  "or malformed")
+        factors[name] = (a.float(), b.float())
+        tensors[name] = merged(weights[name], *factors[name])
     for name in deltas:
         q, scale = tensors.pop(name + DELTA_STEPS, None), tensors.pop(name + DELTA_SCALE, None)
         if q is None or scale is None or q.dtype != torch.int8 or q.shape != weights[name].shape \
                 or scale.shape != (q.shape[0] if q.dim() > 1 else 1,):
             raise CheckpointError(f"{path / 'model.safetensors'}: the change to {name} is missing or malformed")
         tensors[name] = dequantize_delta(q, scale.float(), weights[name])
+    return factors
 
 
 def _check_values(file: Path, tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
@@ -332,13 +372,16 @@ def read_checkpoint(path: Path) -> Checkpoint:
         tokenizer = load_tokenizer(path / "tokenizer.json")
     except Exception as e:  # the tokenizers library raises plain Exception subclasses
         raise CheckpointError(f"{path / 'tokenizer.json'} cannot be read: {e}") from None
+    if "classifier" in config:  # made from a Hugging Face classifier (pruned): it cuts as transformers does
+        tokenizer.enable_truncation(cfg.max_len)  # (as io.classifier.load_classifier's: the special tokens stay)
     try:
         tensors = load_file(str(path / "model.safetensors"))
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{path / 'model.safetensors'} is corrupt or truncated: {e}") from None
     check_hashes(path, config.get("sha256"))
-    if from_base(config) or from_base(config, "delta"):
-        _base_tensors(path, config, cfg.max_len, tensors)
+    factors = {}
+    if from_base(config) or from_base(config, "delta") or from_base(config, "lowrank"):
+        factors = _base_tensors(path, config, cfg.max_len, tensors)
     if tokenizer.get_vocab_size() > cfg.vocab_size:
         raise CheckpointError(
             f"{path}: tokenizer has {tokenizer.get_vocab_size()} tokens, model only {cfg.vocab_size}"
@@ -356,6 +399,7 @@ def read_checkpoint(path: Path) -> Checkpoint:
         )
     _check_values(path / "model.safetensors", tensors, expected)
     model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
+    model.low_rank = factors  # what a save stores again, byte for byte
     model.eval()
     history_path = path / "history.json"
     history = read_json(history_path) if history_path.is_file() else []

@@ -98,15 +98,16 @@ RANKED = {"method": "bba", "gate_input": False, "default_budget": 1.0}
 and the whole classifier unless a budget is asked for."""
 
 
-def describe(path: str | Path) -> dict[str, Any]:
+def describe(path: str | Path, ranked: bool = True) -> dict[str, Any]:
     """What a checkpoint's config.json would say of the classifier at ``path`` with its heads
-    ranked (``model``, ``label_names``, ``classifier``), read from its ``config.json`` alone.
+    ranked (``model``, ``label_names``, ``classifier``), read from its ``config.json`` alone;
+    ``ranked=False``: of the classifier as it is (dense, every head).
 
     Raises:
         CheckpointError: as :func:`read_classifier`.
     """
     cfg, labels, architecture = read_classifier(path)
-    return {"model": to_dict(dataclasses.replace(cfg, **RANKED)), "label_names": labels,
+    return {"model": to_dict(dataclasses.replace(cfg, **RANKED) if ranked else cfg), "label_names": labels,
             "classifier": {"path": str(path), "architecture": architecture}}
 
 

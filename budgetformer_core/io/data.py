@@ -15,7 +15,7 @@ Built in, offline:
   first's topic word), small enough to train a pair model in seconds.
 
 From local files (``data_dir``) in their published layouts, or from the hub through ``datasets``
-when the user has network: ``ag_news``, ``dbpedia_14`` (alias ``dbpedia``), ``imdb``,
+when the user has network: ``ag_news``, ``dbpedia`` (alias ``dbpedia_14``), ``imdb``,
 ``yelp_polarity``, ``sst2``, ``snli``; and any local CSV / TSV / JSONL / Parquet file or folder
 (:mod:`budgetformer_core.io.hub`, with the rules every file source follows).
 """
@@ -90,7 +90,7 @@ def load_dataset(
     split 70/10/20).
 
     * ``bbc``, ``synthetic``, ``synthetic_var``, ``synthetic_pairs``: built in (``data_dir`` is ignored).
-    * ``ag_news``, ``dbpedia_14`` / ``dbpedia``, ``imdb``, ``yelp_polarity``, ``sst2``, ``snli``:
+    * ``ag_news``, ``dbpedia`` / ``dbpedia_14``, ``imdb``, ``yelp_polarity``, ``sst2``, ``snli``:
       from ``data_dir`` when given (their published layouts, a hub-style export or hub layout),
       else from the hub through ``datasets`` (needs network).
     * a CSV / TSV / JSONL / Parquet file, or a folder of train / validation / test files or in

@@ -1,7 +1,7 @@
 """Datasets from files: named sets from the Hugging Face hub or from local copies in their
 published layouts, and any local CSV / TSV / JSONL / Parquet file or folder of them.
 
-``ag_news``, ``dbpedia_14`` (alias ``dbpedia``), ``imdb``, ``yelp_polarity``, ``sst2``, ``snli``
+``ag_news``, ``dbpedia`` (alias ``dbpedia_14``), ``imdb``, ``yelp_polarity``, ``sst2``, ``snli``
 come from a local folder (``data_dir``) in their published layouts, or from the hub through
 ``datasets`` when the user has network; any local CSV / TSV / JSONL / Parquet file, or folder of
 ``train`` / ``validation`` / ``test`` files or laid out like a hub dataset
@@ -21,7 +21,8 @@ Rules shared by every file source:
   sorted unique names. Label ``-1`` (the hub's "unlabelled") and unknown SNLI labels are dropped.
 * Missing splits are made deterministically: no validation -> a stratified 10% of train;
   no labelled test -> validation becomes test and validation is carved from train; one pool
-  only (SNLI dev, the DBpedia sample, a single file) -> deduplicated stratified 70/10/20 split.
+  only (SNLI dev, the DBpedia sample, a single file) -> deduplicated stratified 70/10/20 split,
+  pairs by their first text; a training row that is also a validation or test text is dropped.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from .splits import PAIR_COLUMNS, SPLITS, Split, TextDataset, stratified_splits
 
 HUB_LABELS = {
     "ag_news": ["World", "Sports", "Business", "Sci/Tech"],
-    "dbpedia_14": [
+    "dbpedia": [
         "Company", "EducationalInstitution", "Artist", "Athlete", "OfficeHolder",
         "MeanOfTransportation", "Building", "NaturalPlace", "Village", "Animal", "Plant",
         "Album", "Film", "WrittenWork",
@@ -51,23 +52,21 @@ HUB_LABELS = {
     "sst2": ["negative", "positive"],
     "snli": ["entailment", "neutral", "contradiction"],
 }
-ALIASES = {"dbpedia": "dbpedia_14"}
+ALIASES = {"dbpedia_14": "dbpedia"}
 # Hub ids to try in order (the short canonical ids now redirect to namespaced ones).
 HUB_IDS = {
     "ag_news": [("ag_news",), ("fancyzhx/ag_news",)],
-    "dbpedia_14": [("dbpedia_14",), ("fancyzhx/dbpedia_14",)],
+    "dbpedia": [("dbpedia_14",), ("fancyzhx/dbpedia_14",)],
     "imdb": [("imdb",), ("stanfordnlp/imdb",)],
     "yelp_polarity": [("yelp_polarity",), ("fancyzhx/yelp_polarity",)],
     "sst2": [("glue", "sst2"), ("stanfordnlp/sst2",)],
     "snli": [("snli",), ("stanfordnlp/snli",)],
 }
-# Folder of each set in a folder of local copies, for error hints and for a data_dir one level up.
-FOLDERS = {"ag_news": "ag_news", "dbpedia_14": "dbpedia", "imdb": "imdb", "yelp_polarity": "yelp_polarity",
-           "sst2": "sst2", "snli": "snli"}
+FOLDERS = {name: name for name in HUB_IDS}  # each set's folder among local copies (hints; a data_dir one up)
 # Published file names, tried before the generic hub-export names (train.csv, dev.tsv, …).
 LAYOUTS = {
     "ag_news": {"train": ["train_pool.csv"]},
-    "dbpedia_14": {"train": ["train.csv", "train_sample_5k.csv"]},
+    "dbpedia": {"train": ["train.csv", "train_sample_5k.csv"]},
     "sst2": {"train": ["glue_train.tsv", "train.tsv", "sentence_train.tsv"]},
     "snli": {s: [f"snli_1.0_{f}.jsonl"] for s, f in [("train", "train"), ("validation", "dev"),
                                                      ("test", "test")]},
@@ -104,6 +103,8 @@ def _complete(splits: dict[str, Split], seed: int) -> dict[str, Split]:
     splits = dict(splits)
     if "test" not in splits:
         splits["test"] = splits.pop("validation")
+    held_out = {t for name in ("validation", "test") if name in splits for t in splits[name].texts}  # never tested
+    splits["train"] = _pick(splits["train"], [i for i, t in enumerate(splits["train"].texts) if t not in held_out])
     if "validation" not in splits:
         from sklearn.model_selection import train_test_split
 

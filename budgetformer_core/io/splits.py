@@ -104,20 +104,34 @@ class LazySplits(Mapping[str, Split]):
 
 
 def stratified_splits(
-    texts: list[str], labels: list[int], seed: int, val_frac: float = 0.1, test_frac: float = 0.2
+    texts: list[Text], labels: list[int], seed: int, val_frac: float = 0.1, test_frac: float = 0.2
 ) -> dict[str, Split]:
-    """Deterministic stratified train/validation/test split."""
-    from sklearn.model_selection import train_test_split  # slow import, only when splitting
+    """Deterministic stratified train/validation/test split.
+
+    Pairs are split by their first text: every pair of one premise lands on the same side (SNLI
+    repeats each premise with three hypotheses; a premise seen in training must not be tested
+    on). Grouped splits are made by scikit-learn's ``StratifiedGroupKFold``: one fold of
+    ``round(1 / test_frac)`` is the test split, then one fold of the rest is validation, so the
+    fractions are met as nearly as whole groups allow.
+    """
+    from sklearn.model_selection import StratifiedGroupKFold, train_test_split  # slow import, only when splitting
 
     idx = list(range(len(texts)))
-    rest, test = train_test_split(
-        idx, test_size=test_frac, stratify=labels, random_state=seed
-    )
-    rest_labels = [labels[i] for i in rest]
-    train, val = train_test_split(
-        rest, test_size=val_frac / (1 - test_frac), stratify=rest_labels, random_state=seed
-    )
     whole = Split(texts, labels)
+    if texts and all(isinstance(t, tuple) for t in texts):
+        def fold(rows: list[int], frac: float) -> tuple[list[int], list[int]]:
+            folds = StratifiedGroupKFold(n_splits=round(1 / frac), shuffle=True, random_state=seed)
+            keep, out = next(folds.split(rows, [labels[i] for i in rows], [texts[i][0] for i in rows]))
+            return [rows[i] for i in keep], [rows[i] for i in out]
+
+        rest, test = fold(idx, test_frac)
+        train, val = fold(rest, val_frac / (1 - test_frac))
+    else:
+        rest, test = train_test_split(idx, test_size=test_frac, stratify=labels, random_state=seed)
+        rest_labels = [labels[i] for i in rest]
+        train, val = train_test_split(
+            rest, test_size=val_frac / (1 - test_frac), stratify=rest_labels, random_state=seed
+        )
     return {"train": whole.take(sorted(train)), "validation": whole.take(sorted(val)),
             "test": whole.take(sorted(test))}
 

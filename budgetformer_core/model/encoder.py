@@ -127,6 +127,9 @@ class BudgetFormer(nn.Module):
         self.pooler = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nonlinearity(cfg.pooler_activation)
                                     ) if cfg.pooling == "pooler" else None
         self.head = nn.Linear(cfg.d_model * (2 if cfg.pooling == "mean_max" else 1), cfg.n_classes)
+        self.low_rank: dict[str, tuple[Tensor, Tensor]] = {}
+        """A low-rank fine-tune's factors (A, B) per changed weight (:mod:`.low_rank`), which a
+        checkpoint stores instead of the weights; empty for any other model."""
         self._init_weights()
 
     def _init_weights(self) -> None:

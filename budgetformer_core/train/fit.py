@@ -39,7 +39,7 @@ from ..analysis.infer import evaluate
 from ..config import ModelConfig, TrainConfig, to_dict
 from ..io.adapter import ALLOCATION_FIELDS, check_out, save_adapter
 from ..io.checkpoint import Checkpoint
-from ..io.data import load_dataset
+from ..io.data import load_dataset, source_path
 from ..io.tokenizer import encode, pad
 from ..model.allocators import method_class
 from ..model.budget import Control
@@ -162,7 +162,8 @@ def fit_data(dataset: str, label_names: list[str], data_dir: str | None = None, 
         return FitData(str(dataset), Texts(texts, labels), split_seed=split_seed)
     data = load_dataset(dataset, data_dir, seed=split_seed, classes=list(label_names))
     parts = (data.split(s) for s in ("train", "validation", "test"))
-    return FitData(dataset, *(Texts(part.texts, part.labels) for part in parts), split_seed=split_seed)
+    name = data.name if source_path(dataset, data_dir) is None else dataset  # a name as the data calls itself
+    return FitData(name, *(Texts(part.texts, part.labels) for part in parts), split_seed=split_seed)
 
 
 VALIDATION_ROWS = 256

@@ -32,6 +32,7 @@ from ..io.checkpoint import check_out_dir, round_for_storage, save_checkpoint
 from ..io.data import TextDataset
 from ..io.loader import load_checkpoint
 from ..io.tokenizer import encode, keep_positions, pad
+from ..model import low_rank
 from ..model.allocators import method_class
 from ..model.budget import Control
 from ..model.encoder import BudgetFormer
@@ -65,13 +66,13 @@ def default_device() -> torch.device:
 
 def param_groups(model: nn.Module, cfg: TrainConfig) -> list[dict]:
     """AdamW's parameter groups: weight decay on matrices but not on embeddings, biases and norms;
-    with ``cfg.new_lr`` the classifier and the allocators' networks (f_θ, g_φ, gates) in groups of
-    their own, whose ``lr_scale`` (new_lr / lr) multiplies the scheduled learning rate."""
+    with ``cfg.new_lr`` the classifier, the allocators' networks (f_θ, g_φ, gates) and low-rank
+    factors in groups of their own, whose ``lr_scale`` (new_lr / lr) multiplies the scheduled learning rate."""
     scale = cfg.new_lr / cfg.lr if cfg.new_lr else 1.0
     groups: dict[tuple[bool, float], list] = {}
     for n, p in model.named_parameters():
         if p.requires_grad:
-            fresh = n.startswith("head.") or ".alloc." in n
+            fresh = n.startswith("head.") or ".alloc." in n or ".parametrizations." in n  # (LoRA's A, B)
             key = (p.dim() >= 2 and "emb" not in n, scale if fresh else 1.0)
             groups.setdefault(key, []).append(p)
     ordered = sorted(groups.items(), key=lambda item: (not item[0][0], item[0][1] != 1.0))  # decayed first
@@ -362,6 +363,10 @@ def train(
     if init is None and base is None:
         init_embeddings(model, train_ids, train_cfg)
     freeze(model, train_cfg)
+    if train_cfg.lora_rank:
+        if base is None:
+            raise ValueError("lora_rank fine-tunes a pretrained encoder: give --backbone or an --init built on one")
+        low_rank.attach(model, train_cfg.lora_rank)
     distributed.check_batches(len(train_ids), train_cfg.batch_size)
     run = Training.start(model, train_cfg)
     if train_cfg.difficulty_from == "init":
@@ -387,6 +392,8 @@ def finish(model: BudgetFormer, dataset: TextDataset, tok, base, train_cfg: Trai
     """Round the trained ``model`` as it is stored, measure it on the test split and write the
     checkpoint (rank 0 alone under torchrun); returns the test figures."""
     model.method.after_training(model, train_cfg)
+    if train_cfg.lora_rank:
+        low_rank.merge(model)  # plain weights again; the factors are what the checkpoint stores
     meta = {"dataset": dataset.name, "split_seed": dataset.split_seed, "train": to_dict(train_cfg),
             "init": None if init is None else str(init), **(meta or {})}
     if dataset.pair_columns is not None:  # absent for single texts (their config.json stays as it was)

@@ -99,9 +99,13 @@ def posthoc_model(dense: BudgetFormer, importance: Tensor, **fields) -> BudgetFo
 def posthoc_checkpoint(dense: Checkpoint, importance: Tensor, out_dir: str | Path, meta: dict,
                        force: bool = False) -> Path:
     """Write a static-gate ``bba`` checkpoint with the dense weights and heads ranked by importance
-    (an existing checkpoint at ``out_dir`` is replaced only with ``force``)."""
+    (an existing checkpoint at ``out_dir`` is replaced only with ``force``).
+
+    It keeps what the dense model reads by: on a pretrained encoder its ``backbone`` (the base,
+    and the tensors taken from it unchanged); from a Hugging Face classifier its ``classifier``
+    entry, by which the checkpoint reads as the classifier does (a long text cut with its
+    closing ``[SEP]`` kept, pairs joined by its tokenizer)."""
     check_out_dir(out_dir, force=force)
     model = posthoc_model(dense.model, importance)
-    if "backbone" in dense.meta:  # on a pretrained encoder: its base, and the tensors taken from it unchanged
-        meta = {**meta, "backbone": dense.meta["backbone"]}
+    meta = {**meta, **{key: dense.meta[key] for key in ("backbone", "classifier") if key in dense.meta}}
     return save_checkpoint(out_dir, model, dense.tokenizer, dense.label_names, meta, dense.history)

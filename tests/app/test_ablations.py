@@ -6,15 +6,20 @@ Through Streamlit's AppTest: real widgets and the real models; assertions on ren
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from app.logic import results as results_module
+from app.logic.ablations import run_label
 
 from .apptest import (
     BBA,
+    MAIN,
     ROOT,
+    TIMEOUT,
     chart,
     charts,
     config,
@@ -26,7 +31,6 @@ from .apptest import (
     requires_default_model,
     run,
     shipped,
-    start,
 )
 
 pytestmark = requires_default_model
@@ -148,6 +152,14 @@ MINILM = "bbc-minilm-budgetformer"
 SWEEPS = ROOT / "precomputed" / "results" / "sweeps.csv"
 
 
+def opened(model: str) -> AppTest:
+    """A session opened on ``model``'s link straight onto the Ablations page (its first run)."""
+    at = AppTest.from_file(str(MAIN), default_timeout=TIMEOUT)
+    at.query_params["model"] = model
+    at.switch_page("views/ablations.py")
+    return run(at)
+
+
 def column_config(at, index: int = 0) -> dict:
     """The column settings of the page's ``index``-th table, as the browser receives them."""
     return json.loads(at.dataframe[index].proto.columns)
@@ -160,51 +172,64 @@ def as_shown(value: float) -> str:
 
 @pytest.mark.skipif(not (SWEEPS.is_file() and shipped(MINILM, "bbc-minilm-dense")), reason="no shipped MiniLM family")
 def test_the_ablations_of_a_fine_tuned_model_are_its_own_family():
-    """Picked bbc-minilm-budgetformer: its own row first (98.36 %, as the sidebar says), then the
-    ablations run live on it (none ships as a model), every row naming its checkpoint, its encoder's
-    dense model as the reference of every speed-up, and no model trained from scratch."""
-    at = start(MINILM)
-    open_page(at, "ablations")
+    """Picked bbc-minilm-budgetformer: its own row first (98.36 %, as the sidebar says) and its
+    encoder's dense model, at once; the ablations none of which ships as a model run live on it on
+    request (here on a sample of 10 texts), every row naming its checkpoint, its encoder's dense
+    model the reference of every speed-up, and no model trained from scratch."""
+    at = opened(MINILM)
     table, columns = at.dataframe[0].value, column_config(at)
-    assert table["checkpoint"].iloc[0] == MINILM
+    assert table["checkpoint"].tolist() == [MINILM, "bbc-minilm-dense"]  # nothing run before it is asked for
     assert columns["accuracy"]["type_config"]["format"] == "percent" and as_shown(table["accuracy"].iloc[0]) == "98.36%"
-    assert "bbc-minilm-dense" in table["checkpoint"].tolist()
-    assert not {"bbc-budgetformer", "bbc-dense", "bbc-bba", "bbc-no-budget-net"} & set(table["checkpoint"])
     assert table["reference"].unique().tolist() == ["bbc-minilm-dense"]
     assert columns["speedup_b1"]["label"] == "speed-up vs bbc-minilm-dense, batch 1"
     assert any("bbc\\-minilm\\-bba" in c.value for c in at.caption if c.value.startswith("Not in sweeps"))
-    live = at.toggle(key="ablation_live")  # none of its ablations ships: all three run on it as the page opens
-    assert live.label.startswith(f"Run no f_θ, no g_φ, random heads on {MINILM}") and live.value
+    sweeps = pd.read_csv(SWEEPS)  # the estimate: 3 ablations × N texts × its latency per input at batch 32
+    ms = sweeps.query("dataset == 'bbc' and model == 'minilm-budgetformer' and budget == 'own'")["latency_b32_ms"]
+    go = at.button(key="ablation_live_go")
+    assert go.label == run_label(426, ms.iloc[0] * 426 * 3 / 1000) and re.search(r"\(about \d+ (s|min)\)$", go.label)
+    at.number_input(key="ablation_live_n").set_value(10)
+    run(at)
+    assert at.button(key="ablation_live_go").label == run_label(10, ms.iloc[0] * 10 * 3 / 1000)
+    at.button(key="ablation_live_go").click()
+    run(at)
+    table = at.dataframe[0].value
     assert table["model"].tolist()[1:4] == ["no f_θ, run live", "no g_φ, run live", "random heads, run live"]
-    assert table["checkpoint"].tolist()[:4] == [MINILM] * 4 and table["speedup_b1"][1:4].isna().all()
+    assert table["checkpoint"].tolist() == [MINILM] * 4 + ["bbc-minilm-dense"]
+    assert table["speedup_b1"][1:4].isna().all() and table["accuracy"][1:4].between(0, 1).all()
+    assert not {"bbc-budgetformer", "bbc-dense", "bbc-bba", "bbc-no-budget-net"} & set(table["checkpoint"])
+    assert any(c.value.startswith("Rows run live: on a stratified sample of 10 of the 426 test texts")
+               for c in at.caption)
+    open_page(at, "ablations")  # the session keeps them, from the cache
+    assert at.dataframe[0].value["model"].tolist()[1:4] == table["model"].tolist()[1:4]
 
 
 def test_a_bba_model_shows_its_family_and_says_no_ablation_runs_on_it(results):
     """Picked bbc-bba: it comes first and sits beside its dense model; nothing is offered to run
     live, and the page says why."""
-    at = open_page(start(BBA), "ablations")
+    at = opened(BBA)
     table = at.dataframe[0].value
     assert table["checkpoint"].tolist() == [BBA, "bbc-dense"]
     expected = [csv_value(results, m, "own", "accuracy") for m in ("bba", "dense")]
     assert table["accuracy"].tolist() == pytest.approx(expected)
     assert any("BBA has no f\\_θ or g\\_φ to take away" in c.value for c in at.caption)
-    assert not at.get("toggle")
+    assert "ablation_live_go" not in [b.key for b in at.button]
 
 
 def test_ablations_without_a_trained_model_run_live_on_the_picked_one(at, results):
-    """bbc-budgetformer's random-heads ablation is not shipped as a model: switched on, it runs on
-    the model itself over the test split, a row named after the model's checkpoint, not timed."""
+    """bbc-budgetformer's random-heads ablation is not shipped as a model: the button runs it on the
+    model itself over the whole test split, a row named after the model's checkpoint, not timed."""
     open_page(at, "ablations")
-    live = at.toggle(key="ablation_live")
-    assert live.label.startswith("Run random heads on bbc-budgetformer live (426 test inputs")
-    live.set_value(True)
+    assert at.dataframe[0].value["model"].tolist()[3] == "dense"  # nothing run before it is asked for
+    go = at.button(key="ablation_live_go")
+    assert go.label.startswith("Run the live ablations on 426 test texts (about ") and go.label.endswith(" s)")
+    go.click()
     run(at)
     table = at.dataframe[0].value
     assert table["model"].tolist()[3:5] == ["random heads, run live", "dense"]
     row = table.iloc[3]
     assert row["checkpoint"] == "bbc-budgetformer" and 0.5 < row["accuracy"] <= 1
     assert pd.isna(row["speedup_b1"]) and row["reference"] == "bbc-dense"
-    assert any(c.value.startswith("Rows run live are not timed") for c in at.caption)
+    assert any(c.value.startswith("Rows run live: on all 426 test texts; not timed") for c in at.caption)
 
 
 @pytest.mark.skipif(not (SWEEPS.is_file() and shipped("ag_news-minilm-bba", "ag_news-minilm-dense")),
@@ -212,8 +237,9 @@ def test_ablations_without_a_trained_model_run_live_on_the_picked_one(at, result
 def test_the_ablations_of_a_fine_tuned_bba_model_are_its_encoders_models():
     """Picked ag_news-minilm-bba: its row and its encoder's dense model's, nothing from scratch,
     nothing run live (no f_θ or g_φ to take away), every speed-up against ag_news-minilm-dense."""
-    at = open_page(start("ag_news-minilm-bba"), "ablations")
+    at = opened("ag_news-minilm-bba")
     table = at.dataframe[0].value
     assert table["checkpoint"].tolist() == ["ag_news-minilm-bba", "ag_news-minilm-dense"]
     assert column_config(at)["speedup_b32"]["label"] == "speed-up vs ag_news-minilm-dense, batch 32"
-    assert not at.get("toggle") and any("BBA has no f\\_θ or g\\_φ" in c.value for c in at.caption)
+    assert "ablation_live_go" not in [b.key for b in at.button]
+    assert any("BBA has no f\\_θ or g\\_φ" in c.value for c in at.caption)

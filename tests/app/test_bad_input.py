@@ -237,7 +237,7 @@ def test_app_errors_csv_download_of_hostile_texts(downloads, tmp_path, monkeypat
     table is of the published split)."""
     from streamlit.testing.v1 import AppTest
 
-    from app import models, state
+    from app import models, sources
     from app.local_copy import DATA_ROOTS_ENV
     from budgetformer_core import shipped
 
@@ -250,7 +250,7 @@ def test_app_errors_csv_download_of_hostile_texts(downloads, tmp_path, monkeypat
     pd.DataFrame({"text": HOSTILE_TEXTS, "label": labels}).to_csv(local, index=False, lineterminator="\r\n")
     at = AppTest.from_file(str(MAIN.parent / "views" / "errors.py"), default_timeout=180)  # the page alone
     at.session_state[models.MODEL_KEY] = AG_NEWS  # what the sidebar's picker and local copy field store
-    at.session_state[state.DATA_DIRS_KEY] = {"ag_news": str(local)}
+    at.session_state[sources.DATA_DIRS_KEY] = {"ag_news": str(local)}
     app_run(at)
     at.toggle(key="err_all").set_value(True)  # every text, not only the misclassified ones
     app_run(at)

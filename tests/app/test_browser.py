@@ -207,6 +207,13 @@ def test_explore_page_in_a_browser(server, browser):
     no_error(page)
     screenshot(page, "explore-slider")
 
+    # the latency card: the shipped figures until "Time it" times this input, never on a slider's move
+    latency = page.locator('[data-testid="stMetric"]').filter(has_text="Latency (1 thread)")
+    sync_api.expect(latency).to_contain_text("live not timed")
+    page.get_by_role("button", name="Time it").click()
+    sync_api.expect(latency).to_contain_text("× live", timeout=60_000)
+    wait_idle(page)
+
     # "export this analysis": the JSON a user downloads describes what is on screen
     with page.expect_download() as download:
         page.get_by_role("button", name="Export this analysis (JSON)").click()

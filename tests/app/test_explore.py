@@ -44,7 +44,8 @@ def test_default_page_shows_the_analysis(default_at):
     heads = metric(at, "Heads run").split(" / ")
     assert len(heads) == n_layers and all(1 <= int(k) <= n_heads for k in heads)
     assert metric(at, "FLOPs vs dense").endswith("%")
-    assert metric(at, "Latency (1 thread)").endswith(" ms")
+    assert metric(at, "Latency (1 thread)").endswith(" ms")  # sweeps.csv's at the model's own point: none timed yet
+    assert latency_note(at).startswith(f"vs {DEFAULT_REFERENCE}, batch 1: live not timed, ")
 
     relevance = chart(at, "Head relevance p")["data"][0]
     assert len(relevance["z"]) == n_layers and len(relevance["z"][0]) == n_heads
@@ -59,6 +60,33 @@ def test_default_page_shows_the_analysis(default_at):
         "Probabilities (CSV)",
         "Offline report (HTML)",
     ]
+
+
+DEFAULT_REFERENCE = "bbc-minilm-dense"
+
+
+def latency_note(at) -> str:
+    [card] = [m for m in at.metric if m.label == "Latency (1 thread)"]
+    return card.proto.delta
+
+
+def test_time_it_times_the_input_on_request_and_the_session_keeps_it(default_at):
+    """The latency card is timed when asked ("Time it"), never on a slider's move; what was timed
+    shows again, from the cache, when the page comes back to that text and setting."""
+    at = default_at
+    at.button(key="time_it").click()
+    run(at)
+    timed = latency_note(at)
+    assert timed.startswith(f"vs {DEFAULT_REFERENCE}, batch 1: ") and "× live" in timed, timed
+    assert "time_it" not in [b.key for b in at.button]  # nothing more to ask for at this setting
+    at.radio(key="budget_mode").set_value("slider")
+    run(at)
+    at.slider(key="budget_s").set_value(0.5)
+    run(at)
+    assert "live not timed" in latency_note(at) and "time_it" in [b.key for b in at.button]
+    at.radio(key="budget_mode").set_value("learned")
+    run(at)
+    assert latency_note(at) == timed  # the same timing, not another one
 
 
 def test_the_picked_models_per_example_tables_are_read_in_the_background(default_at):

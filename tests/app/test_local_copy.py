@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import local_copy as copies
-from app import models, state
+from app import models, sources
 
 SECRET = "my diary entry 7f3c"
 """The text of the private file: it must never reach a page."""
@@ -58,7 +58,7 @@ def test_a_single_csv_file_is_read_whole_with_the_datasets_classes(roots):
                          "label": ["Sports", "World", "Sci/Tech"] * 4})
     f = allowed / "ag_test.csv"
     rows.to_csv(f, index=False)
-    samples = state._split_samples("ag_news", "test", str(copies.local_copy(str(f))), 0)
+    samples = sources.read_split("ag_news", "test", str(copies.local_copy(str(f))), 0)
     assert samples.label_names == ["World", "Sports", "Business", "Sci/Tech"]
     assert samples.texts == rows["text"].tolist() and samples.labels == [1, 0, 3] * 4
     assert "shared/data" in copies.LOCAL_COPY_HELP and copies.DATA_ROOTS_ENV in copies.LOCAL_COPY_HELP

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.charts.style import SCATTER_POINTS
 from app.models import available_models
-from app.state import OFFLINE_DATASETS
+from app.sources import OFFLINE_DATASETS
 from budgetformer_core.shipped import CHECKPOINTS
 
 from .apptest import (

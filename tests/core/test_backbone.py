@@ -318,3 +318,88 @@ def test_train_refuses_a_backbone_with_another_shape_or_an_init(tiny_csv, tmp_pa
     (tmp_path / "elsewhere").mkdir()
     assert main([*base, "--init", str(tmp_path / "elsewhere")]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_low_rank_changes_merge_into_the_weights_and_stack_on_a_warm_start(backbone):
+    from budgetformer_core.model import low_rank
+
+    model = build(backbone, method="dense")
+    names = low_rank.target_names(model)
+    assert len(names) == 4 * 6
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    low_rank.attach(model, 2)
+    assert all(not model.get_submodule(n.removesuffix(".weight")).parametrizations.weight.original.requires_grad
+               for n in names)  # W0 frozen: only A and B (and biases, norms) learn
+    x = encode_batch(backbone.tokenizer, TEXTS, 128)
+    with torch.no_grad():
+        assert torch.equal(model(x.ids, x.mask).logits, build(backbone, method="dense")(x.ids, x.mask).logits)  # B = 0
+        for n in names:
+            change = model.get_submodule(n.removesuffix(".weight")).parametrizations.weight[0]
+            change.b.normal_(0, 0.01)
+        changed = model(x.ids, x.mask).logits
+    first = low_rank.merge(model)
+    state = model.state_dict()
+    assert set(state) == set(before)  # plain weights again
+    for n in names:
+        a, b = first[n]
+        assert a.shape[0] == 2 and torch.equal(state[n], low_rank.merged(before[n], a, b))
+    with torch.no_grad():
+        assert torch.allclose(model(x.ids, x.mask).logits, changed, atol=1e-5)  # the merged model is the trained one
+    low_rank.attach(model, 3)  # a second low-rank fine-tune on top of the first: the factors stack
+    with torch.no_grad():
+        for n in names:
+            model.get_submodule(n.removesuffix(".weight")).parametrizations.weight[0].b.normal_(0, 0.01)
+    second = low_rank.merge(model)
+    for n in names:
+        a, b = second[n]
+        assert a.shape == (5, before[n].shape[1]) and b.shape == (before[n].shape[0], 5)
+        assert torch.allclose(model.state_dict()[n], low_rank.merged(before[n], a, b), atol=1e-6)
+
+
+def test_a_low_rank_fine_tune_stores_only_its_factors(backbone, tiny_csv, tmp_path):
+    from budgetformer_core.analysis.infer import evaluate
+    from budgetformer_core.cli import main
+    from budgetformer_core.io.checkpoint import save_checkpoint
+    from budgetformer_core.io.data import load_dataset
+    from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.io.tokenizer import encode
+    from budgetformer_core.model.low_rank import merged, target_names
+
+    out = tmp_path / "lora"
+    assert main(["train", "--dataset", str(tiny_csv), "--variant", "dense", "--backbone", "minilm-l6",
+                 "--out", str(out), "--set", "epochs=1", "--set", "batch_size=8", "--set", "max_len=32",
+                 "--set", "freeze_embeddings=true", "--set", "lora_rank=4", "--set", "new_lr=0.01", "--quiet"]) == 0
+    ck = load_checkpoint(out)
+    named, targets = ck.meta["backbone"], target_names(ck.model)
+    assert named["lowrank"] == sorted(targets) and not set(targets) & set(named["delta"])
+    assert named["delta"] and all(k.endswith(("bias", "ln1.weight", "ln2.weight")) for k in named["delta"])
+    stored, base = load_file(out / "model.safetensors"), backbone.encoder_weights(32)
+    assert not any(k.startswith("layers.") and k.endswith(".weight") and "ln" not in k and ".alloc." not in k
+                   for k in stored)  # no encoder matrix is stored whole
+    for name in targets:
+        a, b = stored[name + ".lora_a"], stored[name + ".lora_b"]
+        assert a.dtype == b.dtype == torch.float16 and a.shape[0] == b.shape[1] == 4
+        weight = ck.model.state_dict()[name]
+        assert torch.equal(weight, merged(base[name], a, b))  # loading merges the factors into the base
+        change = weight - base[name]
+        assert change.abs().max() > 0 and torch.linalg.matrix_rank(change) <= 4  # it learned, at rank 4
+    factors = sum(stored[n + s].numel() for n in targets for s in (".lora_a", ".lora_b"))
+    assert factors * 2 < sum(base[n].numel() for n in targets) / 20  # fp16 factors: under 5 % of int8 deltas
+    # the test figures recorded at the end of training are those of the stored model
+    test = load_dataset(str(tiny_csv), classes=ck.label_names).split("test")
+    ids, _ = encode(ck.tokenizer, test.texts, 32)
+    assert evaluate(ck.model, ids, test.labels).summary()["accuracy"] == ck.meta["test"]["accuracy"]
+    save_checkpoint(tmp_path / "again", ck.model, ck.tokenizer, ck.label_names, ck.meta, ck.history)
+    assert (tmp_path / "again" / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
+    assert (tmp_path / "again" / "config.json").read_text() == (out / "config.json").read_text()
+    # a factor of the wrong shape, or one missing, is refused by name
+    from safetensors.torch import save_file
+
+    stored[targets[0] + ".lora_a"] = stored[targets[0] + ".lora_a"][:, :-1].contiguous()
+    save_file(stored, str(out / "model.safetensors"))
+    config = json.loads((out / "config.json").read_text())
+    del config["sha256"]  # past the hash check: the shape check itself must catch it
+    (out / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"the low-rank change to layers\.0\.attn\.qkv\.weight is missing "
+                                              r"or malformed"):
+        load_checkpoint(out)

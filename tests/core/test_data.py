@@ -174,7 +174,7 @@ def test_shared_ag_news():
 def test_shared_dbpedia_alias_and_parent_folder():
     ds = load_dataset("dbpedia", data_dir=shared("dbpedia"))
     check_valid(ds)
-    assert ds.name == "dbpedia_14" and ds.n_classes == 14 and ds.label_names[0] == "Company"
+    assert ds.name == "dbpedia" and ds.n_classes == 14 and ds.label_names[0] == "Company"
     assert sum(map(len, ds.splits.values())) == 5000
     assert proportions(ds.split("test").labels, 14) == pytest.approx(
         proportions(ds.split("train").labels, 14), abs=0.01
@@ -189,9 +189,10 @@ def test_shared_sst2():
     check_valid(ds)
     assert ds.label_names == ["negative", "positive"]
     assert {k: len(v) for k, v in ds.splits.items()} == {
-        "train": 67349, "validation": 872, "test": 1821,
+        "train": 67348, "validation": 872, "test": 1821,  # GLUE's 67,349 less the one test sentence it holds
     }
-    assert Counter(ds.split("train").labels) == {0: 29780, 1: 37569}
+    assert not set(ds.split("train").texts) & set(ds.split("test").texts)
+    assert sum(Counter(ds.split("train").labels).values()) == 67348
     assert not any(t.endswith("\r") for t in ds.split("train").texts[:100])  # CRLF file
 
 
@@ -203,6 +204,11 @@ def test_shared_snli():
     assert len(texts) == len(set(texts)) == 9840  # 9,842 pairs less 2 exact duplicates
     assert ds.pair_columns in (("premise", "hypothesis"), ("sentence1", "sentence2"))
     assert all(isinstance(t, tuple) for t in texts)
+    # split by premise: each premise's three hypotheses lie on one side (sizes as docs/pretrained.md states)
+    premises = {name: {t[0] for t in s.texts} for name, s in ds.splits.items()}
+    assert {k: len(v) for k, v in ds.splits.items()} == {"train": 6885, "validation": 985, "test": 1970}
+    assert not premises["train"] & premises["test"] and not premises["train"] & premises["validation"]
+    assert not premises["validation"] & premises["test"]
 
 
 # --------------------------------------------------------------------------- generic files
@@ -353,6 +359,29 @@ def test_folder_fills_missing_splits(tmp_path):
     write(df[60:], tmp_path / "test.csv")
     ds = load_dataset(str(tmp_path))
     assert len(ds.split("test")) == 30 and len(ds.split("validation")) == 6
+
+
+def test_a_pool_of_pairs_is_split_by_its_first_text(tmp_path):
+    premises = [f"premise number {i}" for i in range(60)]
+    rows = [{"premise": p, "hypothesis": f"hypothesis {j} of {p}", "label": j} for p in premises for j in range(3)]
+    pd.DataFrame(rows).to_json(tmp_path / "pairs.jsonl", orient="records", lines=True)
+    ds = load_dataset(str(tmp_path / "pairs.jsonl"))
+    sides = {name: {t[0] for t in s.texts} for name, s in ds.splits.items()}
+    assert sum(map(len, sides.values())) == 60  # no premise on two sides
+    assert {k: len(v) for k, v in sides.items()} == {"train": 42, "validation": 6, "test": 12}
+    assert all(Counter(s.labels) == Counter({0: len(s) // 3, 1: len(s) // 3, 2: len(s) // 3})
+               for s in ds.splits.values())  # still stratified: whole premises carry all three labels
+    assert load_dataset(str(tmp_path / "pairs.jsonl")).split("test").texts == ds.split("test").texts
+
+
+def test_a_training_row_that_is_also_a_test_row_is_dropped_from_training(tmp_path):
+    df = frame(90).assign(label=[i % 3 for i in range(90)])
+    write(pd.concat([df[:60], df[75:77]]), tmp_path / "train.csv")  # two test rows leaked into train
+    write(df[60:75], tmp_path / "dev.csv")
+    write(df[75:], tmp_path / "test.csv")
+    ds = load_dataset(str(tmp_path))
+    assert ds.split("train").texts == df["text"][:60].tolist()
+    assert len(ds.split("test")) == 15 and len(ds.split("validation")) == 15
 
 
 def test_published_layouts_in_tmp(tmp_path):

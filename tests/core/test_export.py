@@ -10,7 +10,9 @@ with every file as it was.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import shutil
@@ -18,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors import safe_open
 
@@ -63,15 +66,15 @@ with or without ``truncation``) written to the job's answer file."""
 
 
 def hf_read_back(tmp_path: Path, *jobs: dict) -> list[dict]:
-    """Run :data:`READ_BACK` on ``jobs`` (``folder``, ``texts``, ``remote``, ``cut``, ``truncation``) in a fresh
-    Python, offline, its remote code cached under ``tmp_path``; what each job read."""
+    """Run :data:`READ_BACK` on ``jobs`` (``folder``, ``texts``, ``remote``, ``cut``, ``truncation``) in one
+    fresh Python, offline, its remote code cached under ``tmp_path``; what each job read."""
     for i, job in enumerate(jobs):
         texts_file = tmp_path / f"texts-{i}.json"
         texts_file.write_text(json.dumps(job.pop("texts")))
         job.update(folder=str(job["folder"]), texts=str(texts_file), answer=str(tmp_path / f"answer-{i}.json"),
                    batch=BATCH, cut=job.get("cut"), truncation=job.get("truncation", False))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "hf-modules"),
-           "TRANSFORMERS_VERBOSITY": "error"}
+           "TRANSFORMERS_VERBOSITY": "error", "OMP_NUM_THREADS": str(torch.get_num_threads())}  # this worker's share
     done = subprocess.run([sys.executable, "-c", READ_BACK], input=json.dumps(jobs), text=True, env=env,
                           capture_output=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -95,12 +98,67 @@ def export(capsys, *argv: str) -> tuple[int, str, str]:
     return rc, out, err
 
 
-def test_a_minilm_model_exports_with_its_mean_pooling_and_predicts_every_bbc_test_text_as_ours(tmp_path, capsys):
-    folder = tmp_path / "bbc-minilm-dense-hf"
-    rc, out, err = export(capsys, "--checkpoint", "bbc-minilm-dense", "--out", str(folder))
-    assert rc == 0, err
-    assert "trust_remote_code=True" in out and "tokenizer(text) gives this model's prediction" in out
-    assert "dense base" not in out
+@dataclasses.dataclass
+class Exported:
+    """One ``budgetformer export`` run of the module's read-back: where it wrote, what it said, and
+    what ``transformers`` made of the folder (None when the export failed)."""
+
+    source: Path
+    """The checkpoint exported."""
+    texts: list[str]
+    """The texts read back, in their order."""
+    folder: Path
+    rc: int
+    out: str
+    err: str
+    read: dict | None = None
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, hf_classifier) -> dict[str, Exported]:
+    """Every export the tests read back, made once and read by ``transformers`` in one fresh
+    process: the shipped MiniLM dense model on all 426 BBC test texts (sorted by length, batches of
+    like length), the MiniLM BudgetFormer (its dense base) on the first :data:`BATCH`, and the
+    small BERT classifier of conftest, plain and with heads pruned, on :data:`CLASSIFIER_TEXTS`."""
+    tmp = tmp_path_factory.mktemp("export")
+    pruned = tmp / "pruned"
+    ckpt = load_checkpoint(hf_classifier)
+    ckpt.model.prune_heads([[0, 2], [1, 2, 3]])
+    save_checkpoint(pruned, ckpt.model, ckpt.tokenizer, ckpt.label_names)
+    sources = {"minilm-dense": "bbc-minilm-dense", "minilm-budgetformer": "bbc-minilm-budgetformer",  # by name
+               "plain": hf_classifier, "pruned": pruned}
+    bbc = load_dataset("bbc").split("test").texts
+    texts = {"minilm-dense": by_length(load_checkpoint(PRECOMPUTED / "bbc-minilm-dense"), bbc),
+             "minilm-budgetformer": bbc[:BATCH], "plain": CLASSIFIER_TEXTS, "pruned": CLASSIFIER_TEXTS}
+    done, jobs = {}, {}
+    for name, source in sources.items():
+        folder = tmp / f"{name}-hf"
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(["export", "--checkpoint", str(source), "--out", str(folder)])
+        done[name] = Exported(PRECOMPUTED / source if isinstance(source, str) else source, texts[name], folder, rc,
+                              out.getvalue(), err.getvalue())
+        if rc == 0:
+            classifier = name in ("plain", "pruned")  # fed as the command says; ours pool by the mean and cut
+            feed = reading(load_checkpoint(done[name].source)) if classifier else {}
+            jobs[name] = {"folder": folder, "texts": list(texts[name]), "remote": not classifier, **feed}
+    for name, read in zip(jobs, hf_read_back(tmp, *jobs.values()), strict=True):
+        done[name].read = read
+    return done
+
+
+def by_length(ckpt, texts: list[str]) -> list[str]:
+    """``texts`` ordered by their length in ``ckpt``'s tokens (batches of like length)."""
+    lengths = encode(ckpt.tokenizer, texts, ckpt.config.max_len)[1]
+    return [texts[i] for i in sorted(range(len(texts)), key=lengths.__getitem__)]
+
+
+def test_a_minilm_model_exports_with_its_mean_pooling_and_predicts_every_bbc_test_text_as_ours(exported):
+    run = exported["minilm-dense"]
+    assert run.rc == 0, run.err
+    assert "trust_remote_code=True" in run.out and "tokenizer(text) gives this model's prediction" in run.out
+    assert "dense base" not in run.out
+    folder = run.folder
     assert sorted(p.name for p in folder.iterdir()) == sorted(WRITTEN)
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == [MEAN_POOL_CLASS] and config["model_type"] == "bert"
@@ -109,31 +167,27 @@ def test_a_minilm_model_exports_with_its_mean_pooling_and_predicts_every_bbc_tes
     assert config["id2label"] == {str(i): name for i, name in enumerate(ckpt.label_names)}
     assert config["max_position_embeddings"] == ckpt.config.max_len == 256
 
-    texts = load_dataset("bbc").split("test").texts
+    texts = run.texts  # every BBC test text
     lengths = encode(ckpt.tokenizer, texts, ckpt.config.max_len)[1]
     assert sum(n > ckpt.config.max_len for n in lengths) > 100  # the cut to max_len is exercised
-    texts = [texts[i] for i in sorted(range(len(texts)), key=lengths.__getitem__)]  # batches of like length
-    theirs = hf_read_back(tmp_path, {"folder": folder, "texts": texts, "remote": True})[0]
+    theirs = run.read
     assert theirs["model_class"] == MEAN_POOL_CLASS
     assert theirs["model_max_length"] > max(lengths)  # no warning of a length the model cuts itself
     ours, logits = our_logits(ckpt, texts), torch.tensor(theirs["logits"])
-    assert len(texts) == len(logits) == 426
+    assert sorted(texts) == sorted(load_dataset("bbc").split("test").texts) and len(logits) == len(texts) == 426
     assert torch.equal(ours.argmax(1), logits.argmax(1))
     assert (ours - logits).abs().max() < TOLERANCE
 
 
-def test_a_budgeted_model_exports_its_dense_base_and_says_so(tmp_path, capsys):
-    folder = tmp_path / "bf-hf"
-    rc, out, err = export(capsys, "--checkpoint", "bbc-minilm-budgetformer", "--out", str(folder))
-    assert rc == 0, err
-    assert "budgetformer model: its dense base is exported" in out
-    assert json.loads((folder / "config.json").read_text())["architectures"] == [MEAN_POOL_CLASS]
-    with safe_open(folder / "model.safetensors", "pt") as f:  # BertModel's and the classifier's, nothing of f_θ / g_φ
+def test_a_budgeted_model_exports_its_dense_base_and_says_so(exported):
+    run = exported["minilm-budgetformer"]
+    assert run.rc == 0, run.err
+    assert "budgetformer model: its dense base is exported" in run.out
+    assert json.loads((run.folder / "config.json").read_text())["architectures"] == [MEAN_POOL_CLASS]
+    with safe_open(run.folder / "model.safetensors", "pt") as f:  # BertModel's, the classifier's; no f_θ / g_φ
         assert {name.split(".")[0] for name in f.keys()} == {"bert", "classifier"}
-    texts = load_dataset("bbc").split("test").texts[:BATCH]
-    ckpt = load_checkpoint(PRECOMPUTED / "bbc-minilm-budgetformer")
-    logits = torch.tensor(hf_read_back(tmp_path, {"folder": folder, "texts": texts, "remote": True})[0]["logits"])
-    assert (our_logits(ckpt, texts) - logits).abs().max() < TOLERANCE
+    ckpt = load_checkpoint(run.source)
+    assert (our_logits(ckpt, run.texts) - torch.tensor(run.read["logits"])).abs().max() < TOLERANCE
 
 
 CLASSIFIER_TEXTS = ["the market rose", "new phone software", "the election vote fell", "a goal in the match",
@@ -147,33 +201,27 @@ def reading(ckpt) -> dict:
 
 
 def test_a_bert_classifier_exports_as_a_plain_bert_classifier_and_a_pruned_one_with_zero_heads(
-        hf_classifier, tmp_path, capsys):
-    pruned = tmp_path / "pruned"
-    ckpt = load_checkpoint(hf_classifier)
-    ckpt.model.prune_heads([[0, 2], [1, 2, 3]])
-    save_checkpoint(pruned, ckpt.model, ckpt.tokenizer, ckpt.label_names)
-    models = {"plain": load_checkpoint(hf_classifier), "pruned": load_checkpoint(pruned)}
-    folders = {name: tmp_path / f"{name}-hf" for name in models}
-    for name, model in models.items():
-        rc, out, err = export(capsys, "--checkpoint", str(model.path), "--out", str(folders[name]))
-        assert rc == 0, err
-        config = json.loads((folders[name] / "config.json").read_text())
+        exported, hf_classifier, tmp_path, capsys):
+    for name in ("plain", "pruned"):
+        run = exported[name]
+        assert run.rc == 0, run.err
+        model = load_checkpoint(run.source)
+        config = json.loads((run.folder / "config.json").read_text())
         assert config["architectures"] == ["BertForSequenceClassification"] and "auto_map" not in config
-        assert not (folders[name] / MODELING_FILE).exists()
-        assert ("truncation=True) gives this model's prediction" in out) == ("truncation" in reading(model))
-    assert "pruned to 5 of 8 heads" in out
-    read = hf_read_back(tmp_path, *({"folder": folders[name], "texts": CLASSIFIER_TEXTS, "remote": False,
-                                     **reading(model)} for name, model in models.items()))
-    for job, model in zip(read, models.values(), strict=True):
-        assert job["model_class"] == "BertForSequenceClassification" and job["model_max_length"] == 64
-        assert (our_logits(model, CLASSIFIER_TEXTS) - torch.tensor(job["logits"])).abs().max() < TOLERANCE
+        assert not (run.folder / MODELING_FILE).exists()
+        assert ("truncation=True) gives this model's prediction" in run.out) == ("truncation" in reading(model))
+        assert run.read["model_class"] == "BertForSequenceClassification" and run.read["model_max_length"] == 64
+        assert (our_logits(model, CLASSIFIER_TEXTS) - torch.tensor(run.read["logits"])).abs().max() < TOLERANCE
+    assert "pruned to 5 of 8 heads" in exported["pruned"].out
     # our loader reads the plain export back as the classifier it was
-    again = our_logits(load_checkpoint(folders["plain"]), CLASSIFIER_TEXTS)
-    assert (again - our_logits(models["plain"], CLASSIFIER_TEXTS)).abs().max() < 1e-5
-    # an earlier export is replaced with --force
-    rc, _, err = export(capsys, "--checkpoint", str(pruned), "--out", str(folders["plain"]), "--force")
+    again = our_logits(load_checkpoint(exported["plain"].folder), CLASSIFIER_TEXTS)
+    assert (again - our_logits(load_checkpoint(hf_classifier), CLASSIFIER_TEXTS)).abs().max() < 1e-5
+    # an earlier export is replaced with --force (a copy: the module's exports stay as they were made)
+    earlier = tmp_path / "plain-hf"
+    shutil.copytree(exported["plain"].folder, earlier)
+    rc, _, err = export(capsys, "--checkpoint", str(exported["pruned"].source), "--out", str(earlier), "--force")
     assert rc == 0, err
-    assert file_sha256(folders["plain"] / "model.safetensors") == file_sha256(folders["pruned"] / "model.safetensors")
+    assert file_sha256(earlier / "model.safetensors") == file_sha256(exported["pruned"].folder / "model.safetensors")
 
 
 def files(root: Path) -> dict[str, str]:

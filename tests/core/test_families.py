@@ -6,7 +6,8 @@ For each family — BERT, DistilBERT, RoBERTa, XLM-R, ELECTRA (factorised embedd
 our token ids are ``transformers``' tokenizer's (with truncation), our logits are within 1e-4
 of ``transformers``' and our class is theirs on every text; ``predict``, ``eval`` and ``bench``
 take the folder; with its heads ranked it runs structurally at a budget (at b = 1 equal to the
-dense classifier) and its FLOPs count the embedding projection.
+dense classifier) and its FLOPs count the embedding projection; ``prune`` makes of it a checkpoint
+that reads texts as the folder does.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from budgetformer_core.analysis.infer import pair_columns
 from budgetformer_core.cli import main
+from budgetformer_core.io.checkpoint import round_weights
 from budgetformer_core.io.classifier import describe
 from budgetformer_core.io.families import FAMILIES
 from budgetformer_core.io.loader import load_checkpoint
@@ -144,6 +147,26 @@ def test_ranked_heads_run_structurally_at_a_budget(folder, rank_csv):
     assert all(t.selected.sum(-1).tolist() == [2] * len(TEXTS) for t in half.layers)  # 2 of 4 heads per layer
     torch.testing.assert_close(half.logits, masked, atol=1e-5, rtol=0)  # only the selected heads computed
     assert not torch.allclose(half.logits, full)
+
+
+def test_a_pruned_classifier_reads_texts_as_the_classifier_does(capsys, folder, reference, rank_csv, tmp_path):
+    """``prune`` on the folder, the checkpoint reloaded: a text longer than max_len keeps its
+    closing separator as in ``transformers``, and at b = 1 the logits are the classifier's (with
+    its weights as the checkpoint stores them, float16); pairs are read as before."""
+    _, enc, _ = reference
+    code, _, err = run(capsys, "prune", "--checkpoint", folder, "--dataset", rank_csv, "--out", tmp_path / "pruned")
+    assert code == 0, err
+    dense, pruned = load_checkpoint(folder), load_checkpoint(tmp_path / "pruned")
+    assert pruned.config.method == "bba" and pruned.meta["classifier"] == dense.meta["classifier"]
+    batch = encode_batch(pruned.tokenizer, TEXTS, MAX_LEN)
+    assert batch.ids[3].tolist() == enc["input_ids"][3].tolist()  # cut, its [SEP] (</s>) kept
+    assert batch.truncated[3] and batch.n_tokens == encode_batch(dense.tokenizer, TEXTS, MAX_LEN).n_tokens
+    round_weights(dense.model)
+    with torch.no_grad():
+        expected = dense.model(batch.ids, batch.mask).logits
+        ours = pruned.model(batch.ids, batch.mask, mode="structural", control=Control(budget=1.0)).logits
+    torch.testing.assert_close(ours, expected, atol=1e-5, rtol=0)
+    assert pair_columns(pruned) == pair_columns(dense) == ("text", "text_pair")
 
 
 def test_flops_count_each_familys_forward_pass(folder):

@@ -139,3 +139,18 @@ def test_what_fit_budget_refuses(our_dense, tiny_checkpoint, tmp_path, capsys):
     assert fit(our_dense, "synthetic", out, "--set", "temperature=hot") == 2
     assert "expected a number" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_an_adapter_reads_pairs_as_its_base_does(users_base, tmp_path, capsys):
+    from budgetformer_core.analysis.infer import pair_columns
+
+    rows = [(a, b, "business" if i % 2 else "tech") for i, (a, b) in enumerate(zip(TEXTS, reversed(TEXTS)))]
+    (tmp_path / "pairs.csv").write_text("text,text_pair,label\n" + "".join(f"{a},{b},{y}\n" for a, b, y in rows))
+    adapter = tmp_path / "pair-adapter"
+    assert fit(users_base, tmp_path / "pairs.csv", adapter) == 0
+    fitted, base = load_checkpoint(adapter), load_checkpoint(users_base)
+    assert pair_columns(fitted) == pair_columns(base) == ("text", "text_pair")
+    assert "classifier" in json.loads((adapter / "config.json").read_text())  # said where the app reads it
+    capsys.readouterr()
+    assert main(["predict", "--checkpoint", str(adapter), "--pair", "the market rose", "shares fell", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["label"] in base.label_names

@@ -332,3 +332,50 @@ def test_train_on_the_synthetic_pairs_then_predict(capsys, tmp_path):
     assert json.loads((out_dir / "config.json").read_text())["pair_columns"] == ["premise", "hypothesis"]
     code, out, _ = run(capsys, "predict", "--checkpoint", str(out_dir), "--json", "--pair", "w1 t2", "w3 t2")
     assert code == 0 and json.loads(out)["label"] in PAIR_LABELS
+
+
+def test_explain_takes_pairs_given(capsys, pair_checkpoint):
+    ckpt = load_checkpoint(pair_checkpoint)
+    pair = ("w1 t2 w3", "w4 t2 w5")
+    [e] = explain(ckpt, [pair])
+    code, out, err = run(capsys, "explain", "--checkpoint", str(pair_checkpoint), "--json", "--pair", *pair)
+    [row] = [json.loads(line) for line in out.splitlines()]
+    assert code == 0, err
+    assert (row["text"], row["text_pair"]) == pair and row["tokens"] == e.tokens
+    assert row["segments"] == e.segments == [0, 0, 0, 0, 1, 1, 1]
+    assert torch.allclose(torch.tensor(row["budget_attribution"]), torch.tensor(e.budget_attribution), atol=1e-6)
+    code, out, _ = run(capsys, "explain", "--checkpoint", str(pair_checkpoint), "--pair", *pair)
+    assert code == 0 and out.startswith("'w1 t2 w3' | 'w4 t2 w5' (7 tokens")
+    named = {t for line in out.splitlines()[1:] for t in line.split("'")[1::2]}  # the tokens each layer names
+    assert named <= {*e.tokens[:4], "²w4", "²t2", "²w5"} and any(t.startswith("²") for t in named)
+
+
+def test_a_report_on_a_pair_shows_both_texts_and_marks_the_second(capsys, pair_checkpoint, tmp_path):
+    ckpt = load_checkpoint(pair_checkpoint)
+    pair = ("w1 t2 <b>w3</b>", "w4 t2 w5")
+    code, _, err = run(capsys, "report", "--checkpoint", str(pair_checkpoint), "--no-timing", "--head", "0", "0",
+                       "--out", str(tmp_path / "r.html"), "--pair", *pair)
+    assert code == 0, err
+    page = (tmp_path / "r.html").read_text()
+    assert '<h3>First text: premise</h3>\n<pre class="text">w1 t2 &lt;b&gt;w3&lt;/b&gt;</pre>' in page
+    assert '<h3>Second text: hypothesis</h3>\n<pre class="text">w4 t2 w5</pre>' in page
+    [a], [e] = analyze(ckpt, [pair]), explain(ckpt, [pair])
+    assert f"<p><b>{a.label}</b>" in page
+    spans = page.count("<span data-a=")  # the why-this-budget tokens, every layer
+    assert spans == len(e.tokens) * ckpt.config.n_layers and sum(e.segments) == 3
+    assert page.count('title="²') == sum(e.segments) * ckpt.config.n_layers  # only the second text's marked
+    assert "Tokens marked ² belong to the second text (hypothesis)" in page
+
+
+def test_explain_and_report_refuse_pairs_a_model_cannot_read(capsys, pair_checkpoint, tiny_checkpoint, tmp_path):
+    code, out, err = run(capsys, "explain", "--checkpoint", str(tiny_checkpoint), "--pair", "w1 m0", "w2 m1")
+    assert code == 2 and not out and err.count("\n") == 1 and "--pair: this model reads single texts" in err
+    code, _, err = run(capsys, "explain", "--checkpoint", str(pair_checkpoint), "w1 t2 w3")
+    assert code == 2 and err.count("\n") == 1 and "reads pairs of texts (premise and hypothesis)" in err
+    report = ["report", "--checkpoint", str(tiny_checkpoint), "--no-timing", "--out", str(tmp_path / "r.html")]
+    for extra, said in ((["--pair", "w1 m0", "w2"], "--pair: this model reads single texts"),
+                        (["w1 m0", "--pair", "w1", "w2"], "give the TEXT to analyse or --pair FIRST SECOND"),
+                        ([], "give the TEXT to analyse or --pair FIRST SECOND")):
+        code, _, err = run(capsys, *report, *extra)
+        assert code == 2 and err.count("\n") == 1 and said in err, err
+    assert not (tmp_path / "r.html").exists()

@@ -38,7 +38,17 @@ def test_interleaved_timing_gives_one_sample_per_round_and_name():
         assert set(s.to_dict()) >= {"median_ms", "iqr_ms", "samples"}
 
 
-def test_time_fn_restores_the_thread_count():
+@pytest.fixture
+def two_threads():
+    """Two threads before the test, so that a count pinned to one and not restored shows (`make
+    test` runs each worker on one, tests/conftest.py)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_time_fn_restores_the_thread_count(two_threads):
     before = torch.get_num_threads()
     s = time_fn(lambda: torch.ones(8).sum(), repeats=3, warmup=0, threads=1, min_sample_s=0.001)
     assert s.median_ms > 0
@@ -55,7 +65,7 @@ def test_a_time_budget_bounds_the_rounds():
     assert [len(s.samples_ms) for s in roomy.values()] == [7, 7]  # the cap
 
 
-def test_torch_threads_restores_the_count_and_is_reentrant_across_threads():
+def test_torch_threads_restores_the_count_and_is_reentrant_across_threads(two_threads):
     before = torch.get_num_threads()
     with pytest.raises(RuntimeError), torch_threads(1):
         assert torch.get_num_threads() == 1

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from app.logic.ablations import LIVE, family, family_table, live_summary, runs_on_opening, to_run_live
-from app.logic.results import RESULT_COLUMNS
+from app.logic.ablations import LIVE, family, family_table, live_seconds, live_summary, run_label, to_run_live
+from app.logic.results import RESULT_COLUMNS, live_sample
 from budgetformer_core.shipped import CHECKPOINTS
 
 
@@ -29,7 +29,10 @@ def test_a_fine_tuned_model_meets_its_own_encoders_models_only():
     assert table["accuracy"].tolist() == [0.9836, 0.9789] and fam.reference == "bbc-minilm-dense"
     assert missing == ["bbc-minilm-no-budget-net", "bbc-minilm-no-head-scorer", "bbc-minilm-bba"]
     assert to_run_live(fam, table) == list(LIVE)  # no trained ablation of its own: all three run live
-    assert runs_on_opening(fam, table, 426) and not runs_on_opening(fam, table, 7600)  # BBC's split, not AG News'
+    assert live_seconds(ROWS, fam, 426, 3) is None  # not timed in ROWS: the button gives no estimate
+    timed = ROWS.assign(latency_ms=50.0, latency_b32_ms=40.0)  # ms per input: batch 32's, else batch 1's
+    assert live_seconds(timed, fam, 426, 3) == pytest.approx(40 * 426 * 3 / 1000)
+    assert live_seconds(timed.assign(latency_b32_ms=float("nan")), fam, 10, 3) == pytest.approx(50 * 10 * 3 / 1000)
     assert fam.pairs()[0] == ("minilm-budgetformer", "minilm-dense")
     assert fam.pairs()[-2:] == (("minilm-bba", "minilm-dense"), ("minilm-bba", "minilm-budgetformer"))
 
@@ -41,7 +44,9 @@ def test_a_model_trained_from_scratch_keeps_its_trained_ablations():
                                             "bbc-dense", "bbc-bba"]
     assert table["model"].iloc[0] == "BudgetFormer (full)" and missing == []
     assert to_run_live(fam, table) == ["random-heads"]  # the other two are shipped as models
-    assert not runs_on_opening(fam, table, 426)  # its trained ablations are there: the rest on request
+    assert run_label(426, 2.4) == "Run the live ablations on 426 test texts (about 2 s)"
+    assert run_label(7600, 1234.0) == "Run the live ablations on 7600 test texts (about 21 min)"
+    assert run_label(426, None) == "Run the live ablations on 426 test texts"
     live = {"random-heads": {"accuracy": 0.9, "mean_heads_fraction": 0.27, "flops_ratio": 0.5}}
     table, _ = family_table(ROWS, fam, live)
     row = table.iloc[3]
@@ -63,23 +68,27 @@ def test_bba_and_dense_models_say_what_applies():
 
 @pytest.mark.skipif(not (CHECKPOINTS / "bbc-budgetformer").is_dir(), reason="no shipped bbc-budgetformer")
 def test_ablations_run_live_on_the_model_itself():
-    """Each runs the model itself over the split with the engine's control: no f_θ runs every
+    """Each runs the model itself over the texts with the engine's control: no f_θ runs every
     input at the model's mean s on its validation split; no g_φ and random heads keep f_θ, so
-    their first layer runs as many heads as the full model's (later layers read other outputs)."""
+    their first layer runs as many heads as the full model's (later layers read other outputs).
+    On the sample the page's "N test texts" takes (every text of the split: tests/app/test_ablations.py)."""
     from budgetformer_core.analysis.infer import evaluate_split
     from budgetformer_core.io.data import load_dataset
     from budgetformer_core.io.loader import load_checkpoint
+    from budgetformer_core.io.splits import Split
     from budgetformer_core.model.budget import ABLATIONS
 
     assert list(LIVE) == list(ABLATIONS)  # the engine's ablations, each offered by its own name
     ckpt = load_checkpoint(CHECKPOINTS / "bbc-budgetformer")
     test = load_dataset("bbc").split("test")
-    full = evaluate_split(ckpt, test)
-    uniform = live_summary(ckpt, test.texts, test.labels, "no-head-scorer")
-    random = live_summary(ckpt, test.texts, test.labels, "random-heads")
-    fixed = live_summary(ckpt, test.texts, test.labels, "no-budget-net")
+    texts, labels = live_sample(test.texts, test.labels, 100)
+    assert sorted(set(labels)) == sorted(set(test.labels))  # every class
+    full = evaluate_split(ckpt, Split(texts, labels))
+    uniform = live_summary(ckpt, texts, labels, "no-head-scorer")
+    random = live_summary(ckpt, texts, labels, "random-heads")
+    fixed = live_summary(ckpt, texts, labels, "no-budget-net")
     first = full.mean_budget_per_layer[0]
     assert uniform["mean_budget_per_layer"][0] == pytest.approx(first)
     assert random["mean_budget_per_layer"][0] == pytest.approx(first)
     assert fixed["mean_budget"] == pytest.approx(ckpt.validation_budget, abs=1e-6)
-    assert uniform["n"] == len(test.texts) and 0 < uniform["accuracy"] <= 1
+    assert uniform["n"] == 100 and 0 < uniform["accuracy"] <= 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import torch
 
@@ -31,7 +32,7 @@ from app.logic.explore import (
 )
 from app.method import Method, method_of
 from app.settings import Settings, control_for
-from app.state import Samples
+from app.sources import Samples
 from budgetformer_core.config import ModelConfig
 from budgetformer_core.io.files import file_sha256
 from budgetformer_core.io.inputs import MAX_CHARS
@@ -171,7 +172,11 @@ def test_metric_cards(bbc_budgetformer, dense):
     d = run_analysis(dense, SPORT)
     dense_cards = metric_cards(d, None, Settings(), 8)
     assert dense_cards[1].note == "dense: every head" and dense_cards[3].value == "100%"
-    assert dense_cards[4].value == "timing…"  # shown until the input is timed, after the rest of the page
+    assert (dense_cards[4].value, dense_cards[4].note) == ("—", "live not timed")  # nothing shipped given, none timed
+    shipped = (pd.Series({"latency_ms": 6.82, "speedup_b1": 1.42, "reference": "bbc-dense"}), "s = 0.50")
+    card = latency_card(None, shipped)  # until the input is timed: sweeps.csv's figures at that budget
+    assert (card.value, card.note) == ("6.82 ms", "vs bbc-dense, batch 1: live not timed, 1.42× shipped at s = 0.50")
+    assert "not this input's" in card.help
     assert latency_card(None, failed=True).value == "—"
     bba = method_of(ModelConfig(method="bba", default_budget=0.5))
     bba_cards = metric_cards(full, None, Settings(budget_mode="slider", budget=0.25), 8, bba)
