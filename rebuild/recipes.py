@@ -9,7 +9,6 @@ into the ``budgetformer train`` command that makes the model.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,12 +218,12 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
-def _benchmark(dense: Overrides, fit: Overrides) -> Recipe:
-    """One of the seeds' benchmarks: MiniLM fine-tuned by low-rank changes (``dense``: its
-    recipe), bba's gates and BudgetFormer's f_θ and g_φ fitted on it kept frozen (warm-started
-    from the dense fine-tune, as the bba paper does, and stored as adapters of it; ``fit``: what
-    both fits change)."""
-    return Recipe(from_scratch=False, pretrained=(
+def _benchmark(data: str, dense: Overrides, fit: Overrides) -> Recipe:
+    """One of the seeds' benchmarks (its local copy in ``data``): MiniLM fine-tuned by low-rank
+    changes (``dense``: its recipe), bba's gates and BudgetFormer's f_θ and g_φ fitted on it kept
+    frozen (warm-started from the dense fine-tune, as the bba paper does, and stored as adapters
+    of it; ``fit``: what both fits change)."""
+    return Recipe(data=data, from_scratch=False, pretrained=(
         Pretrained("minilm-dense", "dense", {**LORA_MINILM, **dense}),
         Pretrained("minilm-bba", "bba", {**FROZEN_BBA, **fit}, init="minilm-dense", fit=True),
         Pretrained("minilm-budgetformer", "budgetformer", {**FROZEN_MINILM, **fit}, init="minilm-dense", fit=True),
@@ -242,7 +241,7 @@ BENCHMARKS: dict[str, tuple[Overrides, Overrides]] = {
 }
 """The seeds' benchmarks (local copies in ``<data root>/<name>``): what their dense fine-tune and
 their fits change."""
-RECIPES.update({name: dataclasses.replace(_benchmark(*changes), data=name) for name, changes in BENCHMARKS.items()})
+RECIPES.update({name: _benchmark(name, *changes) for name, changes in BENCHMARKS.items()})
 
 
 def data_dir(dataset: str, root: str | Path = DATA_ROOT) -> Path | None:

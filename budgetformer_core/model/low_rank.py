@@ -75,8 +75,7 @@ def merge(model: nn.Module) -> Factors:
             continue
         change = linear.parametrizations.weight[0]
         a, b = change.a.detach().clone(), change.b.detach().clone()
-        with torch.no_grad():
-            base = linear.parametrizations.weight.original.detach().clone()
+        base = linear.parametrizations.weight.original.detach().clone()
         parametrize.remove_parametrizations(linear, "weight", leave_parametrized=False)
         if name in earlier:
             a, b = torch.cat([earlier[name][0], a]), torch.cat([earlier[name][1], b], dim=1)
