@@ -376,7 +376,7 @@ def read_checkpoint(path: Path) -> Checkpoint:
         tokenizer.enable_truncation(cfg.max_len)  # (as io.classifier.load_classifier's: the special tokens stay)
     try:
         tensors = load_file(str(path / "model.safetensors"))
-    except (SafetensorError, OSError, ValueError) as e:
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:  # (a file gone mid-read: RuntimeError)
         raise CheckpointError(f"{path / 'model.safetensors'} is corrupt or truncated: {e}") from None
     check_hashes(path, config.get("sha256"))
     factors = {}
