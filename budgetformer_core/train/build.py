@@ -113,6 +113,9 @@ def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainCo
     model = (base.build(model_cfg) if base is not None else BudgetFormer(model_cfg)).to(device)
     if start is not None:  # (the tensors it kept as the base's are the model's already, at its length)
         warm_start(model, start.model, skip=base.unchanged(start.model) if base is not None else ())
+        # the low-rank changes its weights carry: a further low-rank fine-tune stacks on them, and a
+        # save stores both as factors (otherwise as the int8 delta of the whole matrix)
+        model.low_rank = dict(start.model.low_rank)
     return model, tok, base
 
 

@@ -392,6 +392,21 @@ def test_a_low_rank_fine_tune_stores_only_its_factors(backbone, tiny_csv, tmp_pa
     save_checkpoint(tmp_path / "again", ck.model, ck.tokenizer, ck.label_names, ck.meta, ck.history)
     assert (tmp_path / "again" / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
     assert (tmp_path / "again" / "config.json").read_text() == (out / "config.json").read_text()
+    # bba trained from it with the encoder adapting too: its rank-3 changes stack on the rank-4 ones,
+    # and the checkpoint still stores only factors (rank 7), which load back to the trained weights
+    stacked = tmp_path / "stacked"
+    assert main(["train", "--dataset", str(tiny_csv), "--variant", "bba", "--init", str(out), "--out", str(stacked),
+                 "--set", "epochs=1", "--set", "batch_size=8", "--set", "lora_rank=3", "--set", "new_lr=0.01",
+                 "--set", "freeze_embeddings=true", "--quiet"]) == 0
+    warm = load_checkpoint(stacked)
+    kept = warm.meta["backbone"]
+    assert kept["lowrank"] == sorted(targets) and not set(targets) & set(kept["delta"])
+    again = load_file(stacked / "model.safetensors")
+    for name in targets:
+        a, b = again[name + ".lora_a"], again[name + ".lora_b"]
+        assert a.shape[0] == b.shape[1] == 7 and torch.equal(a[:4], stored[name + ".lora_a"])
+        assert torch.equal(warm.model.state_dict()[name], merged(base[name], a, b))
+    assert (stacked / "model.safetensors").stat().st_size < (out / "model.safetensors").stat().st_size * 3
     # a factor of the wrong shape, or one missing, is refused by name
     from safetensors.torch import save_file
 
