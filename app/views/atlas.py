@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from app.analyses import analysis_or_stop, rows_picker
 from app.charts import atlas as charts
 from app.components import md_escape, per_example_or_stop, show_chart
 from app.links import BUDGET_STEPS, explore_link
@@ -46,8 +47,9 @@ st.caption(
 
 # ----------------------------------------------------------------------------- the split's table
 budget = None
-has_texts = test_samples(dataset) is not None
-if method.requested:  # the split at the b asked for
+analysis = rows_picker(name, "atlas_rows")  # None: the test split; else an analysis folder, at its own budget
+has_texts = analysis is None and test_samples(dataset) is not None
+if method.requested and analysis is None:  # the split at the b asked for
     b = st.select_slider(
         "Requested budget b",
         BUDGET_STEPS,
@@ -58,9 +60,12 @@ if method.requested:  # the split at the b asked for
         + ("" if has_texts else "Other budgets than the model's own need the texts (a local copy in the sidebar)."),
     )
     budget = None if abs(b - method.default_budget) < 1e-9 else float(b)
-table, samples = per_example_or_stop(
-    name, dataset, "The **Training dynamics** page still shows how this model trained.", budget
-)
+if analysis is None:
+    table, samples = per_example_or_stop(
+        name, dataset, "The **Training dynamics** page still shows how this model trained.", budget
+    )
+else:
+    table, samples = analysis_or_stop(name, analysis)
 if table.empty:
     st.info("The test split is empty.")
     st.stop()
@@ -82,6 +87,8 @@ def split_relevance():
     """The (N, L, H) relevance p of the split's inputs at this page's budget (shipped, or one pass
     of the model over the split, with a spinner while it runs); None when it cannot be had here
     (no shipped file and no texts) or does not match the table."""
+    if analysis is not None:  # an analysis folder holds no relevance p
+        return None
     if relevance_is_shipped(name, budget):
         p = relevance(name, budget)
     elif not has_texts:
@@ -96,7 +103,8 @@ def split_relevance():
 def listing(rows: list[int], key: str, extra: dict | None = None) -> None:
     """The inputs at ``rows`` with their accuracy and mean k, each opening in "Explore an input"
     (from the same local copy of the texts)."""
-    links = [explore_link(name, int(table["index"].iloc[r]), settings, method, copy) for r in rows[:LISTED]]
+    links = [None if analysis is not None else explore_link(name, int(table["index"].iloc[r]), settings, method, copy)
+             for r in rows[:LISTED]]  # an analysis's rows are not the test split's
     shown = input_listing(table, rows, links, extra)
     st.dataframe(
         shown,

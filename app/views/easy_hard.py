@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.analyses import analysis_or_stop, rows_picker
 from app.charts import easy_hard as charts
 from app.charts.heads import head_heatmaps, relevance_zmax
 from app.charts.style import SCATTER_POINTS
@@ -64,9 +65,13 @@ if not method.budgeted:
         "Pick a BudgetFormer model in the sidebar to compare budgets."
     )
     st.stop()
-table, samples = per_example_or_stop(
-    name, dataset, "The **Training dynamics** page still shows how this model's budget moved during training."
-)
+analysis = rows_picker(name, "eh_rows")  # None: the test split
+if analysis is None:
+    table, samples = per_example_or_stop(
+        name, dataset, "The **Training dynamics** page still shows how this model's budget moved during training."
+    )
+else:
+    table, samples = analysis_or_stop(name, analysis)
 if table is None or len(table) < 2:
     st.info("The test split has too few texts to compare.")
     st.stop()
@@ -75,7 +80,7 @@ if fixed := fixed_budget_sentence(table, sym, n_heads_of(name), method.requested
     st.stop()
 
 # ----------------------------------------------------------------------------- adaptivity
-reference = reference_model(name)
+reference = reference_model(name) if analysis is None else None  # the reference's table is the test split's
 reference_table = None
 if reference is not None:
     try:
@@ -83,7 +88,7 @@ if reference is not None:
             reference_table = per_example(reference, "test")
     except ValueError:  # the reference cannot be evaluated: its figures are n/a, with the reason
         reference_table = None
-needed = needed_heads(name)
+needed = needed_heads(name) if analysis is None else None
 figures_reference = (  # the dense model's table when it lists the same inputs, as the figures use it
     reference_table
     if reference_table is not None and reference_table["label"].tolist() == table["label"].tolist()

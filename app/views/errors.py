@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.analyses import analysis_or_stop, rows_picker
 from app.charts.errors import confusion_heatmap
 from app.components import csv_download, md_escape, open_in_explore, per_example_or_stop, show_chart
 from app.logic.errors import clicked_cell, percent, shown_table
@@ -36,7 +37,11 @@ elif is_classifier(name):  # an import: no training history to send it to
     unavailable = f"{md_escape(name)} {md_escape(ranking_note(name))}."
 else:
     unavailable = f"Give a local copy of {md_escape(dataset)} in the sidebar to see its errors."
-table, samples = per_example_or_stop(name, dataset, unavailable)
+analysis = rows_picker(name, "errors_rows")  # None: the test split
+if analysis is None:
+    table, samples = per_example_or_stop(name, dataset, unavailable)
+else:
+    table, samples = analysis_or_stop(name, analysis)
 if table is None or table.empty:
     st.info("The test split is empty.")
     st.stop()

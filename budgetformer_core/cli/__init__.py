@@ -17,6 +17,8 @@ A table of subcommands, each a thin wrapper of a core function:
                          [--seq-len L | --seq-lens L,L,...] [--repeats R] [--budgets B,B,...]
                          [--clock {wall,cpu}] [--head-sets {input,batch}] [--json]
     budgetformer latency-check [--datasets D ...] [--models M ...] [--data-dir DIR] [--json FILE]
+    budgetformer analyze --checkpoint DIR [--dataset D|FILE] [--data-dir D] [--split S] [--budget B] --out DIR
+                         [--engine local|ray] [--address ADDR] [--workers N] [--batch-size N]
 
 Wherever a checkpoint is asked for (--checkpoint, --init, --reference), a folder or the name of
 a shipped model (e.g. bbc-budgetformer) is accepted, from any working folder. ``--checkpoint``
@@ -41,6 +43,7 @@ from collections.abc import Callable
 from ..shipped import resolve_checkpoints
 from .commands import (
     cmd_adaptivity,
+    cmd_analyze,
     cmd_bench,
     cmd_eval,
     cmd_explain,
@@ -68,6 +71,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": cmd_report,
     "bench": cmd_bench,
     "latency-check": cmd_latency_check,
+    "analyze": cmd_analyze,
 }
 
 

@@ -250,6 +250,29 @@ def checkpoint_split(ckpt, args: argparse.Namespace, default: str = "test") -> t
     return dataset_name, split, rows
 
 
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from ..analysis.corpus import read_corpus  # pandas / pyarrow: keeps `predict` start-up light
+    from ..analysis.runs import analyze_corpus, check_out
+
+    if args.address and args.engine != "ray":
+        raise ValueError("--address names a Ray cluster: add --engine ray")
+    if args.engine == "ray":
+        from ..analysis.ray_engine import import_ray
+
+        import_ray()  # without Ray, one line naming the extra, before any work
+    check_not_source(args.out, {"--checkpoint": args.checkpoint, "--dataset": args.dataset})
+    check_out(args.out)
+    ckpt = load_checkpoint(args.checkpoint)
+    if args.budget is not None and not ckpt.model.method.budgeted:
+        raise ValueError("a dense checkpoint has no budget: --budget needs a budgeted model" + no_budget(ckpt))
+    corpus = read_corpus(ckpt, args.dataset, args.data_dir, args.split, args.split_seed, args.limit)
+    with output_lock(args.out):  # one run at a time writes --out
+        summary = analyze_corpus(ckpt, corpus, args.out, args.engine, args.budget, args.batch_size, args.workers,
+                                 args.address, progress=not args.quiet)
+    print(dumps({k: v for k, v in summary.items() if k != "layers"}))
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     ckpt = open_model(args)
     dataset_name, split, rows = checkpoint_split(ckpt, args)

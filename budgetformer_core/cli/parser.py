@@ -99,6 +99,30 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="replace an earlier export at --out")
 
 
+def add_analyze(sub: argparse._SubParsersAction) -> None:
+    """The ``analyze`` subcommand (:func:`~budgetformer_core.cli.commands.cmd_analyze`)."""
+    p = sub.add_parser("analyze", help="the per-example allocation records of a whole corpus (prediction, loss, s, k "
+                       "and the heads run per layer) as Parquet shards plus summary.json, on this machine or a Ray "
+                       "cluster",
+                       description="--dataset takes a dataset's name (with --data-dir and --split) or a file: CSV, "
+                       "JSONL or Parquet with a text column (two for a model of pairs) and, if known, a label column, "
+                       "or a text per line; a file is read whole. Rows without a label get no loss.")
+    p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
+    add_split_arguments(p)  # --dataset: a dataset's name, or a CSV / JSONL / Parquet file (labels optional)
+    p.add_argument("--budget", type=_budget, help="force s (budgetformer) or request b (bba) for every input")
+    p.add_argument("--out", required=True, help="the analysis folder to write: new or empty, or an interrupted "
+                   "local run's folder to resume")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: this process, resumable by shard (default); ray: Ray Data, one model per actor")
+    p.add_argument("--address", help="ray: the cluster to join (auto: the one this machine belongs to); default: "
+                   "start a local Ray with --workers CPUs")
+    p.add_argument("--workers", type=_positive, help="local: torch threads; ray: actors, each one model on one "
+                   "CPU (default: every CPU)")
+    p.add_argument("--batch-size", type=_positive, default=1024, help="rows per batch, and per shard of a local "
+                   "run (default: 1024)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="budgetformer", description=DESCRIPTION,
                                      epilog="A checkpoint is a folder or the name of a shipped model "
@@ -181,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split-seed", type=_seed, help="default: the seed the checkpoint was trained with")
 
     add_export(sub)
+    add_analyze(sub)
 
     p = sub.add_parser("predict", help="classify texts and show the heads each one used")
     p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
