@@ -1,8 +1,9 @@
 """The seeds' benchmarks ship and keep their promises: DBpedia-14, SST-2 and SNLI (text pairs) on
-MiniLM, a dense fine-tune stored as low-rank factors with bba's gates and BudgetFormer's f_θ and
-g_φ fitted on it as adapters. Read from the shipped files (nothing is trained here); where the
-shared copies of the datasets are on this machine, ``budgetformer eval`` re-measures every model
-on its whole test split and finds the accuracy its config.json records."""
+MiniLM, a dense fine-tune stored as low-rank factors, with bba and BudgetFormer made from it:
+fitted on it frozen (adapters) or trained with the encoder adapting (factors of their own). Read
+from the shipped files (nothing is trained here); where the shared copies of the datasets are on
+this machine, ``budgetformer eval`` re-measures every model on its whole test split and finds the
+accuracy its config.json records."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from budgetformer_core.cli import main
 from budgetformer_core.io.files import file_sha256
 from budgetformer_core.shipped import checkpoint_dir, per_example_path, sweeps_csv
+from rebuild.recipes import BENCHMARKS
 
 pytestmark = pytest.mark.artifacts
 
@@ -32,26 +34,48 @@ def config(name: str) -> dict:
 
 
 @pytest.mark.parametrize("dataset", DATASETS)
-def test_each_benchmark_ships_a_low_rank_dense_model_and_two_adapters_of_it(dataset):
+def test_each_benchmark_ships_a_low_rank_dense_model_and_two_models_made_from_it(dataset):
+    """The dense model stores rank-8 factors; bba and BudgetFormer are adapters of it where they
+    were fitted on it frozen, and where they were trained with the encoder adapting
+    (:attr:`rebuild.recipes.Benchmark.adapting`) they store their own rank-8 factors stacked on
+    its (rank 16 in all), never a whole matrix."""
+    from safetensors import safe_open
+
     dense = config(f"{dataset}-minilm-dense")
     assert dense["backbone"]["source"] == "minilm-l6" and len(dense["backbone"]["lowrank"]) == 24
     assert dense["train"]["lora_rank"] == 8
     folder = checkpoint_dir(f"{dataset}-minilm-dense")
     assert sum(p.stat().st_size for p in folder.iterdir()) < 1.5 * MB  # a full fine-tune's changes: 11 MB
+    adapting = BENCHMARKS[dataset].adapting is not None
     for method in ("bba", "budgetformer"):
         name = f"{dataset}-minilm-{method}"
-        base = config(name)["adapter"]["base"]
-        assert base["name"] == f"{dataset}-minilm-dense"
-        assert base["sha256"] == file_sha256(folder / "model.safetensors")
-        assert config(name)["model"]["variant"] == method
-        assert sum(p.stat().st_size for p in checkpoint_dir(name).iterdir()) < 1 * MB
-        assert per_example_path(name).is_file()
+        made = config(name)
+        assert made["model"]["variant"] == method and per_example_path(name).is_file()
+        size = sum(p.stat().st_size for p in checkpoint_dir(name).iterdir())
+        if not adapting:
+            base = made["adapter"]["base"]
+            assert base["name"] == f"{dataset}-minilm-dense"
+            assert base["sha256"] == file_sha256(folder / "model.safetensors")
+            assert size < 1 * MB
+            continue
+        assert "adapter" not in made and made["init"] == f"precomputed/checkpoints/{dataset}-minilm-dense"
+        assert made["backbone"]["lowrank"] == dense["backbone"]["lowrank"] and made["train"]["lora_rank"] == 8
+        with safe_open(checkpoint_dir(name) / "model.safetensors", "pt") as stored:
+            assert {stored.get_slice(n + ".lora_a").get_shape()[0] for n in made["backbone"]["lowrank"]} == {16}
+        assert size < 2.5 * MB
 
 
 BARS = {"dbpedia": 0.97, "sst2": 0.88, "snli": 0.76}
 """The dense fine-tune's least test accuracy per benchmark (the bars the benchmarks were set)."""
-NOT_MET = pytest.mark.xfail(strict=True, reason="not met by the budgets fitted on a frozen encoder: what was tried "
-                                                "and measured is in docs/pretrained.md (the seeds' benchmarks)")
+NOT_MET = {"bba": ("snli",), "budgetformer": ("snli",)}
+"""The benchmarks whose bba, or BudgetFormer, misses its bar: what was tried and measured is in
+docs/pretrained.md (the seeds' benchmarks). Strict: the test fails the day a bar is met."""
+
+
+def bar_cases(method: str) -> list:
+    reason = "missed: what was tried and measured is in docs/pretrained.md (the seeds' benchmarks)"
+    return [pytest.param(d, marks=pytest.mark.xfail(strict=True, reason=reason)) if d in NOT_MET[method] else d
+            for d in DATASETS]
 
 
 @pytest.mark.parametrize("dataset", DATASETS)
@@ -59,19 +83,23 @@ def test_each_dense_fine_tune_meets_its_bar(dataset):
     assert config(f"{dataset}-minilm-dense")["test"]["accuracy"] >= BARS[dataset]
 
 
-@pytest.mark.parametrize("dataset", ["dbpedia", *(pytest.param(d, marks=NOT_MET) for d in ("sst2", "snli"))])
-def test_bba_and_budgetformer_stay_within_a_point_of_dense(dataset):
-    """bba at b = 0.5 and BudgetFormer within a point of dense, BudgetFormer on at most half of the
-    heads; the recorded figures are the per-example tables' own."""
+@pytest.mark.parametrize("dataset", bar_cases("bba"))
+def test_bba_at_half_the_heads_stays_within_a_point_of_dense(dataset):
     dense = config(f"{dataset}-minilm-dense")["test"]
-    fitted = config(f"{dataset}-minilm-budgetformer")["test"]
-    frame = pd.read_parquet(per_example_path(f"{dataset}-minilm-budgetformer"))
-    assert len(frame) == fitted["n"] == dense["n"] and fitted["accuracy"] == pytest.approx(frame.correct.mean())
-    assert fitted["mean_heads_fraction"] <= 0.5
     sweeps = pd.read_csv(sweeps_csv(), dtype={"budget": str})
     bba = sweeps[(sweeps.dataset == dataset) & (sweeps.model == "minilm-bba") & (sweeps.budget == "0.5")]
     assert len(bba) == 1 and bba.accuracy.item() >= dense["accuracy"] - 0.01
-    assert fitted["accuracy"] >= dense["accuracy"] - 0.01
+
+
+@pytest.mark.parametrize("dataset", bar_cases("budgetformer"))
+def test_budgetformer_stays_within_a_point_of_dense_on_at_most_half_the_heads(dataset):
+    """The recorded figures are the per-example table's own."""
+    dense = config(f"{dataset}-minilm-dense")["test"]
+    own = config(f"{dataset}-minilm-budgetformer")["test"]
+    frame = pd.read_parquet(per_example_path(f"{dataset}-minilm-budgetformer"))
+    assert len(frame) == own["n"] == dense["n"] and own["accuracy"] == pytest.approx(frame.correct.mean())
+    assert own["mean_heads_fraction"] <= 0.5
+    assert own["accuracy"] >= dense["accuracy"] - 0.01
 
 
 def test_snli_reads_pairs_from_the_command_line_and_a_jsonl_file(tmp_path, capsys):
