@@ -162,6 +162,8 @@ class BenchResult:
             f"budget + scoring nets (pool, f_θ, g_φ): {self.nets_ms:.3f} ms = "
             f"{self.nets_frac:.1%} of dense; with top-k selection: {self.allocation_ms:.3f} ms = "
             f"{self.allocation_frac:.1%}",
+            f"allocation per layer: {self.allocation_ms * 1e3 / c['n_layers']:.1f} µs = "
+            f"{self.allocation_frac:.1%} of a dense layer",
             "",
             "| budget | k per layer | FLOPs ratio | ideal × | measured × | efficiency "
             "| latency ms (IQR) | masked ms | masked × | peak MB |",

@@ -32,6 +32,7 @@ them from the class, the app from the description.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from collections.abc import Sequence
 from typing import ClassVar
@@ -243,20 +244,16 @@ class BudgetAllocator(Allocator):
     def networks(self, xn: Tensor, ctx: ForwardContext) -> object:
         return run_budget_nets(self.budget_net, self.scorer, self.summary(xn, ctx))
 
-    def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
-        cfg, control = self.cfg, ctx.control
-        training = control if isinstance(control, TrainingControl) else NO_TRAINING
-        B, H = xn.shape[0], cfg.n_heads
-        h = self.summary(xn, ctx)  # (B, D) global summary of the layer input
-        choice = control.head_choice or cfg.head_choice
-        if choice == "learned" and self.scorer is None:
-            raise ValueError("this model has no head-scoring network g_φ; choose uniform or random")
-        budget_net = self.budget_net if control.budget is None else None
-        s, z = run_budget_nets(budget_net, self.scorer if choice == "learned" else None, h)
-        constant = None  # a budget shared by every input (requested, or the no-f_θ model's)
-        if s is None:
-            constant = cfg.fixed_budget if control.budget is None else control.budget
-            s = h.new_full((B,), constant)
+    def decide(self, h: Tensor, control: Control, constant: float | None, choice: str
+               ) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
+        """s (B,), z (B, H) or None, p (B, H) and the scores the heads are ranked by (B, H), for
+        the layer input's summary h (B, D) (:meth:`summary`); ``constant``: s for every input
+        (f_θ not run)."""
+        cfg = self.cfg
+        B, H = h.shape[0], cfg.n_heads
+        s, z = run_budget_nets(None if constant is not None else self.budget_net,
+                               self.scorer if choice == "learned" else None, h)
+        s = h.new_full((B,), constant) if s is None else s
         if z is not None:
             p = torch.softmax(z if cfg.tau == 1.0 else z / cfg.tau, dim=-1)  # (B, H)
             rank = p
@@ -265,35 +262,60 @@ class BudgetAllocator(Allocator):
             rank = p if choice == "uniform" else control.random_scores(B, H).to(h.device)
         if control.head_sets == "batch":
             rank = batch_ranking(rank)  # (B, H) the batch's ranking; w still reads each input's p
-        # k per input, and as an int where the whole batch shares it (a one-scatter selection)
-        if control.k is not None:
-            k = control.k_tensor(B, H, h.device)
-            shared_k = min(control.k, H) if isinstance(control.k, int) else None
-        elif constant is not None:
+        return s, z, p, rank
+
+    def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
+        cfg, control = self.cfg, ctx.control
+        training = control if isinstance(control, TrainingControl) else NO_TRAINING
+        B, H = xn.shape[0], cfg.n_heads
+        choice = control.head_choice or cfg.head_choice
+        if choice == "learned" and self.scorer is None:
+            raise ValueError("this model has no head-scoring network g_φ; choose uniform or random")
+        unit = cfg.head_weighting != "scaled" and not (self.training and ctx.mode == "soft")
+        # a budget shared by every input (requested, or the no-f_θ model's), and the k it buys
+        constant = None
+        if control.budget is not None or self.budget_net is None:
+            constant = cfg.fixed_budget if control.budget is None else control.budget
+        shared_k = min(control.k, H) if isinstance(control.k, int) else None
+        if control.k is None and constant is not None:
             shared_k = heads_for_budget_value(constant, H)
-            k = torch.full((B,), shared_k, device=h.device)
+        if unit and shared_k == H and choice != "random":
+            # every head at weight 1, the dense kernel: s, p and the ranking are run only if read
+            # (random heads are drawn now, so that the draws do not depend on what is read)
+            # (the summary now: a deferred value keeps (B, D), not the layer input (B, T, D), alive)
+            h = self.summary(xn, ctx)
+            decided = functools.cache(lambda: self.decide(h, control, constant, choice))
+            return full_budget_trace(lambda: decided()[0], lambda: decided()[2],
+                                     lambda: rank_heads(decided()[3]), H, B, xn)
+        s, z, p, rank = self.decide(self.summary(xn, ctx), control, constant, choice)
+        if control.k is not None:
+            k = control.k_tensor(B, H, xn.device)
+        elif constant is not None:
+            k = functools.partial(torch.full, (B,), shared_k, device=xn.device)  # made if read
         elif training.margin and self.training:
             k = heads_for_budget(s - training.margin / H, H)
-            shared_k = None
         else:
             k = heads_for_budget(s, H)
-            shared_k = int(k) if B == 1 else None
+            shared_k = int(k) if B == 1 else None  # the one number read back: how many heads run
         order = rank_heads(rank)
-        unit = cfg.head_weighting != "scaled" and not (self.training and ctx.mode == "soft")
         if unit and shared_k == H:  # every head at weight 1: the layer's dense kernel
-            return full_budget_trace(s, p, order)
-        selected = select_top_k(rank, k if shared_k is None else shared_k, order)
+            return full_budget_trace(s, p, order, H, B, xn)
+        # the mask of the heads that run, made when read (k is a tensor whenever shared_k is None)
+        selected = functools.cache(lambda: select_top_k(rank, k if shared_k is None else shared_k, order))
         if cfg.head_weighting == "scaled":
             weights = p * (s * H)[:, None]
         elif self.training and ctx.mode == "soft":
             learnt_s = s - training.margin / H if constant is None and control.k is None else None
             if z is not None and training.standardize_scores:  # (B, H), the same order
                 z = (z - z.mean(-1, keepdim=True)) / z.std(-1, keepdim=True).clamp_min(1e-6)
-            weights = gated_weights(selected, z, learnt_s, order, k, cfg.gate_temperature, h.dtype,
+            k = k() if callable(k) else k
+            weights = gated_weights(selected(), z, learnt_s, order, k, cfg.gate_temperature, xn.dtype,
                                     soft=training.soft_gates)
         else:  # unit
-            return LayerTrace(s, p, selected.to(h.dtype), k, selected, order, unit_weights=True)
-        return LayerTrace(s, p, weights, k, selected, order)
+            dtype = xn.dtype
+            return LayerTrace(s, p, lambda: selected().to(dtype), k, selected, order, unit_weights=True,
+                              shared_k=shared_k)
+        return LayerTrace(s, p, weights, k, selected, order, shared_k=shared_k)
 
 
 class GateAllocator(Allocator):
@@ -352,35 +374,55 @@ class GateAllocator(Allocator):
 
     def scores(self, xn: Tensor, ctx: ForwardContext) -> Tensor:
         """(B, H) gate scores z of the layer input xn (B, T, D)."""
+        return self.gate(self.gate_input(xn, ctx))
+
+    def gate_input(self, xn: Tensor, ctx: ForwardContext) -> Tensor:
+        """(B, D) what the gates read: the pooled embedding output, layer-normed (the same at
+        every budget), or the layer input's summary."""
         if self.cfg.gate_source == "embedding":
-            summary = ctx.embedded()  # (B, D), the same at every budget
-            return self.gate(F.layer_norm(summary, summary.shape[-1:]))
-        return self.gate(summarize(xn, ctx.mask, ctx.pooling))
+            summary = ctx.embedded()  # (B, D)
+            return F.layer_norm(summary, summary.shape[-1:])
+        return summarize(xn, ctx.mask, ctx.pooling)
 
     def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
         cfg, control = self.cfg, ctx.control
         B, H = xn.shape[0], cfg.n_heads
         b = cfg.default_budget if control.budget is None else control.budget
-        z = self.scores(xn, ctx)  # (B, H)
-        if control.head_sets == "batch":
-            z = batch_ranking(z)  # the gates of the batch: its mean scores in every row
-        order = rank_heads(z)
         unit = ctx.mode != "soft" and not self.training
         shared_k = heads_for_budget_value(b, H) if control.k is None else None
-        if unit and shared_k == H:  # every head at weight 1: the layer's dense kernel
-            return full_budget_trace(xn.new_full((B,), b), torch.softmax(z, -1), order, z, cfg.gate_temperature)
+        if isinstance(control.k, int):
+            shared_k = min(control.k, H)
+
+        dtype, device = xn.dtype, xn.device
+        gate_input = self.gate_input(xn, ctx)  # (B, D): what a deferred value keeps alive, not xn
+
+        def budget() -> Tensor:
+            return torch.full((B,), b, dtype=dtype, device=device)
+
+        def gate_scores() -> Tensor:
+            z = self.gate(gate_input)  # (B, H)
+            return batch_ranking(z) if control.head_sets == "batch" else z  # batch: its mean scores
+
+        if unit and shared_k == H and control.k is None:
+            # every head at weight 1, the dense kernel: the gates are run only if read
+            z = functools.cache(gate_scores)
+            return full_budget_trace(budget, lambda: torch.softmax(z(), -1), lambda: rank_heads(z()), H, B, xn,
+                                     z, cfg.gate_temperature)
+        z = gate_scores()
+        order = rank_heads(z)
         if control.k is not None:
             k = control.k_tensor(B, H, xn.device)
         else:
-            k = torch.full((B,), shared_k, device=xn.device)
-        selected = select_top_k(z, k if shared_k is None else shared_k, order)
+            k = functools.partial(torch.full, (B,), shared_k, device=xn.device)  # made if read
+        selected = functools.cache(lambda: select_top_k(z, k if shared_k is None else shared_k, order))
         if unit:
-            weights = selected.to(xn.dtype)
+            weights = lambda: selected().to(dtype)  # noqa: E731
         else:
+            k = k() if callable(k) else k
             gates = soft_gates(z, order, k, cfg.gate_temperature)
-            weights = gates if ctx.mode == "soft" else selected + gates - gates.detach()
-        return LayerTrace(xn.new_full((B,), b), torch.softmax(z, -1), weights, k, selected, order, z,
-                          cfg.gate_temperature, unit_weights=unit)
+            weights = gates if ctx.mode == "soft" else selected() + gates - gates.detach()
+        return LayerTrace(budget, lambda: torch.softmax(z, -1), weights, k, selected, order, z,
+                          cfg.gate_temperature, unit_weights=unit, shared_k=shared_k)
 
 
 RECIPE_WEIGHTING = {"paper": "scaled", "adaptive": "gated"}

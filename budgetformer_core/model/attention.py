@@ -122,6 +122,8 @@ class HeadAttention(nn.Module):
         if mode == "masked":
             return self.weighted(x, key_mask, trace.head_weights * trace.selected, capture)
         w = None if trace.unit_weights else trace.head_weights
+        if trace.shared_k is not None:  # the batch's k known as a number: k and selected not read
+            return self._run_group(x, key_mask, trace.order, w, trace.shared_k, capture)
         return self.run_selected(x, key_mask, trace.order, trace.k, w, capture)
 
     def run_selected(

@@ -5,11 +5,16 @@ An allocator (:mod:`budgetformer_core.model.allocators`) writes a layer's trace;
 layer executes it (:mod:`budgetformer_core.model.attention`); explanations, the atlas and the
 app read it. The two traces every method shares are made here: all heads at weight 1
 (:func:`every_head_trace`) and a budget that buys every head (:func:`full_budget_trace`).
+
+What the execution does not need (p at a requested budget, the mask of selected heads, the head
+weights when they are 1, the whole allocation when every head runs) an allocator may hand over
+as a function of no arguments (:class:`Deferred`): the trace calls it on first read and keeps the
+value, so a reader gets the same tensor and inference does not pay for what nobody reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -17,24 +22,51 @@ from torch import Tensor
 
 from .budget import Control, soft_gates, summarize
 
+_REQUIRED = object()
+
+
+class Deferred:
+    """A field given as a tensor or as a function of no arguments that computes it: called on
+    the first read, its value then kept in place of the function."""
+
+    def __init__(self, default: object = _REQUIRED):
+        self.default = default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj: object, owner: type | None = None) -> Tensor:
+        if obj is None:  # the class's default, which a dataclass reads: none for a required field
+            if self.default is _REQUIRED:
+                raise AttributeError(self.slot)
+            return self.default
+        value = obj.__dict__[self.slot]
+        if callable(value):
+            value = obj.__dict__[self.slot] = value()
+        return value
+
+    def __set__(self, obj: object, value: Tensor | Callable[[], Tensor]) -> None:
+        obj.__dict__[self.slot] = value
+
 
 @dataclass
 class LayerTrace:
-    """What one attention layer decided for each input of the batch."""
+    """What one attention layer decided for each input of the batch. The first six fields may be
+    given as functions computing them (:class:`Deferred`), and ``gate_scores``."""
 
-    budget: Tensor
+    budget: Tensor = Deferred()
     """(B,) the budget s (BudgetFormer) or the requested budget b (bba)."""
-    relevance: Tensor
+    relevance: Tensor = Deferred()
     """(B, H) head relevance p (sums to 1)."""
-    head_weights: Tensor
+    head_weights: Tensor = Deferred()
     """(B, H) w: s·H·p (``scaled``), or 1 on the heads that run (``gated``, bba, dense, pruned)."""
-    k: Tensor
+    k: Tensor = Deferred()
     """(B,) number of heads run."""
-    selected: Tensor
+    selected: Tensor = Deferred()
     """(B, H) bool, True for the heads that ran."""
-    order: Tensor
+    order: Tensor = Deferred()
     """(B, H) head indices by decreasing relevance: the heads that ran are ``order[b, :k[b]]``."""
-    gate_scores: Tensor | None = None
+    gate_scores: Tensor | None = Deferred(None)
     """(B, H) bba gate scores z (None for the other methods)."""
     gate_temperature: float = 1.0
     every_head: bool = False
@@ -44,6 +76,9 @@ class LayerTrace:
     unit_weights: bool = False
     """True when ``head_weights`` are exactly ``selected`` (1 on the heads that run, no
     gradient): the structural path then skips scaling the heads' outputs."""
+    shared_k: int | None = None
+    """The k every input of the batch runs, when the allocator knows it as a number (a requested
+    budget, or a batch of one): the execution then needs neither ``k`` nor ``selected``."""
     attention: Tensor | None = None
     """(B, H, T, T) the attention probabilities each head computed in this layer (query × key,
     by head index), NaN for the heads that were not computed; only when the forward pass was
@@ -105,13 +140,20 @@ def every_head_trace(x: Tensor, n_heads: int, heads: Sequence[int] | None = None
     return LayerTrace(x.new_ones(B), relevance, selected.to(x.dtype), k, selected, order, every_head=True)
 
 
-def full_budget_trace(budget: Tensor, relevance: Tensor, order: Tensor, gate_scores: Tensor | None = None,
+def full_budget_trace(budget: Tensor | Callable[[], Tensor], relevance: Tensor | Callable[[], Tensor],
+                      order: Tensor | Callable[[], Tensor], n_heads: int, batch: int, like: Tensor,
+                      gate_scores: Tensor | Callable[[], Tensor] | None = None,
                       gate_temperature: float = 1.0) -> LayerTrace:
     """The trace of a layer whose budget buys all H heads at weight 1 (k = H): every head selected,
-    run as plain attention (``every_head``); s or b, p and the ranking are kept for what is shown.
-    budget: (B,), relevance and order: (B, H)."""
-    B, H = order.shape
-    selected = torch.ones(B, H, dtype=torch.bool, device=order.device)
-    k = torch.full((B,), H, device=order.device)
-    return LayerTrace(budget, relevance, selected.to(relevance.dtype), k, selected, order, gate_scores,
-                      gate_temperature, every_head=True, unit_weights=True)
+    run as plain attention (``every_head``); s or b, p and the ranking are kept for what is shown,
+    and may be given as functions (:class:`Deferred`): nothing of them is run for the execution.
+    budget: (B,), relevance, order and gate_scores: (B, H); ``like``: a tensor of the batch's dtype
+    and device (not kept: a deferred value holds no layer input alive)."""
+    B, H, dtype, device = batch, n_heads, like.dtype, like.device
+
+    def selected() -> Tensor:
+        return torch.ones(B, H, dtype=torch.bool, device=device)
+
+    return LayerTrace(budget, relevance, lambda: torch.ones(B, H, dtype=dtype, device=device),
+                      lambda: torch.full((B,), H, device=device), selected, order, gate_scores, gate_temperature,
+                      every_head=True, unit_weights=True, shared_k=H)

@@ -63,6 +63,8 @@ def test_budgeting_cost_and_machine_are_reported(result):
 def test_table_and_json_render(result):
     table = result.table()
     assert table.count("\n| ") == 1 + len(result.rows)  # header row + one per row
+    per_layer = result.allocation_ms * 1e3 / result.model["n_layers"]
+    assert f"allocation per layer: {per_layer:.1f} µs = {result.allocation_frac:.1%} of a dense layer" in table
     data = json.loads(json.dumps(result.to_dict()))
     assert len(data["rows"]) == len(result.rows) and data["rows"][0]["latency"]["median_ms"] > 0
 

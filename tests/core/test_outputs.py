@@ -94,15 +94,19 @@ def keywords(tmp_path_factory) -> Path:
 
 
 def interrupted(runs: list[tuple[list[str], Path]]) -> None:
-    """Run each train command until its first epoch's state is saved, then Ctrl-C it (all at once)."""
+    """Run the train commands at once and Ctrl-C each as soon as its first epoch's state is saved
+    (watched together: one run may save its state while the other is still waited for)."""
     procs = [(start(argv), state) for argv, state in runs]
-    deadline = time.monotonic() + 180
-    for run, state in procs:
-        while not (state / "state.pt").exists():
-            assert run.poll() is None, run.communicate()
-            assert time.monotonic() < deadline, "no state was saved"
-            time.sleep(0.01)
-        run.send_signal(signal.SIGINT)
+    deadline, waiting = time.monotonic() + 180, list(procs)
+    while waiting:
+        for run, state in list(waiting):
+            if (state / "state.pt").exists():
+                run.send_signal(signal.SIGINT)
+                waiting.remove((run, state))
+            else:
+                assert run.poll() is None, run.communicate()
+        assert time.monotonic() < deadline, "no state was saved"
+        time.sleep(0.01)
     for run, _ in procs:
         _, err = run.communicate(timeout=120)
         assert run.returncode == 130, err
