@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -86,10 +87,8 @@ def start_run(out: Path, run: dict) -> None:
             raise CheckpointError(f"--out {out} holds an analysis of another run ({', '.join(differ)} differ); "
                                   "choose a new folder, or rerun with its settings to resume it")
     for leftover in (p for p in out.iterdir() if TEMPORARY.fullmatch(p.name)):
-        if leftover.is_dir():
-            for f in leftover.iterdir():
-                f.unlink()
-            leftover.rmdir()
+        if leftover.is_dir() and not leftover.is_symlink():  # a Ray run's staging folder
+            shutil.rmtree(leftover)
         else:
             leftover.unlink()
     if not path.is_file():
