@@ -280,6 +280,12 @@ class TrainConfig:
     fixed for the run. The first follows the model as it changes, and its ranking drifts as
     training fits the inputs; the second is the difficulty that ``budgetformer adaptivity
     --reference`` judges a model by."""
+    distill: float = 0.0
+    """Distillation to the warm start (``--init``, e.g. the dense fine-tune; 0 = off): the task
+    term becomes (1 − distill)·CE(labels) + distill·T²·KL(softmax(t/T) ‖ softmax(z/T)) with T = 2,
+    where t are the warm start's logits on each training input, measured once before the first
+    step as ``difficulty_from="init"`` measures its losses, and z the model's. A model that drops
+    heads then learns to answer as the model with every head does, not only to fit the labels."""
     lambda_balance: float = 0.0
     """λ_u (``adaptive`` recipe; 0 = off): weight of H·Σ_h (mean over the batch of p_h)², which is
     1 when the inputs of a batch favour different heads evenly and H when all favour one, so that
@@ -416,6 +422,8 @@ class TrainConfig:
             raise ValueError(f"recipe must be 'adaptive' or 'paper', got {self.recipe!r}")
         if self.difficulty_from not in ("model", "init"):
             raise ValueError(f"difficulty_from must be 'model' or 'init', got {self.difficulty_from!r}")
+        if not 0.0 <= self.distill <= 1.0:
+            raise ValueError(f"distill must be in [0, 1], got {self.distill}")
         if min(self.lambda_cost, self.lambda_difficulty, self.lambda_balance) < 0:
             raise ValueError(f"lambda_cost, lambda_difficulty and lambda_balance must be >= 0, got "
                              f"{self.lambda_cost}, {self.lambda_difficulty}, {self.lambda_balance}")

@@ -228,12 +228,14 @@ def staleness(job: Job, command: str) -> str | None:
     for a tokenizer trained here (not a pretrained encoder's), its ids are numbered canonically."""
     from tokenizers import Tokenizer
 
+    from budgetformer_core.io.checkpoint import TOKENIZER_FROM_BASE
     from budgetformer_core.io.tokenizer import is_canonical
 
     try:
         config = json.loads((ROOT / job.out / "config.json").read_text())
-        # (an adapter has no tokenizer of its own: its base's)
-        tokenizer = None if "adapter" in config else Tokenizer.from_file(str(ROOT / job.out / "tokenizer.json"))
+        # (an adapter has no tokenizer of its own, nor has a fine-tune that keeps its backbone's: theirs)
+        own = "adapter" not in config and config.get("tokenizer") != TOKENIZER_FROM_BASE
+        tokenizer = Tokenizer.from_file(str(ROOT / job.out / "tokenizer.json")) if own else None
     except Exception:  # missing or unreadable
         return "missing"
     if tokenizer is not None and not config.get("backbone") and not is_canonical(tokenizer):

@@ -16,7 +16,10 @@ config.json's ``backbone`` entry (source, package, path, sha256); the tensors it
 read from the base on loading, which refuses a base whose sha256 differs. The base's tensors
 that fine-tuning changed (``delta``) are stored as what fine-tuning added to them, in int8 steps
 of a power-of-two size per row (:func:`quantize_delta`): a quarter of their float32 size, and
-far finer than float16 for the small changes fine-tuning makes.
+far finer than float16 for the small changes fine-tuning makes. Such a model's tokenizer, when
+it is the base's own unchanged (as a fine-tune of a pretrained encoder keeps it), is not stored
+either: config.json says ``"tokenizer": "backbone"``, loading reads the base's and checks it
+against the recorded sha256 of the tokenizer.json it stands for.
 
 :func:`read_checkpoint` reads such a folder; :func:`budgetformer_core.io.loader.load_checkpoint`
 opens it or a Hugging Face sequence classifier's folder (:mod:`budgetformer_core.io.classifier`).
@@ -24,6 +27,7 @@ opens it or a Hugging Face sequence classifier's folder (:mod:`budgetformer_core
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -43,7 +47,7 @@ from ..config import ModelConfig, model_config_from_dict, to_dict
 from ..model.encoder import BudgetFormer
 from ..model.low_rank import LOW_RANK_A, LOW_RANK_B, merged
 from .files import CheckpointError, existing_parent, file_sha256, json_safe, read_json
-from .pretrained import load_base
+from .pretrained import base_tokenizer, load_base
 from .tokenizer import load_tokenizer
 
 FORMAT_VERSION = 1
@@ -52,6 +56,9 @@ WRITTEN = (*FILES, "history.json")
 """Every file :func:`save_checkpoint` writes; a folder holding anything else is not replaced."""
 HASHED = ("model.safetensors", "tokenizer.json")
 """The files whose sha256 config.json records (key ``sha256``) and :func:`load_checkpoint` checks."""
+TOKENIZER_FROM_BASE = "backbone"
+"""config.json's ``tokenizer`` for a checkpoint whose tokenizer is its base's own: no
+tokenizer.json is written; the sha256 recorded for it is that of the file it would be."""
 
 
 @dataclass
@@ -220,6 +227,8 @@ def save_checkpoint(
         meta["backbone"].pop("lowrank", None)
         if low_rank:  # absent without factors (the config of a full fine-tune stays as it was)
             meta["backbone"]["lowrank"] = sorted(low_rank)
+    tokenizer_text = tokenizer.to_str(pretty=False) + "\n"
+    own_tokenizer = not (taken or changed) or tokenizer_text != _base_tokenizer_text(meta)
     state = model.state_dict()
     tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in state.items() if k not in taken | changed}
     for name in sorted(changed - set(low_rank)):
@@ -234,24 +243,39 @@ def save_checkpoint(
         "format_version": FORMAT_VERSION,
         "model": to_dict(model.cfg),
         "label_names": list(label_names),
-        **(meta or {}),
+        **{k: v for k, v in (meta or {}).items() if k != "tokenizer"},
+        **({} if own_tokenizer else {"tokenizer": TOKENIZER_FROM_BASE}),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _sibling(path, "tmp")
     tmp.mkdir()  # mode from the umask, as a plain mkdir
     try:
         save_file(tensors, str(tmp / "model.safetensors"), metadata={"format_version": str(FORMAT_VERSION)})
-        (tmp / "tokenizer.json").write_text(tokenizer.to_str(pretty=False) + "\n")
-        # safetensors creates its file readable by the owner only; the checkpoint's files share one mode
-        os.chmod(tmp / "model.safetensors", (tmp / "tokenizer.json").stat().st_mode & 0o777)
-        config["sha256"] = {name: file_sha256(tmp / name) for name in HASHED}
-        (tmp / "config.json").write_text(json.dumps(json_safe(config), indent=2, sort_keys=True) + "\n")
         (tmp / "history.json").write_text(json.dumps(json_safe(history or []), indent=1) + "\n")
+        if own_tokenizer:
+            (tmp / "tokenizer.json").write_bytes(tokenizer_text.encode("utf-8"))
+        # safetensors creates its file readable by the owner only; the checkpoint's files share one mode
+        os.chmod(tmp / "model.safetensors", (tmp / "history.json").stat().st_mode & 0o777)
+        config["sha256"] = {"model.safetensors": file_sha256(tmp / "model.safetensors"),
+                            "tokenizer.json": _text_sha256(tokenizer_text)}
+        (tmp / "config.json").write_text(json.dumps(json_safe(config), indent=2, sort_keys=True) + "\n")
         _swap_in(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def _text_sha256(text: str) -> str:
+    """Hex sha256 of ``text`` as a file holds it (UTF-8)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _base_tokenizer_text(meta: dict[str, Any] | None) -> str | None:
+    """What tokenizer.json holds for the tokenizer of the base ``meta``'s ``backbone`` entry
+    names; None without a base."""
+    entry = (meta or {}).get("backbone")
+    return None if entry is None else base_tokenizer(entry).to_str(pretty=False) + "\n"
 
 
 def _sibling(path: Path, kind: str) -> Path:
@@ -279,14 +303,20 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not a number a config may hold")
 
 
-def check_hashes(path: Path, recorded: Any) -> None:
+def check_hashes(path: Path, recorded: Any, tokenizer_text: str | None = None) -> None:
     """Raise :class:`CheckpointError` unless each file of ``path`` named in ``recorded`` (config.json's
-    ``sha256``: file name → hex digest) has that sha256. ``None`` (an older checkpoint) checks nothing."""
+    ``sha256``: file name → hex digest) has that sha256; ``tokenizer_text``: what stands for
+    tokenizer.json where the tokenizer is the base's. ``None`` (an older checkpoint) checks nothing."""
     if recorded is None:
         return
     if not isinstance(recorded, dict) or set(recorded) - set(HASHED):
         raise CheckpointError(f"{path / 'config.json'}: sha256 must map {' and '.join(HASHED)} to their hashes")
+    if tokenizer_text is not None and recorded.get("tokenizer.json") != _text_sha256(tokenizer_text):
+        raise CheckpointError(f"{path}: its base's tokenizer is not the one it was trained with (its sha256 is "
+                              "not the one config.json records): another version of the base")
     for name, digest in sorted(recorded.items()):
+        if name == "tokenizer.json" and tokenizer_text is not None:
+            continue
         if file_sha256(path / name) != digest:
             raise CheckpointError(f"{path / name} has changed since the checkpoint was written: its sha256 is "
                                   "not the one config.json records (a damaged file, or one from another checkpoint)")
@@ -345,6 +375,15 @@ def _check_values(file: Path, tensors: dict[str, torch.Tensor], expected: dict[s
             raise CheckpointError(f"{file}: weight {name} holds NaN or infinity")
 
 
+def _shares_tokenizer(path: Path) -> bool:
+    """True when ``path/config.json`` says the tokenizer is the base's (:data:`TOKENIZER_FROM_BASE`)."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(config, dict) and config.get("tokenizer") == TOKENIZER_FROM_BASE
+
+
 def read_checkpoint(path: Path) -> Checkpoint:
     """The checkpoint folder ``path`` written by :func:`save_checkpoint`.
 
@@ -352,11 +391,15 @@ def read_checkpoint(path: Path) -> Checkpoint:
         CheckpointError: a file is missing, damaged or does not match the others.
     """
     missing = [f for f in FILES if not (path / f).is_file()]
-    if missing:
+    if missing and missing != ["tokenizer.json"] or missing and not _shares_tokenizer(path):
         raise CheckpointError(f"checkpoint {path} lacks {', '.join(missing)}")
     config = read_json(path / "config.json", parse_constant=_no_constant)
     if not isinstance(config, dict):
         raise CheckpointError(f"{path / 'config.json'} is not a valid checkpoint config: not a JSON object")
+    shared_tokenizer = config.get("tokenizer") == TOKENIZER_FROM_BASE
+    if "tokenizer" in config and not shared_tokenizer:
+        raise CheckpointError(f"{path / 'config.json'}: tokenizer must be {TOKENIZER_FROM_BASE!r} (the base's) "
+                              "or absent (tokenizer.json)")
     try:
         cfg = model_config_from_dict(config["model"])
     except (KeyError, TypeError, ValueError) as e:
@@ -368,8 +411,17 @@ def read_checkpoint(path: Path) -> Checkpoint:
         raise CheckpointError(f"{path} has format version {config.get('format_version')}, expected {FORMAT_VERSION}")
     if len(label_names) != cfg.n_classes:
         raise CheckpointError(f"{path}: {len(label_names)} label names for {cfg.n_classes} classes")
+    tokenizer_text = None
     try:
-        tokenizer = load_tokenizer(path / "tokenizer.json")
+        if shared_tokenizer:
+            tokenizer_text = _base_tokenizer_text(config)
+            if tokenizer_text is None:
+                raise CheckpointError("config.json names no base (backbone)")
+            tokenizer = Tokenizer.from_str(tokenizer_text)
+        else:
+            tokenizer = load_tokenizer(path / "tokenizer.json")
+    except CheckpointError as e:
+        raise CheckpointError(f"{path}: its tokenizer is its base's, which cannot be read: {e}") from None
     except Exception as e:  # the tokenizers library raises plain Exception subclasses
         raise CheckpointError(f"{path / 'tokenizer.json'} cannot be read: {e}") from None
     if "classifier" in config:  # made from a Hugging Face classifier (pruned): it cuts as transformers does
@@ -378,7 +430,7 @@ def read_checkpoint(path: Path) -> Checkpoint:
         tensors = load_file(str(path / "model.safetensors"))
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:  # (a file gone mid-read: RuntimeError)
         raise CheckpointError(f"{path / 'model.safetensors'} is corrupt or truncated: {e}") from None
-    check_hashes(path, config.get("sha256"))
+    check_hashes(path, config.get("sha256"), tokenizer_text)
     factors = {}
     if from_base(config) or from_base(config, "delta") or from_base(config, "lowrank"):
         factors = _base_tensors(path, config, cfg.max_len, tensors)
@@ -405,5 +457,6 @@ def read_checkpoint(path: Path) -> Checkpoint:
     history = read_json(history_path) if history_path.is_file() else []
     if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
         raise CheckpointError(f"{history_path} must be a list of per-epoch records (JSON objects)")
-    meta = {k: v for k, v in config.items() if k not in ("model", "label_names", "format_version", "sha256")}
+    meta = {k: v for k, v in config.items() if k not in ("model", "label_names", "format_version", "sha256",
+                                                       "tokenizer")}
     return Checkpoint(model, tokenizer, label_names, meta, history, path)

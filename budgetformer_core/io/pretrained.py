@@ -244,6 +244,14 @@ def load_backbone(source: str | Path = "minilm-l6", sha256: str | None = None) -
     return Backbone(path, config, tensors, read_tokenizer(path), digest, package)
 
 
+def base_tokenizer(entry: Any) -> Tokenizer:
+    """The tokenizer of the backbone a checkpoint's ``backbone`` entry names (its weights are not
+    read: a checkpoint whose tokenizer is its base's reads it here)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("source"), str):
+        raise CheckpointError(f"a backbone entry needs a source, got {entry!r}")
+    return read_tokenizer(resolve(entry["source"])[0])
+
+
 PICKLED = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "model.ckpt.index")
 """Weight files of other formats that ``save_pretrained`` may write instead of safetensors."""
 

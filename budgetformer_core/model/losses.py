@@ -25,6 +25,18 @@ from torch import Tensor
 from ..config import TrainConfig
 from .encoder import ModelOutput
 
+DISTILL_TEMPERATURE = 2.0
+"""T of :func:`distillation_kl` where the caller does not choose it."""
+
+
+def distillation_kl(logits: Tensor, teacher: Tensor, temperature: float = DISTILL_TEMPERATURE) -> Tensor:
+    """T²·KL(softmax(teacher/T) ‖ softmax(logits/T)), mean over the batch (the T² keeps its
+    gradients' size; a T above 1 also passes on how the teacher ranks the other classes).
+    logits, teacher: (B, C)."""
+    T = temperature
+    return F.kl_div(F.log_softmax(logits / T, -1), F.log_softmax(teacher.to(logits) / T, -1), log_target=True,
+                    reduction="batchmean") * T * T
+
 
 def budget_loss(s: Tensor, s_min: float, s_max: float) -> Tensor:
     """Quadratic hinge keeping s in [s_min, s_max]; zero inside the band."""

@@ -120,20 +120,24 @@ def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainCo
 
 
 @torch.no_grad()
-def input_losses(model: BudgetFormer, ids: list[list[int]], labels: list[int], batch_size: int = 64) -> torch.Tensor:
-    """(N,) ``model``'s task loss on each input, its first ``max_len`` tokens (a pair's with its
+def input_logits(model: BudgetFormer, ids: list[list[int]], batch_size: int = 64) -> torch.Tensor:
+    """(N, C) ``model``'s logits on each input, its first ``max_len`` tokens (a pair's with its
     segments), in float64 (the losses of inputs it fits well differ in digits that float32 rounds
     away)."""
     model.eval()
     device = next(model.parameters()).device
-    losses = []
-    for start in range(0, len(ids), batch_size):
-        batch = pad([x[: model.cfg.max_len] for x in ids[start : start + batch_size]])
-        types = None if batch.types is None else batch.types.to(device)
-        logits = model(batch.ids.to(device), batch.mask.to(device), types=types).logits.double()  # (B, C)
-        y = torch.tensor(labels[start : start + batch_size], device=device)
-        losses.append(torch.nn.functional.cross_entropy(logits, y, reduction="none").cpu())
-    return torch.cat(losses)
+    logits = []
+    with torch.no_grad():
+        for start in range(0, len(ids), batch_size):
+            batch = pad([x[: model.cfg.max_len] for x in ids[start : start + batch_size]])
+            types = None if batch.types is None else batch.types.to(device)
+            logits.append(model(batch.ids.to(device), batch.mask.to(device), types=types).logits.double().cpu())
+    return torch.cat(logits)
+
+
+def input_losses(logits: torch.Tensor, labels: list[int]) -> torch.Tensor:
+    """(N,) the task loss of each input from its logits (N, C) (:func:`input_logits`)."""
+    return torch.nn.functional.cross_entropy(logits, torch.tensor(labels), reduction="none")
 
 
 def init_embeddings(model: BudgetFormer, train_ids: list[list[int]], cfg: TrainConfig) -> None:

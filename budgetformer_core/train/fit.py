@@ -44,7 +44,7 @@ from ..io.tokenizer import encode, pad
 from ..model.allocators import method_class
 from ..model.budget import Control
 from ..model.encoder import BudgetFormer
-from ..model.losses import total_loss
+from ..model.losses import DISTILL_TEMPERATURE, distillation_kl, total_loss
 from ..overrides import apply_overrides, parse_overrides
 from .history import SUMS, epoch_summary, loss_weights
 from .loop import Diverged, keep_ranking, lr_at, param_groups, set_seed, step_mode
@@ -58,7 +58,7 @@ METHODS = ("budgetformer", "bba")
 class DistillConfig:
     """The fit's task term: distillation to the frozen base (``--set temperature=… label_weight=…``)."""
 
-    temperature: float = 2.0
+    temperature: float = DISTILL_TEMPERATURE
     """T: both softmaxes read the logits divided by T, and the KL is multiplied by T² (so its
     gradients keep their size); a T above 1 also passes on how the base ranks the other classes."""
     label_weight: float = 0.5
@@ -214,9 +214,7 @@ def base_logits(model: BudgetFormer, ids: list, batch_size: int = 32) -> Tensor:
 def distillation(logits: Tensor, teacher: Tensor, labels: Tensor | None, cfg: DistillConfig) -> Tensor:
     """T²·KL(softmax(teacher/T) ‖ softmax(logits/T)), mean over the batch, plus
     ``label_weight``·CE(logits, labels) where ``labels`` are given. logits, teacher: (B, C)."""
-    T = cfg.temperature
-    kl = F.kl_div(F.log_softmax(logits / T, -1), F.log_softmax(teacher / T, -1), log_target=True,
-                  reduction="batchmean") * T * T
+    kl = distillation_kl(logits, teacher, cfg.temperature)
     if labels is None or not cfg.label_weight:
         return kl
     return kl + cfg.label_weight * F.cross_entropy(logits, labels)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
@@ -36,9 +37,9 @@ from ..model import low_rank
 from ..model.allocators import method_class
 from ..model.budget import Control
 from ..model.encoder import BudgetFormer
-from ..model.losses import total_loss
+from ..model.losses import distillation_kl, total_loss
 from . import distributed
-from .build import build_model, freeze, init_embeddings, input_losses
+from .build import build_model, freeze, init_embeddings, input_logits, input_losses
 from .history import SUMS, epoch_summary, loss_weights
 from .resume import (
     CtrlC,
@@ -147,6 +148,8 @@ class Training:
     """Carries the ``heads`` stream: random heads (``head_choice="random"``) fresh every step."""
     difficulty: torch.Tensor | None = None
     """(N,) the warm start's task loss on each training input (``difficulty_from="init"``)."""
+    teacher: torch.Tensor | None = None
+    """(N, C) the warm start's logits on each training input (``distill``)."""
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     step: int = 0
 
@@ -204,7 +207,12 @@ def train_step(run: Training, net: nn.Module, views: list[list[int]], rows: list
     out = net(batch.ids.to(device), batch.mask.to(device), mode=step_mode(model_cfg, train_cfg, t), control=control,
               types=types)
     difficulty = None if run.difficulty is None else run.difficulty[[rows[j] for j in mine]]
-    terms = total_loss(out, y, train_cfg, t, not method.predicts_budget, difficulty)
+    task = None
+    if run.teacher is not None:
+        w = train_cfg.distill
+        task = (1 - w) * F.cross_entropy(out.logits, y, label_smoothing=train_cfg.label_smoothing) \
+            + w * distillation_kl(out.logits, run.teacher[[rows[j] for j in mine]].to(device))
+    terms = total_loss(out, y, train_cfg, t, not method.predicts_budget, difficulty, task)
     if not torch.isfinite(terms.total):  # diverged: stop before the weights are overwritten
         raise Diverged(f"training stopped at {where}: the loss is {terms.total.item()} (try a lower lr); "
                                  "no checkpoint was written")
@@ -339,6 +347,8 @@ def train(
         raise ValueError("give a backbone or an init checkpoint, not both (a checkpoint carries its backbone)")
     if train_cfg.difficulty_from == "init" and init is None:
         raise ValueError("difficulty_from=init ranks inputs by the warm start's loss: give an init checkpoint")
+    if train_cfg.distill and init is None:
+        raise ValueError("distill learns from the warm start's answers: give an init checkpoint")
     record = {"command": (meta or {}).get("command"), "dataset": dataset.name, "split_seed": dataset.split_seed,
               "model": to_dict(model_cfg), "train": to_dict(train_cfg), "init": None if init is None else str(init),
               "out": str(out_dir), "out_resolved": str(out_dir.resolve()), "force": force,
@@ -369,10 +379,14 @@ def train(
         low_rank.attach(model, train_cfg.lora_rank)
     distributed.check_batches(len(train_ids), train_cfg.batch_size)
     run = Training.start(model, train_cfg)
-    if train_cfg.difficulty_from == "init":
+    if train_cfg.difficulty_from == "init" or train_cfg.distill:
         # (read again rather than kept from build_model: building it draws from torch's global
         # generator, and the shipped runs' dropout masks follow those draws)
-        run.difficulty = input_losses(load_checkpoint(init).model.to(device), train_ids, train_split.labels)
+        logits = input_logits(load_checkpoint(init).model.to(device), train_ids)  # (N, C)
+        if train_cfg.difficulty_from == "init":
+            run.difficulty = input_losses(logits, train_split.labels)
+        if train_cfg.distill:
+            run.teacher = logits.float()
     if saved is not None:
         run.restore(saved)
     try:

@@ -418,3 +418,49 @@ def test_a_low_rank_fine_tune_stores_only_its_factors(backbone, tiny_csv, tmp_pa
     with pytest.raises(CheckpointError, match=r"the low-rank change to layers\.0\.attn\.qkv\.weight is missing "
                                               r"or malformed"):
         load_checkpoint(out)
+
+
+def test_a_model_built_on_the_backbone_keeps_the_backbones_tokenizer_without_a_copy(backbone, tmp_path):
+    """A model that takes tensors from its base and reads with the base's tokenizer unchanged
+    stores no tokenizer.json: config.json says ``"tokenizer": "backbone"`` and records the sha256
+    the file would have; loading reads the base's, byte for byte the file that would have been
+    written. A changed tokenizer is stored as a file; a recorded hash that the base's tokenizer
+    does not match, or another value of ``tokenizer``, is refused in one line."""
+    import json
+
+    from tokenizers import Tokenizer, normalizers
+
+    from budgetformer_core.io.checkpoint import save_checkpoint
+    from budgetformer_core.io.files import file_sha256
+    from budgetformer_core.io.loader import load_checkpoint
+
+    model = build(backbone, max_len=32)
+    meta = {"backbone": {**backbone.describe(), "tensors": backbone.unchanged(model), "delta": []}}
+    shared = save_checkpoint(tmp_path / "shared", model, backbone.tokenizer, list("abcd"), meta)
+    assert not (shared / "tokenizer.json").exists()
+    config = json.loads((shared / "config.json").read_text())
+    assert config["tokenizer"] == "backbone"
+    loaded = load_checkpoint(shared)
+    text = "The café's naïve résumé — 東京!"
+    assert loaded.tokenizer.encode(text).ids == backbone.tokenizer.encode(text).ids
+    assert loaded.tokenizer.to_str() == backbone.tokenizer.to_str() and "tokenizer" not in loaded.meta
+    # a tokenizer of its own (cased) is written as the file, and config.json does not say "backbone"
+    own_tok = Tokenizer.from_str(backbone.tokenizer.to_str())
+    own_tok.normalizer = normalizers.BertNormalizer(lowercase=False)
+    assert own_tok.to_str() != backbone.tokenizer.to_str()
+    own = save_checkpoint(tmp_path / "own", model, own_tok, list("abcd"), {**meta, "tokenizer": "backbone"})
+    own_config = json.loads((own / "config.json").read_text())
+    assert "tokenizer" not in own_config
+    assert own_config["sha256"]["tokenizer.json"] == file_sha256(own / "tokenizer.json")
+    assert config["sha256"]["tokenizer.json"] != own_config["sha256"]["tokenizer.json"]
+    assert load_checkpoint(own).tokenizer.to_str() == own_tok.to_str()
+    # what the base's tokenizer stands for is checked; "tokenizer" names the base or nothing
+    for key, value, message in (("sha256", {**config["sha256"], "tokenizer.json": "0" * 64},
+                                 "base's tokenizer is not the one it was trained with"),
+                                ("tokenizer", "mine", "lacks tokenizer.json")):
+        (shared / "config.json").write_text(json.dumps({**config, key: value}))
+        with pytest.raises(CheckpointError, match=message):
+            load_checkpoint(shared)
+    (shared / "tokenizer.json").write_bytes((own / "tokenizer.json").read_bytes())
+    with pytest.raises(CheckpointError, match="tokenizer must be 'backbone' .the base's. or absent"):
+        load_checkpoint(shared)

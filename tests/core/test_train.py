@@ -11,7 +11,7 @@ from budgetformer_core.model.allocators import method_class
 from budgetformer_core.model.budget import Control
 from budgetformer_core.model.encoder import BudgetFormer
 from budgetformer_core.overrides import apply_overrides
-from budgetformer_core.train.build import input_losses
+from budgetformer_core.train.build import input_logits, input_losses
 from budgetformer_core.train.loop import by_length, keep_ranking, lr_at, param_groups, set_seed, train
 
 from ..conftest import small_config, train_tiny
@@ -230,7 +230,7 @@ def test_input_losses_are_the_per_example_losses_of_evaluate_on_a_whole_split(ti
 
     ckpt, split = load_checkpoint(tiny_checkpoint), load_synthetic().split("train").head(300)
     ids, _ = encode(ckpt.tokenizer, split.texts, 10**9)  # uncut: input_losses reads the first max_len
-    losses = input_losses(ckpt.model, ids, split.labels)
+    losses = input_losses(input_logits(ckpt.model, ids), split.labels)
     assert losses.dtype == torch.float64 and losses.shape == (300,)
     cut = [x[: ckpt.model.cfg.max_len] for x in ids]
     expected = per_example_loss(evaluate(ckpt.model, cut, split.labels).probs, split.labels)
@@ -280,3 +280,33 @@ def test_a_training_step_ranks_its_rows_by_their_own_entries_of_the_warm_starts_
     own = torch.nn.functional.cross_entropy(out.logits.detach(), labels[rows], reduction="none")
     assert difficulty_targets(own, cfg.s_min, cfg.s_max).tolist() != target.tolist()  # the model would rank otherwise
     assert terms.difficulty == pytest.approx(((s - target) ** 2).mean().item(), rel=1e-5)
+
+
+def test_a_distilling_step_learns_from_the_warm_starts_logits_of_its_own_rows(tmp_path):
+    """With ``distill`` = w, a step's task term is (1 − w)·CE(labels, with label smoothing) plus
+    w·T²·KL(softmax(t/T) ‖ softmax(z/T)), T = 2, t being the warm start's logits of the batch's
+    rows in the batch's order (written out here from the softmaxes). Without a warm start the
+    run is refused before anything runs."""
+    from budgetformer_core.io.data import load_synthetic
+    from budgetformer_core.train.loop import Training, train_step
+
+    torch.manual_seed(0)
+    model = BudgetFormer(small_config()).train()
+    cfg = TrainConfig(distill=0.75, label_smoothing=0.1)
+    run = Training.start(model, cfg)
+    run.teacher = torch.randn(10, model.cfg.n_classes) * 3  # (N, C)
+    rows, labels = [5, 2, 9, 0], torch.tensor([0, 1, 2, 3, 0, 1, 2, 3, 0, 1]) % model.cfg.n_classes
+    views = [torch.randint(3, 50, (7,)).tolist() for _ in rows]
+    terms, out, y = train_step(run, model, views, rows, labels, cfg, 10, torch.device("cpu"), "test")
+    z, t = out.logits.detach().double() / 2, run.teacher[rows].double() / 2
+    q = t.softmax(-1)
+    kl = (q * (q.log() - z.log_softmax(-1))).sum(-1).mean() * 4
+    ce = torch.nn.functional.cross_entropy(z * 2, labels[rows], label_smoothing=0.1)
+    assert terms.task == pytest.approx((0.25 * ce + 0.75 * kl).item(), rel=1e-5)
+    assert kl.item() > 0.1  # the teacher's answers are not the model's
+    data = load_synthetic()
+    with pytest.raises(ValueError, match="give an init checkpoint"):
+        train(data, small_config(), TrainConfig(distill=0.5), tmp_path / "none", progress=False)
+    assert not (tmp_path / "none").exists()
+    with pytest.raises(ValueError, match="distill must be in"):
+        TrainConfig(distill=1.5)
