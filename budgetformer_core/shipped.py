@@ -91,7 +91,7 @@ def per_example_path(name: str) -> Path:
 def relevance_path(name: str) -> Path:
     """The head relevance p of shipped model ``name`` on its test split, beside its per-example
     table: an (N, L, H) float16 ``.npy`` array (input, layer, head), its rows those of the table."""
-    return per_example_dir() / f"{name}.relevance.npy"
+    return per_example_dir() / f"{name}.relevance.npz"
 
 
 def length_sweep_path(name: str) -> Path:

@@ -86,9 +86,10 @@ def evaluate_model(dataset: str, name: str, path: str, budget: float | None, dat
 
 def save_relevance(path: Path, relevance: np.ndarray) -> None:
     """The (N, L, H) head relevance p of a shipped model's test split beside its per-example table
-    (:func:`budgetformer_core.shipped.relevance_path`), as float16: the Head atlas places the inputs
-    and ranks them per head from it without running the model over the split."""
-    np.save(path, np.asarray(relevance, dtype=np.float16), allow_pickle=False)
+    (:func:`budgetformer_core.shipped.relevance_path`), as float16 under the name ``relevance`` of
+    a compressed .npz (less than half of a plain .npy): the Head atlas places the inputs and ranks
+    them per head from it without running the model over the split."""
+    np.savez_compressed(path, relevance=np.asarray(relevance, dtype=np.float16))
 
 
 def text_baseline(dataset: str, data: Path | None) -> dict:

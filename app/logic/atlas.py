@@ -9,6 +9,8 @@ of the model over the split.
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,15 +19,20 @@ import pandas as pd
 
 
 def read_relevance(path: Path | str) -> np.ndarray:
-    """The (N, L, H) relevance p a rebuild shipped (a float16 ``.npy``), as float32.
+    """The (N, L, H) relevance p a rebuild shipped (float16, named ``relevance`` in a ``.npz``), as
+    float32.
 
     Raises:
         ValueError: not a readable array of three dimensions with values in [0, 1].
     """
     try:
-        p = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"not a readable .npy array ({e})") from e
+        stored = np.load(path, allow_pickle=False)
+        if not isinstance(stored, np.lib.npyio.NpzFile):
+            raise ValueError("a single array, not an .npz archive")
+        with stored:
+            p = stored["relevance"]
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise ValueError(f"not a readable .npz of the relevance ({e})") from e
     if p.ndim != 3 or p.dtype.kind != "f":
         raise ValueError(f"an array of shape {p.shape} and type {p.dtype}, not (inputs, layers, heads) numbers")
     p = p.astype(np.float32)

@@ -1,5 +1,5 @@
 """Each shipped model's relevance p on its test split ships beside its per-example table
-(``precomputed/results/per_example/<model>.relevance.npy``, written by the rebuild's evaluation):
+(``precomputed/results/per_example/<model>.relevance.npz``, written by the rebuild's evaluation):
 listed in the manifest, one row per row of the table, a softmax over each layer's heads, the
 heads each input ran the ones p ranks highest, and the model's own p again when it is run now."""
 
