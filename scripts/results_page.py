@@ -113,8 +113,9 @@ BENCHMARKS_TEXT = """## The seeds' benchmarks beside the papers' figures
 DBpedia-14, SST-2 and SNLI (premise, hypothesis pairs) on all-MiniLM-L6-v2 (6 layers × 12 heads):
 `<dataset>-minilm-dense` fine-tuned by rank-8 changes of every layer's matrices (LoRA, stored as
 the factors), and from it bba (`-minilm-bba`) and BudgetFormer (`-minilm-budgetformer`): on
-DBpedia and SNLI their gates, f_θ and g_φ fitted on it kept frozen (`budgetformer fit-budget`), on
-SST-2 trained with the encoder adapting too (rank-8 changes stacked on the dense model's). Splits as
+DBpedia their gates, f_θ and g_φ fitted on it kept frozen (`budgetformer fit-budget`), on SST-2
+and SNLI trained with the encoder adapting too (rank-8 changes stacked on the dense model's, on
+SNLI rank-32 ones). Splits as
 [pretrained.md](pretrained.md#the-seeds-benchmarks) states them; every figure on the whole test
 split. ρ and hard / easy judge BudgetFormer's s against the dense fine-tune's per-example loss;
 × dense: single-thread speed-up over the dense fine-tune at batch 1 (— where not timed).

@@ -46,6 +46,7 @@ from tokenizers import Tokenizer
 from ..config import ModelConfig, model_config_from_dict, to_dict
 from ..model.encoder import BudgetFormer
 from ..model.low_rank import LOW_RANK_A, LOW_RANK_B, merged
+from . import stacked
 from .files import CheckpointError, existing_parent, file_sha256, json_safe, read_json
 from .pretrained import base_tokenizer, load_base
 from .tokenizer import load_tokenizer
@@ -222,11 +223,16 @@ def save_checkpoint(
     base = _base_weights(meta, model.cfg.max_len) if changed else {}
     round_for_storage(model, meta, dtype, base)
     low_rank = stored_low_rank(model, changed, base) if changed else {}
+    # (stacked on a warm start's factors: only what follows them, :mod:`.stacked`)
+    stack, own_factors = stacked.split(model, low_rank, path, dtype)
     if changed:  # config.json lists each changed tensor where it is stored
         meta = {**meta, "backbone": {**meta["backbone"], "delta": sorted(changed - set(low_rank))}}
         meta["backbone"].pop("lowrank", None)
+        meta["backbone"].pop(stacked.KEY, None)
         if low_rank:  # absent without factors (the config of a full fine-tune stays as it was)
             meta["backbone"]["lowrank"] = sorted(low_rank)
+        if stack is not None:
+            meta["backbone"][stacked.KEY] = stack
     tokenizer_text = tokenizer.to_str(pretty=False) + "\n"
     own_tokenizer = not (taken or changed) or tokenizer_text != _base_tokenizer_text(meta)
     state = model.state_dict()
@@ -234,7 +240,7 @@ def save_checkpoint(
     for name in sorted(changed - set(low_rank)):
         q, scale = quantize_delta(state[name].detach().cpu(), base[name])
         tensors[name + DELTA_STEPS], tensors[name + DELTA_SCALE] = q.contiguous(), scale.contiguous()
-    for name, (a, b) in sorted(low_rank.items()):
+    for name, (a, b) in sorted(own_factors.items()):
         tensors[name + LOW_RANK_A], tensors[name + LOW_RANK_B] = a.to(dtype).contiguous(), b.to(dtype).contiguous()
     bad = [k for k, v in tensors.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     if bad:
@@ -351,7 +357,9 @@ def _base_tensors(path: Path, config: dict[str, Any], max_len: int,
             raise CheckpointError(f"{path / 'model.safetensors'}: the low-rank change to {name} is missing "
                                   "or malformed")
         factors[name] = (a.float(), b.float())
-        tensors[name] = merged(weights[name], *factors[name])
+    factors = stacked.join(path, config["backbone"], factors)  # after a warm start's, where they stack on it
+    for name, (a, b) in factors.items():
+        tensors[name] = merged(weights[name], a, b)
     for name in deltas:
         q, scale = tensors.pop(name + DELTA_STEPS, None), tensors.pop(name + DELTA_SCALE, None)
         if q is None or scale is None or q.dtype != torch.int8 or q.shape != weights[name].shape \
@@ -452,6 +460,8 @@ def read_checkpoint(path: Path) -> Checkpoint:
     _check_values(path / "model.safetensors", tensors, expected)
     model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
     model.low_rank = factors  # what a save stores again, byte for byte
+    stack = config.get("backbone", {}).get(stacked.KEY) if isinstance(config.get("backbone"), dict) else None
+    model.low_rank_from = Path(os.path.abspath(path / stack["path"])) if stack else None
     model.eval()
     history_path = path / "history.json"
     history = read_json(history_path) if history_path.is_file() else []

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -130,6 +131,9 @@ class BudgetFormer(nn.Module):
         self.low_rank: dict[str, tuple[Tensor, Tensor]] = {}
         """A low-rank fine-tune's factors (A, B) per changed weight (:mod:`.low_rank`), which a
         checkpoint stores instead of the weights; empty for any other model."""
+        self.low_rank_from: Path | None = None
+        """The checkpoint folder whose factors begin :attr:`low_rank` (the warm start of a stacked
+        low-rank fine-tune, :mod:`budgetformer_core.io.stacked`): a save stores only the rest."""
         self._init_weights()
 
     def _init_weights(self) -> None:

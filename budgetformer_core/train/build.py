@@ -116,6 +116,7 @@ def build_model(dataset: TextDataset, model_cfg: ModelConfig, train_cfg: TrainCo
         # the low-rank changes its weights carry: a further low-rank fine-tune stacks on them, and a
         # save stores both as factors (otherwise as the int8 delta of the whole matrix)
         model.low_rank = dict(start.model.low_rank)
+        model.low_rank_from = start.path if start.model.low_rank else None  # stored once, there
     return model, tok, base
 
 

@@ -357,10 +357,13 @@ def test_low_rank_changes_merge_into_the_weights_and_stack_on_a_warm_start(backb
 
 
 def test_a_low_rank_fine_tune_stores_only_its_factors(backbone, tiny_csv, tmp_path):
+    from safetensors.torch import save_file
+
     from budgetformer_core.analysis.infer import evaluate
     from budgetformer_core.cli import main
     from budgetformer_core.io.checkpoint import save_checkpoint
     from budgetformer_core.io.data import load_dataset
+    from budgetformer_core.io.files import file_sha256
     from budgetformer_core.io.loader import load_checkpoint
     from budgetformer_core.io.tokenizer import encode
     from budgetformer_core.model.low_rank import merged, target_names
@@ -392,8 +395,9 @@ def test_a_low_rank_fine_tune_stores_only_its_factors(backbone, tiny_csv, tmp_pa
     save_checkpoint(tmp_path / "again", ck.model, ck.tokenizer, ck.label_names, ck.meta, ck.history)
     assert (tmp_path / "again" / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
     assert (tmp_path / "again" / "config.json").read_text() == (out / "config.json").read_text()
-    # bba trained from it with the encoder adapting too: its rank-3 changes stack on the rank-4 ones,
-    # and the checkpoint still stores only factors (rank 7), which load back to the trained weights
+    # bba trained from it with the encoder adapting too: its rank-3 changes stack on the rank-4 ones;
+    # the checkpoint stores its own three and names the rank-4 checkpoint for the first four, and
+    # loads back to the trained weights (rank 7), stored the same again by a save elsewhere
     stacked = tmp_path / "stacked"
     assert main(["train", "--dataset", str(tiny_csv), "--variant", "bba", "--init", str(out), "--out", str(stacked),
                  "--set", "epochs=1", "--set", "batch_size=8", "--set", "lora_rank=3", "--set", "new_lr=0.01",
@@ -401,15 +405,35 @@ def test_a_low_rank_fine_tune_stores_only_its_factors(backbone, tiny_csv, tmp_pa
     warm = load_checkpoint(stacked)
     kept = warm.meta["backbone"]
     assert kept["lowrank"] == sorted(targets) and not set(targets) & set(kept["delta"])
+    assert kept["lowrank_init"] == {"path": "../lora", "sha256": file_sha256(out / "model.safetensors"), "rank": 4}
     again = load_file(stacked / "model.safetensors")
     for name in targets:
         a, b = again[name + ".lora_a"], again[name + ".lora_b"]
-        assert a.shape[0] == b.shape[1] == 7 and torch.equal(a[:4], stored[name + ".lora_a"])
-        assert torch.equal(warm.model.state_dict()[name], merged(base[name], a, b))
-    assert (stacked / "model.safetensors").stat().st_size < (out / "model.safetensors").stat().st_size * 3
-    # a factor of the wrong shape, or one missing, is refused by name
-    from safetensors.torch import save_file
+        assert a.shape[0] == b.shape[1] == 3
+        full_a, full_b = warm.model.low_rank[name]
+        assert full_a.shape[0] == 7 and torch.equal(full_a[:4], stored[name + ".lora_a"].float())
+        assert torch.equal(full_a[4:], a.float()) and torch.equal(full_b[:, 4:], b.float())
+        assert torch.equal(warm.model.state_dict()[name], merged(base[name], full_a, full_b))
+    def factor_bytes(tensors):
+        return sum(v.numel() * v.element_size() for k, v in tensors.items() if k.endswith((".lora_a", ".lora_b")))
 
+    assert factor_bytes(again) * 4 == factor_bytes(stored) * 3  # rank 3 stored, not 7
+    moved = save_checkpoint(tmp_path / "elsewhere" / "copy", warm.model, warm.tokenizer, warm.label_names,
+                            warm.meta, warm.history)
+    assert json.loads((moved / "config.json").read_text())["backbone"]["lowrank_init"]["path"] == "../../lora"
+    assert (moved / "model.safetensors").read_bytes() == (stacked / "model.safetensors").read_bytes()
+    # the rank-4 checkpoint gone, or changed, is refused in one line
+    (tmp_path / "lora").rename(tmp_path / "away")
+    with pytest.raises(CheckpointError, match=r"stack on .*lora's, which is not there"):
+        load_checkpoint(stacked)
+    (tmp_path / "away").rename(tmp_path / "lora")
+    original = (out / "model.safetensors").read_bytes()
+    (out / "model.safetensors").write_bytes(original + b" ")
+    with pytest.raises(CheckpointError, match="not the one the low-rank changes were stacked on"):
+        load_checkpoint(stacked)
+    (out / "model.safetensors").write_bytes(original)
+    assert torch.equal(load_checkpoint(stacked).model.state_dict()[targets[0]], warm.model.state_dict()[targets[0]])
+    # a factor of the wrong shape, or one missing, is refused by name
     stored[targets[0] + ".lora_a"] = stored[targets[0] + ".lora_a"][:, :-1].contiguous()
     save_file(stored, str(out / "model.safetensors"))
     config = json.loads((out / "config.json").read_text())

@@ -217,7 +217,8 @@ def test_shipped_bba_head_sets_are_nested_on_every_test_input(name):
     batches = [pad(ids[i : i + 512]) for i in range(0, len(ids), 512)]
 
     with torch.no_grad():  # one context per batch: its embeddings and their summary serve every budget
-        contexts = [ForwardContext(batch.mask, Control(), "structural", model.embed(batch.ids),  # (B, T, D)
+        # (B, T, D) embeddings, a pair's with its segments as the forward pass reads them
+        contexts = [ForwardContext(batch.mask, Control(), "structural", model.embed(batch.ids, batch.types),
                                    pooling=model.cfg.pooling) for batch in batches]
 
     def heads(b: float) -> torch.Tensor:
