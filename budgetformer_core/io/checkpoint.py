@@ -399,7 +399,7 @@ def read_checkpoint(path: Path) -> Checkpoint:
         CheckpointError: a file is missing, damaged or does not match the others.
     """
     missing = [f for f in FILES if not (path / f).is_file()]
-    if missing and missing != ["tokenizer.json"] or missing and not _shares_tokenizer(path):
+    if missing and (missing != ["tokenizer.json"] or not _shares_tokenizer(path)):
         raise CheckpointError(f"checkpoint {path} lacks {', '.join(missing)}")
     config = read_json(path / "config.json", parse_constant=_no_constant)
     if not isinstance(config, dict):

@@ -128,11 +128,10 @@ def input_logits(model: BudgetFormer, ids: list[list[int]], batch_size: int = 64
     model.eval()
     device = next(model.parameters()).device
     logits = []
-    with torch.no_grad():
-        for start in range(0, len(ids), batch_size):
-            batch = pad([x[: model.cfg.max_len] for x in ids[start : start + batch_size]])
-            types = None if batch.types is None else batch.types.to(device)
-            logits.append(model(batch.ids.to(device), batch.mask.to(device), types=types).logits.double().cpu())
+    for start in range(0, len(ids), batch_size):
+        batch = pad([x[: model.cfg.max_len] for x in ids[start : start + batch_size]])
+        types = None if batch.types is None else batch.types.to(device)
+        logits.append(model(batch.ids.to(device), batch.mask.to(device), types=types).logits.double().cpu())
     return torch.cat(logits)
 
 
