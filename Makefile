@@ -30,13 +30,19 @@ $(STAMP): pyproject.toml Makefile
 		echo "WARNING: could not install chromium; the browser test will be skipped"
 	touch $@
 
-setup: $(STAMP)
+# the compiled head allocation (budgetformer_core/model/native): built with the C compiler when
+# there is one; without it the build says so in one line and the eager path runs
+NATIVE := budgetformer_core/model/native/_allocate.so
+$(NATIVE): budgetformer_core/model/native/allocate.c $(STAMP)
+	$(PY) -m budgetformer_core.model.native
+
+setup: $(STAMP) $(NATIVE)
 
 # app/serve.py = `streamlit run app/main.py` with torch imported before the server is up
-run: $(STAMP)
+run: $(STAMP) $(NATIVE)
 	$(PY) app/serve.py --server.headless true --server.port $(PORT) --browser.gatherUsageStats false
 
-test: $(STAMP)
+test: $(STAMP) $(NATIVE)
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Rebuild precomputed/ (python -m rebuild): every model of bbc, synthetic, synthetic_var and
@@ -45,12 +51,12 @@ test: $(STAMP)
 # skipped. PRECOMPUTE_ARGS="--datasets bbc" for one dataset, "--dry-run" to list what would be
 # trained.
 PRECOMPUTE_ARGS ?=
-precompute: $(STAMP)
+precompute: $(STAMP) $(NATIVE)
 	$(PY) -m rebuild $(PRECOMPUTE_ARGS)
 
 # Measured single-thread CPU speed-up per budget vs the FLOP ideal (a Markdown table; add
 # BENCH_ARGS="--json" for JSON, or e.g. BENCH_ARGS="--batch-size 32 --repeats 10").
-bench: $(STAMP)
+bench: $(STAMP) $(NATIVE)
 	$(VENV)/bin/budgetformer bench --checkpoint $(BENCH_CHECKPOINT) $(BENCH_ARGS)
 
 # N browser sessions at once on one server on 127.0.0.1 (scripts/loadtest.py): errors, cross-talk,
@@ -58,7 +64,7 @@ bench: $(STAMP)
 # The server alone, without browsers (Streamlit's websocket protocol, the default model):
 # LOADTEST_ARGS="--protocol --sessions 8 --interactions 20 --timeout 1800" (see docs/performance.md).
 LOADTEST_ARGS ?= --sessions 8 --interactions 6
-loadtest: $(STAMP)
+loadtest: $(STAMP) $(NATIVE)
 	$(PY) scripts/loadtest.py $(LOADTEST_ARGS)
 
 lint: $(STAMP)

@@ -5,8 +5,10 @@
 Times, on one thread with the engine's interleaved timer, the operations a BudgetFormer layer
 adds between its input and its structural attention (mean-pooling, g_φ's two matmuls and GELU,
 softmax, sort, the top-k mask) on the layer's real input, next to one layer's whole allocation
-and a dense forward pass of ``--seq-len`` tokens, and prints each as a share of the dense pass:
-the floor under the budgeting overhead at short lengths, whatever the code around it does.
+(compiled, and on the eager path) and a dense forward pass of ``--seq-len`` tokens, and prints
+each as a share of the dense pass: the floor under the budgeting overhead at short lengths,
+whatever the code around it does. Whole passes (dense; b = 0.5 with the compiled allocation
+and with the eager one) are timed in rounds of their own.
 """
 
 from __future__ import annotations
@@ -18,9 +20,16 @@ import torch.nn.functional as F
 
 from budgetformer_core.io.loader import load_checkpoint
 from budgetformer_core.measure.timing import machine_info, time_interleaved
+from budgetformer_core.model import native
 from budgetformer_core.model.budget import Control, rank_heads, select_top_k
 from budgetformer_core.model.trace import ForwardContext
 from budgetformer_core.shipped import checkpoint_dir, relative
+
+
+def eager(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` on the eager allocation path (what the compiled call replaces)."""
+    with native.eager():
+        return fn(*args, **kwargs)
 
 
 def main() -> None:
@@ -44,8 +53,8 @@ def main() -> None:
         order = rank_heads(z)
         ctx = ForwardContext(None, Control(budget=0.5), "structural", x)
         fns = {
-            "dense forward pass": lambda: model(ids, mask, mode="dense"),
             "one layer's allocation (b = 0.5)": lambda: layer.alloc(xn, ctx),
+            "the same, eager path": lambda: eager(layer.alloc, xn, ctx),
             "mean-pool (1, T, D)": lambda: xn.mean(1),
             "linear (1, D) -> (1, M)": lambda: F.linear(h, first.weight, first.bias),
             "GELU of (1, M)": lambda: F.gelu(hidden),
@@ -55,7 +64,15 @@ def main() -> None:
             "sort (1, H)": lambda: rank_heads(z),
             "top-k mask (1, H)": lambda: select_top_k(z, 4, order),
         }
-        stats = time_interleaved(fns, repeats=args.repeats, min_sample_s=0.01, clock=args.clock)
+        half = Control(budget=0.5)
+        passes = {
+            "dense forward pass": lambda: model(ids, mask, mode="dense"),
+            "forward pass at b = 0.5": lambda: model(ids, mask, control=half),
+            "the same, eager allocation": lambda: eager(model, ids, mask, control=half),
+        }
+        # whole passes in rounds of their own: one timed right after the small operations runs slower
+        stats = time_interleaved(passes, repeats=args.repeats, min_sample_s=0.01, clock=args.clock)
+        stats |= time_interleaved(fns, repeats=args.repeats, min_sample_s=0.01, clock=args.clock)
     dense = stats["dense forward pass"].median_ms
     m = machine_info(1)
     print(f"{args.checkpoint}, batch 1 × {args.seq_len} tokens, {args.clock} clock; {m.cpu_model}, "

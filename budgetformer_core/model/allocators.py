@@ -43,6 +43,7 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig, TrainConfig
 from ..methods import METHOD_DESCRIPTIONS, MethodDescription
+from . import native
 from .budget import (
     NO_TRAINING,
     BudgetNet,
@@ -58,11 +59,12 @@ from .budget import (
     mlp_flops,
     rank_heads,
     run_budget_nets,
+    run_compiled,
     select_top_k,
     soft_gates,
     summarize,
 )
-from .trace import ForwardContext, LayerTrace, full_budget_trace
+from .trace import ForwardContext, LayerTrace, full_budget_trace, read_later
 
 METHOD_FACTS = ("budgeted", "predicts_budget", "symbol", "default_mode", "training_mode", "attributed",
                 "attributed_name")
@@ -244,6 +246,19 @@ class BudgetAllocator(Allocator):
     def networks(self, xn: Tensor, ctx: ForwardContext) -> object:
         return run_budget_nets(self.budget_net, self.scorer, self.summary(xn, ctx))
 
+    def compiled(self, xn: Tensor, ctx: ForwardContext, constant: float | None, choice: str
+                 ) -> tuple[Tensor | None, Tensor, Tensor, Tensor | None] | None:
+        """s (B,) (None when ``constant``), z (B, H), the heads ranked (B, H) and k (B,) (None when
+        ``constant``) in one compiled call (:func:`~budgetformer_core.model.budget.run_compiled`),
+        where it applies: at inference, with g_φ ranking each input's heads by its own scores."""
+        if (self.training or choice != "learned" or self.scorer is None or ctx.control.head_sets != "input"
+                or (constant is None and self.budget_net is None)):
+            return None
+        norm = (native.NORM_NONE, None, None, 0.0) if self.norm is None else (
+            native.NORM_RUNNING, self.norm.running_mean, self.norm.running_var, self.norm.eps)
+        return run_compiled(None if constant is not None else self.budget_net, self.scorer, xn, ctx.mask,
+                            ctx.pooling, norm)
+
     def decide(self, h: Tensor, control: Control, constant: float | None, choice: str
                ) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
         """s (B,), z (B, H) or None, p (B, H) and the scores the heads are ranked by (B, H), for
@@ -282,12 +297,19 @@ class BudgetAllocator(Allocator):
         if unit and shared_k == H and choice != "random":
             # every head at weight 1, the dense kernel: s, p and the ranking are run only if read
             # (random heads are drawn now, so that the draws do not depend on what is read)
-            # (the summary now: a deferred value keeps (B, D), not the layer input (B, T, D), alive)
-            h = self.summary(xn, ctx)
-            decided = functools.cache(lambda: self.decide(h, control, constant, choice))
+            h = read_later(lambda: self.summary(xn, ctx), xn)  # (B, D)
+            decided = functools.cache(lambda: self.decide(h(), control, constant, choice))
             return full_budget_trace(lambda: decided()[0], lambda: decided()[2],
                                      lambda: rank_heads(decided()[3]), H, B, xn)
-        s, z, p, rank = self.decide(self.summary(xn, ctx), control, constant, choice)
+        compiled = self.compiled(xn, ctx, constant, choice)
+        if compiled is None:
+            s, z, p, rank = self.decide(self.summary(xn, ctx), control, constant, choice)
+            order, predicted_k = rank_heads(rank), None
+        else:  # s, z, the ranking and k in one call; p when read (it ranks the heads as z does)
+            s, z, order, predicted_k = compiled
+            rank = z
+            s = xn.new_full((B,), constant) if s is None else s
+            p = functools.cache(lambda: torch.softmax(z if cfg.tau == 1.0 else z / cfg.tau, dim=-1))
         if control.k is not None:
             k = control.k_tensor(B, H, xn.device)
         elif constant is not None:
@@ -295,15 +317,14 @@ class BudgetAllocator(Allocator):
         elif training.margin and self.training:
             k = heads_for_budget(s - training.margin / H, H)
         else:
-            k = heads_for_budget(s, H)
+            k = heads_for_budget(s, H) if predicted_k is None else predicted_k
             shared_k = int(k) if B == 1 else None  # the one number read back: how many heads run
-        order = rank_heads(rank)
         if unit and shared_k == H:  # every head at weight 1: the layer's dense kernel
             return full_budget_trace(s, p, order, H, B, xn)
         # the mask of the heads that run, made when read (k is a tensor whenever shared_k is None)
         selected = functools.cache(lambda: select_top_k(rank, k if shared_k is None else shared_k, order))
         if cfg.head_weighting == "scaled":
-            weights = p * (s * H)[:, None]
+            weights = (p() if callable(p) else p) * (s * H)[:, None]
         elif self.training and ctx.mode == "soft":
             learnt_s = s - training.margin / H if constant is None and control.k is None else None
             if z is not None and training.standardize_scores:  # (B, H), the same order
@@ -384,6 +405,16 @@ class GateAllocator(Allocator):
             return F.layer_norm(summary, summary.shape[-1:])
         return summarize(xn, ctx.mask, ctx.pooling)
 
+    def compiled(self, ctx: ForwardContext) -> tuple[None, Tensor, Tensor, None] | None:
+        """(None, z (B, H), the heads ranked (B, H), None) in one compiled call
+        (:func:`~budgetformer_core.model.budget.run_compiled`) where it applies: gates that read
+        the pooled embedding output, each input ranking its heads by its own scores."""
+        if (not isinstance(self.gate, HeadScorer) or self.cfg.gate_source != "embedding"
+                or ctx.control.head_sets != "input"):
+            return None
+        return run_compiled(None, self.gate, ctx.embeddings, ctx.mask, ctx.pooling,
+                            (native.NORM_LAYER, None, None, 1e-5))  # F.layer_norm's eps
+
     def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
         cfg, control = self.cfg, ctx.control
         B, H = xn.shape[0], cfg.n_heads
@@ -394,13 +425,13 @@ class GateAllocator(Allocator):
             shared_k = min(control.k, H)
 
         dtype, device = xn.dtype, xn.device
-        gate_input = self.gate_input(xn, ctx)  # (B, D): what a deferred value keeps alive, not xn
+        gate_input = read_later(lambda: self.gate_input(xn, ctx), xn)  # (B, D)
 
         def budget() -> Tensor:
             return torch.full((B,), b, dtype=dtype, device=device)
 
         def gate_scores() -> Tensor:
-            z = self.gate(gate_input)  # (B, H)
+            z = self.gate(gate_input())  # (B, H)
             return batch_ranking(z) if control.head_sets == "batch" else z  # batch: its mean scores
 
         if unit and shared_k == H and control.k is None:
@@ -408,8 +439,9 @@ class GateAllocator(Allocator):
             z = functools.cache(gate_scores)
             return full_budget_trace(budget, lambda: torch.softmax(z(), -1), lambda: rank_heads(z()), H, B, xn,
                                      z, cfg.gate_temperature)
-        z = gate_scores()
-        order = rank_heads(z)
+        compiled = self.compiled(ctx) if unit else None
+        z, order = (gate_scores(), None) if compiled is None else compiled[1:3]
+        order = rank_heads(z) if order is None else order
         if control.k is not None:
             k = control.k_tensor(B, H, xn.device)
         else:

@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import native
+
 
 def mlp(net: nn.Sequential, h: Tensor) -> Tensor:
     """Run a Linear → activation → Linear ``net`` through ``torch.nn.functional``.
@@ -151,6 +153,45 @@ def _stacked(
             cached = (key, torch.cat(weights), torch.cat(biases))
         owner.__dict__["_stacked_cache"] = cached
     return cached[1], cached[2]
+
+
+def run_compiled(
+    budget_net: BudgetNet | None, scorer: HeadScorer, x: Tensor, mask: Tensor | None, pooling: str,
+    norm: tuple[int, Tensor | None, Tensor | None, float],
+) -> tuple[Tensor | None, Tensor, Tensor, Tensor | None] | None:
+    """s (B,) or None, z (B, H), the heads ranked by z (B, H) and k (B,) or None, for the layer
+    input x (B, T, D), in one compiled call (:mod:`budgetformer_core.model.native`): what the
+    summary (``pooling``, then ``norm``: kind, running mean, variance, eps; ``pooling`` and the
+    kind are taken as fixed for the networks given), :func:`run_budget_nets`,
+    :func:`heads_for_budget` and :func:`rank_heads` give, to float32 rounding. None where that
+    call does not apply (not built, autograd on, not float32 on a CPU, an activation other than
+    GELU): the caller then runs the eager path."""
+    slot = "_compiled_f" if budget_net is not None else "_compiled"  # with f_θ, or g_φ alone
+    cached = scorer.__dict__.get(slot)
+    # as _stacked: a new tensor changes data_ptr, an in-place update _version
+    if cached is None or any(p.data_ptr() != ptr or p._version != v for p, ptr, v in cached[0]):
+        cached = scorer.__dict__[slot] = _compiled_weights(budget_net, scorer, pooling, norm)
+    if cached[1] is None or not native.usable(x):
+        return None
+    return native.allocate(x, mask, *cached[1])
+
+
+def _compiled_weights(budget_net: BudgetNet | None, scorer: HeadScorer, pooling: str,
+                      norm: tuple[int, Tensor | None, Tensor | None, float]) -> tuple[list, tuple | None]:
+    """What :func:`run_compiled` keeps per scorer: each tensor it read with its data_ptr and
+    _version, and the weights packed for :func:`native.allocate` (None for an activation other
+    than GELU, or f_θ's and g_φ's of two kinds)."""
+    nets = [net.net for net in (budget_net, scorer) if net is not None]
+    layers = [(first, last) for first, _, last in nets]
+    params = [p for first, last in layers for p in (first.weight, first.bias, last.weight, last.bias)]
+    params += [t for t in norm[1:3] if t is not None]
+    seen = [(p, p.data_ptr(), p._version) for p in params]
+    acts = {act.approximate if isinstance(act, nn.GELU) else None for _, act, _ in nets}
+    if len(acts) != 1 or None in acts:
+        return seen, None
+    f_last = None if budget_net is None else (layers[0][1].weight, layers[0][1].bias)
+    return seen, native.pack([(first.weight, first.bias) for first, _ in layers], f_last,
+                             (layers[-1][1].weight, layers[-1][1].bias), pooling, norm, acts == {"tanh"})
 
 
 HEAD_SETS = ("input", "batch")

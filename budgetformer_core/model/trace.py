@@ -14,6 +14,7 @@ value, so a reader gets the same tensor and inference does not pay for what nobo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -126,18 +127,40 @@ class ForwardContext:
         return self._memo[key]
 
 
+KEEP_ALIVE = 1 << 16
+"""The most elements of a layer input a deferred value may keep alive (:func:`read_later`)."""
+
+
+def read_later(fn: Callable[[], Tensor], reads: Tensor) -> Callable[[], Tensor]:
+    """``fn`` made a value on its first call and then kept — or made now, when ``reads`` (the
+    tensor ``fn`` reads, e.g. a layer input (B, T, D)) has more than :data:`KEEP_ALIVE` elements:
+    a deferred value keeps what it reads alive, and a (B, D) summary costs less to keep than a
+    large layer input. A small input (a typed text) pays for nothing that is not read."""
+    value = functools.cache(fn)
+    if reads.numel() > KEEP_ALIVE:
+        value()
+    return value
+
+
 def every_head_trace(x: Tensor, n_heads: int, heads: Sequence[int] | None = None) -> LayerTrace:
     """All of a layer's heads at weight 1: the dense trace, or (``heads``: the original indices
-    of the heads kept) the trace of a layer pruned to those heads. x: (B, ...) for B and device."""
-    B = x.shape[0]
+    of the heads kept) the trace of a layer pruned to those heads. x: (B, ...) for B and device.
+    Its fields are made when read (:class:`Deferred`): plain attention reads none of them."""
+    B, dtype, device = x.shape[0], x.dtype, x.device
     keep = list(range(n_heads)) if heads is None else list(heads)
-    selected = torch.zeros(B, n_heads, dtype=torch.bool, device=x.device)
-    selected[:, keep] = True
-    rest = [h for h in range(n_heads) if h not in keep]
-    order = torch.tensor(keep + rest, device=x.device).expand(B, n_heads)
-    relevance = selected.to(x.dtype) / len(keep)
-    k = torch.full((B,), len(keep), device=x.device)
-    return LayerTrace(x.new_ones(B), relevance, selected.to(x.dtype), k, selected, order, every_head=True)
+
+    def selected() -> Tensor:
+        mask = torch.zeros(B, n_heads, dtype=torch.bool, device=device)
+        mask[:, keep] = True
+        return mask
+
+    def order() -> Tensor:
+        return torch.tensor(keep + [h for h in range(n_heads) if h not in keep], device=device).expand(B, n_heads)
+
+    trace = LayerTrace(lambda: torch.ones(B, dtype=dtype, device=device),
+                       lambda: trace.selected.to(dtype) / len(keep), lambda: trace.selected.to(dtype),
+                       lambda: torch.full((B,), len(keep), device=device), selected, order, every_head=True)
+    return trace
 
 
 def full_budget_trace(budget: Tensor | Callable[[], Tensor], relevance: Tensor | Callable[[], Tensor],

@@ -276,3 +276,19 @@ def test_inputs_sharing_a_head_set_run_grouped_with_the_same_result(attn, unit, 
     per_input = attn.structural(x, mask, sets, weights)
     torch.testing.assert_close(grouped, per_input, atol=1e-5, rtol=0)
     torch.testing.assert_close(grouped, attn.weighted(x, mask, full), atol=1e-5, rtol=0)
+
+
+def test_a_deferred_summary_is_made_when_read_of_a_small_input_and_at_once_of_a_large_one():
+    """What a full-budget trace keeps for display: a small layer input (a typed text) pays for its
+    summary only when something reads it; a large one is summarised at once, so that the trace
+    keeps (B, D) alive rather than the (B, T, D) input."""
+    from budgetformer_core.model.trace import KEEP_ALIVE, read_later
+
+    made = []
+    small = torch.randn(1, 4, 8)
+    value = read_later(lambda: made.append("small") or small.mean(1), small)
+    assert made == []
+    assert torch.equal(value(), small.mean(1)) and value() is value() and made == ["small"]
+    large = torch.randn(2, KEEP_ALIVE // 2 + 1)
+    value = read_later(lambda: made.append("large") or large.mean(1), large)
+    assert made == ["small", "large"] and value() is value() and made == ["small", "large"]

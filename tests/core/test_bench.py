@@ -65,6 +65,9 @@ def test_table_and_json_render(result):
     assert table.count("\n| ") == 1 + len(result.rows)  # header row + one per row
     per_layer = result.allocation_ms * 1e3 / result.model["n_layers"]
     assert f"allocation per layer: {per_layer:.1f} µs = {result.allocation_frac:.1%} of a dense layer" in table
+    eager = result.allocation_eager_ms * 1e3 / result.model["n_layers"]  # what the compiled call saves
+    note = f"(eager path: {eager:.1f} µs)" if result.compiled else "(eager: the compiled allocation is not built)"
+    assert note in table
     data = json.loads(json.dumps(result.to_dict()))
     assert len(data["rows"]) == len(result.rows) and data["rows"][0]["latency"]["median_ms"] > 0
 

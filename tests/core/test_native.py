@@ -1,0 +1,135 @@
+"""The compiled allocation (budgetformer_core.model.native) against the eager path it replaces at
+inference: the same heads, k and predictions on whole test splits, s and z to float32 rounding;
+and without a compiler, or with a library built from another source, the eager path with a
+one-line notice."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from budgetformer_core.analysis.infer import evaluate
+from budgetformer_core.io.data import load_dataset
+from budgetformer_core.io.loader import load_checkpoint
+from budgetformer_core.io.tokenizer import encode
+from budgetformer_core.model import native
+from budgetformer_core.model.budget import Control
+from budgetformer_core.model.trace import ForwardContext
+
+from ..conftest import PRECOMPUTED
+
+pytestmark = pytest.mark.skipif(native.library() is None, reason="the compiled allocation is not built")
+
+MODELS = {
+    "bbc-budgetformer": None,  # mean pooling, f_θ and g_φ
+    "bbc-bba": None,  # gates on the pooled embedding output, layer-normed
+    "synthetic_var-budgetformer": None,  # the first token's state is the summary
+    "bbc-minilm-budgetformer": 12,  # the summary standardised by running statistics (12 texts: MiniLM)
+}
+"""Shipped models compared, and how many of their test texts (None: all) go in batches of
+:data:`BATCH` padded inputs (each input its own k and heads); the first :data:`ONE_BY_ONE` also one
+at a time (a shared k: the path of a typed text)."""
+BATCH = 8
+"""Small enough for the compiled call at every length (``native.MAX_ELEMENTS``)."""
+ONE_BY_ONE = 32
+
+
+def _compare(ckpt, ids, labels, control: Control | None, batch_size: int) -> None:
+    compiled = evaluate(ckpt.model, ids, labels, control, batch_size=batch_size)
+    with native.eager():
+        eager = evaluate(ckpt.model, ids, labels, control, batch_size=batch_size)
+    assert (compiled.selected == eager.selected).all(), f"other heads at batch {batch_size}"
+    assert (compiled.predictions == eager.predictions).all()
+    np.testing.assert_array_equal(compiled.probs, eager.probs)  # the same heads, the same kernels
+    np.testing.assert_allclose(compiled.budgets, eager.budgets, rtol=0, atol=1e-6)
+    if eager.relevance is not None:
+        np.testing.assert_allclose(compiled.relevance, eager.relevance, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_compiled_allocation_runs_the_heads_the_eager_one_runs(name):
+    """f_θ's own budget (BudgetFormer) and a requested one, on the model's test split."""
+    ckpt = load_checkpoint(PRECOMPUTED / name)
+    split = load_dataset(ckpt.meta["dataset"], None, seed=ckpt.meta.get("split_seed", 0)).split("test")
+    n = MODELS[name] or len(split.texts)
+    ids, _ = encode(ckpt.tokenizer, split.texts[:n], ckpt.model.cfg.max_len)
+    for control in ([Control(budget=0.5)] if "bba" in name else [None, Control(budget=0.5)]):
+        _compare(ckpt, ids, split.labels[:n], control, BATCH)
+        m = min(n, ONE_BY_ONE)
+        _compare(ckpt, ids[:m], split.labels[:m], control, 1)
+
+
+def test_the_compiled_call_runs_at_inference_and_nowhere_else():
+    """The allocators take the compiled call on a layer input at inference, and the eager path
+    with autograd on, in training, inside ``native.eager()`` and on a batch too large for it."""
+    model = load_checkpoint(PRECOMPUTED / "bbc-budgetformer").model.eval()
+    layer = model.layers[0]
+    ids = torch.randint(3, model.cfg.vocab_size, (BATCH, model.cfg.max_len))
+
+    def compiled(ids: torch.Tensor) -> bool:
+        x = model.embed(ids)
+        ctx = ForwardContext(None, Control(), "structural", x)
+        return layer.alloc.compiled(layer.ln1(x), ctx, None, "learned") is not None
+
+    with torch.no_grad():
+        assert compiled(ids)
+        with native.eager():
+            assert not compiled(ids)
+        big = ids.repeat(native.MAX_ELEMENTS // ids.numel() // model.cfg.d_model + 1, 1)
+        assert not compiled(big)
+        model.train()
+        assert not compiled(ids)
+        model.eval()
+    assert not compiled(ids)  # autograd on
+
+
+def test_the_ranking_keeps_index_order_on_equal_scores_and_reads_only_real_tokens():
+    """g_φ's scores tied (a zero last layer): heads 0 … k−1 run, as the eager stable sort picks;
+    padding does not move an input's summary."""
+    model = load_checkpoint(PRECOMPUTED / "bbc-budgetformer").model.eval()
+    for layer in model.layers:
+        torch.nn.init.zeros_(layer.alloc.scorer.net[2].weight)
+        torch.nn.init.zeros_(layer.alloc.scorer.net[2].bias)
+    ids = torch.randint(3, model.cfg.vocab_size, (2, 24))
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    mask[1, 10:] = False  # the second input is 10 tokens and padding
+    with torch.no_grad():
+        out = model(ids, mask, control=Control(budget=0.5))
+        alone = model(ids[1:, :10], mask[1:, :10], control=Control(budget=0.5))
+        with native.eager():
+            eager = model(ids, mask, control=Control(budget=0.5))
+    for trace, eager_trace, alone_trace in zip(out.layers, eager.layers, alone.layers, strict=True):
+        assert trace.order[:, :4].tolist() == [[0, 1, 2, 3]] * 2 == eager_trace.order[:, :4].tolist()
+        assert torch.equal(trace.gate_scores if trace.gate_scores is not None else trace.relevance,
+                           eager_trace.gate_scores if eager_trace.gate_scores is not None else eager_trace.relevance)
+        assert alone_trace.order[0, :4].tolist() == [0, 1, 2, 3]
+    assert torch.allclose(out.logits[1], alone.logits[0], atol=1e-5)
+
+
+def test_without_a_compiler_the_build_says_why_in_one_line_and_keeps_the_library(tmp_path):
+    out = tmp_path / "lib.so"
+    out.write_bytes(b"kept")
+    for cc in ("no-such-compiler-here", "false"):
+        problem = native.build(cc, out=out)
+        assert problem and "\n" not in problem and cc in problem, problem
+        assert out.read_bytes() == b"kept"
+    assert list(tmp_path.iterdir()) == [out]  # no half-built file left
+
+
+def test_a_missing_or_stale_library_means_the_eager_path_and_a_one_line_notice(tmp_path):
+    with pytest.warns(RuntimeWarning, match="not built") as notices:
+        assert native.library(tmp_path / "none.so") is None
+    assert all("\n" not in str(w.message) for w in notices)
+    source = tmp_path / "allocate.c"
+    shutil.copy(native.SOURCE, source)
+    source.write_text(source.read_text() + "\n/* another version */\n")
+    assert native.build(source=source, out=tmp_path / "other.so") is None
+    assert native.library(tmp_path / "other.so", source) is not None  # built from that source
+    with pytest.warns(RuntimeWarning, match="another version"):
+        assert native.library(tmp_path / "other.so") is None  # not from this one
+    with pytest.warns(RuntimeWarning, match="unusable"):
+        (tmp_path / "junk.so").write_bytes(b"\x7fELF junk")
+        assert native.library(tmp_path / "junk.so") is None
