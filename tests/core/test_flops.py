@@ -8,6 +8,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from budgetformer_core.measure.flops import attention_share, budgeting_flops, dense_flops, forward_flops
+from budgetformer_core.model import native
 from budgetformer_core.model.budget import Control
 from budgetformer_core.model.encoder import BudgetFormer
 
@@ -20,12 +21,14 @@ def counted_flops(
     """Matmul FLOPs torch counts for one input, and the heads each layer ran.
 
     The fused CPU attention kernel is invisible to FlopCounterMode; the math backend computes
-    the same QKᵀ and AV as two counted batched matmuls.
+    the same QKᵀ and AV as two counted batched matmuls. So is the compiled allocation (f_θ and
+    g_φ in one C call); the eager path computes the same networks as counted matmuls.
     """
     g = torch.Generator().manual_seed(n_tokens)
     ids = torch.randint(3, model.cfg.vocab_size, (1, n_tokens), generator=g)
     mask = torch.ones(1, n_tokens, dtype=torch.bool)
-    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+    with (torch.no_grad(), sdpa_kernel(SDPBackend.MATH), native.eager(),
+          FlopCounterMode(display=False) as counter):
         out = model(ids, mask, mode=mode, control=control)
     return counter.get_total_flops(), [int(t.k) for t in out.layers]
 

@@ -21,7 +21,7 @@ from budgetformer_core.model.trace import ForwardContext
 
 from ..conftest import PRECOMPUTED
 
-pytestmark = pytest.mark.skipif(native.library() is None, reason="the compiled allocation is not built")
+built = pytest.mark.skipif(native.library() is None, reason="the compiled allocation is not built")
 
 MODELS = {
     "bbc-budgetformer": None,  # mean pooling, f_θ and g_φ
@@ -49,6 +49,7 @@ def _compare(ckpt, ids, labels, control: Control | None, batch_size: int) -> Non
         np.testing.assert_allclose(compiled.relevance, eager.relevance, rtol=0, atol=1e-6)
 
 
+@built
 @pytest.mark.parametrize("name", list(MODELS))
 def test_the_compiled_allocation_runs_the_heads_the_eager_one_runs(name):
     """f_θ's own budget (BudgetFormer) and a requested one, on the model's test split."""
@@ -62,6 +63,7 @@ def test_the_compiled_allocation_runs_the_heads_the_eager_one_runs(name):
         _compare(ckpt, ids[:m], split.labels[:m], control, 1)
 
 
+@built
 def test_the_compiled_call_runs_at_inference_and_nowhere_else():
     """The allocators take the compiled call on a layer input at inference, and the eager path
     with autograd on, in training, inside ``native.eager()`` and on a batch too large for it."""
@@ -86,6 +88,7 @@ def test_the_compiled_call_runs_at_inference_and_nowhere_else():
     assert not compiled(ids)  # autograd on
 
 
+@built
 def test_the_ranking_keeps_index_order_on_equal_scores_and_reads_only_real_tokens():
     """g_φ's scores tied (a zero last layer): heads 0 … k−1 run, as the eager stable sort picks;
     padding does not move an input's summary."""
@@ -119,6 +122,7 @@ def test_without_a_compiler_the_build_says_why_in_one_line_and_keeps_the_library
     assert list(tmp_path.iterdir()) == [out]  # no half-built file left
 
 
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler here")
 def test_a_missing_or_stale_library_means_the_eager_path_and_a_one_line_notice(tmp_path):
     with pytest.warns(RuntimeWarning, match="not built") as notices:
         assert native.library(tmp_path / "none.so") is None
