@@ -8,7 +8,8 @@ softmax, sort, the top-k mask) on the layer's real input, next to one layer's wh
 (compiled, and on the eager path) and a dense forward pass of ``--seq-len`` tokens, and prints
 each as a share of the dense pass: the floor under the budgeting overhead at short lengths,
 whatever the code around it does. Whole passes (dense; b = 0.5 with the compiled allocation
-and with the eager one) are timed in rounds of their own.
+and with the eager one) are timed in rounds of their own, and so is one layer's attention (dense,
+at b = 0.5, and the gather of the chosen heads' weights within it).
 """
 
 from __future__ import annotations
@@ -65,6 +66,13 @@ def main() -> None:
             "top-k mask (1, H)": lambda: select_top_k(z, 4, order),
         }
         half = Control(budget=0.5)
+        trace = layer.alloc(xn, ctx)  # b = 0.5: the heads the structural path runs
+        heads = trace.order[0, : trace.shared_k]
+        layers = {  # one layer's attention, dense and at b = 0.5, and the gather inside the latter
+            "one layer's attention, dense": lambda: layer.attn.dense(xn, None),
+            "one layer's attention at b = 0.5 (structural)": lambda: layer.attn(xn, None, trace, "structural"),
+            "gathering the chosen heads' weights": lambda: layer.attn.head_slices(heads),
+        }
         passes = {
             "dense forward pass": lambda: model(ids, mask, mode="dense"),
             "forward pass at b = 0.5": lambda: model(ids, mask, control=half),
@@ -72,6 +80,7 @@ def main() -> None:
         }
         # whole passes in rounds of their own: one timed right after the small operations runs slower
         stats = time_interleaved(passes, repeats=args.repeats, min_sample_s=0.01, clock=args.clock)
+        stats |= time_interleaved(layers, repeats=args.repeats, min_sample_s=0.01, clock=args.clock)
         stats |= time_interleaved(fns, repeats=args.repeats, min_sample_s=0.01, clock=args.clock)
     dense = stats["dense forward pass"].median_ms
     m = machine_info(1)
