@@ -165,7 +165,7 @@ print(faults, mapped, kept)
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or tuple(map(int, platform.libc_ver()[1].split("."))) < (2, 33),
                     reason="the allocator setting and mallinfo2 are glibc's (2.33 on)")
-def test_kept_freed_memory_spares_a_tensor_of_the_same_size_faulting_its_pages_again():
+def test_kept_freed_memory_serves_a_large_tensor_from_the_heap_and_keeps_it_when_freed():
     def run(policy: str) -> tuple[int, int, int]:
         done = subprocess.run([sys.executable, "-c", FAULTS, policy], capture_output=True, text=True, check=True)
         faults, mapped, kept = map(int, done.stdout.split())
