@@ -460,7 +460,8 @@ def read_checkpoint(path: Path) -> Checkpoint:
     _check_values(path / "model.safetensors", tensors, expected)
     model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
     model.low_rank = factors  # what a save stores again, byte for byte
-    stack = config.get("backbone", {}).get(stacked.KEY) if isinstance(config.get("backbone"), dict) else None
+    backbone = config.get("backbone")
+    stack = backbone.get(stacked.KEY) if isinstance(backbone, dict) else None
     model.low_rank_from = Path(os.path.abspath(path / stack["path"])) if stack else None
     model.eval()
     history_path = path / "history.json"

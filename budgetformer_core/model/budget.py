@@ -166,14 +166,14 @@ def run_compiled(
     :func:`heads_for_budget` and :func:`rank_heads` give, to float32 rounding. None where that
     call does not apply (not built, autograd on, not float32 on a CPU, an activation other than
     GELU): the caller then runs the eager path."""
+    if not native.usable(x):  # first: where the call does not apply, nothing else is done
+        return None
     slot = "_compiled_f" if budget_net is not None else "_compiled"  # with f_θ, or g_φ alone
     cached = scorer.__dict__.get(slot)
     # as _stacked: a new tensor changes data_ptr, an in-place update _version
     if cached is None or any(p.data_ptr() != ptr or p._version != v for p, ptr, v in cached[0]):
         cached = scorer.__dict__[slot] = _compiled_weights(budget_net, scorer, pooling, norm)
-    if cached[1] is None or not native.usable(x):
-        return None
-    return native.allocate(x, mask, *cached[1])
+    return None if cached[1] is None else native.allocate(x, mask, *cached[1])
 
 
 def _compiled_weights(budget_net: BudgetNet | None, scorer: HeadScorer, pooling: str,
