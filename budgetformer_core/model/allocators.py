@@ -64,7 +64,7 @@ from .budget import (
     soft_gates,
     summarize,
 )
-from .trace import ForwardContext, LayerTrace, full_budget_trace, read_later
+from .trace import ForwardContext, LayerTrace, full_budget_trace, once, read_later
 
 METHOD_FACTS = ("budgeted", "predicts_budget", "symbol", "default_mode", "training_mode", "attributed",
                 "attributed_name")
@@ -298,7 +298,7 @@ class BudgetAllocator(Allocator):
             # every head at weight 1, the dense kernel: s, p and the ranking are run only if read
             # (random heads are drawn now, so that the draws do not depend on what is read)
             h = read_later(lambda: self.summary(xn, ctx), xn)  # (B, D)
-            decided = functools.cache(lambda: self.decide(h(), control, constant, choice))
+            decided = once(lambda: self.decide(h(), control, constant, choice))
             return full_budget_trace(lambda: decided()[0], lambda: decided()[2],
                                      lambda: rank_heads(decided()[3]), H, B, xn)
         compiled = self.compiled(xn, ctx, constant, choice)
@@ -309,7 +309,7 @@ class BudgetAllocator(Allocator):
             s, z, order, predicted_k = compiled
             rank = z
             s = xn.new_full((B,), constant) if s is None else s
-            p = functools.cache(lambda: torch.softmax(z if cfg.tau == 1.0 else z / cfg.tau, dim=-1))
+            p = once(lambda: torch.softmax(z if cfg.tau == 1.0 else z / cfg.tau, dim=-1))
         if control.k is not None:
             k = control.k_tensor(B, H, xn.device)
         elif constant is not None:
@@ -322,7 +322,7 @@ class BudgetAllocator(Allocator):
         if unit and shared_k == H:  # every head at weight 1: the layer's dense kernel
             return full_budget_trace(s, p, order, H, B, xn)
         # the mask of the heads that run, made when read (k is a tensor whenever shared_k is None)
-        selected = functools.cache(lambda: select_top_k(rank, k if shared_k is None else shared_k, order))
+        selected = once(lambda: select_top_k(rank, k if shared_k is None else shared_k, order))
         if cfg.head_weighting == "scaled":
             weights = (p() if callable(p) else p) * (s * H)[:, None]
         elif self.training and ctx.mode == "soft":
@@ -436,7 +436,7 @@ class GateAllocator(Allocator):
 
         if unit and shared_k == H and control.k is None:
             # every head at weight 1, the dense kernel: the gates are run only if read
-            z = functools.cache(gate_scores)
+            z = once(gate_scores)
             return full_budget_trace(budget, lambda: torch.softmax(z(), -1), lambda: rank_heads(z()), H, B, xn,
                                      z, cfg.gate_temperature)
         compiled = self.compiled(ctx) if unit else None
@@ -446,7 +446,7 @@ class GateAllocator(Allocator):
             k = control.k_tensor(B, H, xn.device)
         else:
             k = functools.partial(torch.full, (B,), shared_k, device=xn.device)  # made if read
-        selected = functools.cache(lambda: select_top_k(z, k if shared_k is None else shared_k, order))
+        selected = once(lambda: select_top_k(z, k if shared_k is None else shared_k, order))
         if unit:
             weights = lambda: selected().to(dtype)  # noqa: E731
         else:

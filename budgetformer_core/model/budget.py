@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import native
+from .derived import kept
 
 
 def mlp(net: nn.Sequential, h: Tensor) -> Tensor:
@@ -144,15 +145,12 @@ def run_budget_nets(
 def _stacked(
     owner: nn.Module, weights: tuple[Tensor, ...], biases: tuple[Tensor, ...]
 ) -> tuple[Tensor, Tensor]:
-    """``torch.cat`` of the weights and of the biases, cached on ``owner`` while unchanged."""
-    # a new tensor changes data_ptr; an in-place update (optimiser step, load_state_dict) _version
-    key = tuple((p.data_ptr(), p._version) for p in weights + biases)
-    cached = owner.__dict__.get("_stacked_cache")
-    if cached is None or cached[0] != key:
+    """``torch.cat`` of the weights and of the biases, kept on ``owner`` while unchanged."""
+    def build() -> tuple[tuple[Tensor, ...], tuple[Tensor, Tensor]]:
         with torch.no_grad():
-            cached = (key, torch.cat(weights), torch.cat(biases))
-        owner.__dict__["_stacked_cache"] = cached
-    return cached[1], cached[2]
+            return weights + biases, (torch.cat(weights), torch.cat(biases))
+
+    return kept(owner, "_stacked_cache", build, weights + biases)
 
 
 def run_compiled(
@@ -169,29 +167,25 @@ def run_compiled(
     if not native.usable(x):  # first: where the call does not apply, nothing else is done
         return None
     slot = "_compiled_f" if budget_net is not None else "_compiled"  # with f_θ, or g_φ alone
-    cached = scorer.__dict__.get(slot)
-    # as _stacked: a new tensor changes data_ptr, an in-place update _version
-    if cached is None or any(p.data_ptr() != ptr or p._version != v for p, ptr, v in cached[0]):
-        cached = scorer.__dict__[slot] = _compiled_weights(budget_net, scorer, pooling, norm)
-    return None if cached[1] is None else native.allocate(x, mask, *cached[1])
+    packed = kept(scorer, slot, lambda: _compiled_weights(budget_net, scorer, pooling, norm))
+    return None if packed is None else native.allocate(x, mask, *packed)
 
 
 def _compiled_weights(budget_net: BudgetNet | None, scorer: HeadScorer, pooling: str,
-                      norm: tuple[int, Tensor | None, Tensor | None, float]) -> tuple[list, tuple | None]:
-    """What :func:`run_compiled` keeps per scorer: each tensor it read with its data_ptr and
-    _version, and the weights packed for :func:`native.allocate` (None for an activation other
-    than GELU, or f_θ's and g_φ's of two kinds)."""
+                      norm: tuple[int, Tensor | None, Tensor | None, float]) -> tuple[list[Tensor], tuple | None]:
+    """What :func:`run_compiled` keeps per scorer: the tensors it read, and the weights packed for
+    :func:`native.allocate` (None for an activation other than GELU, or f_θ's and g_φ's of two
+    kinds)."""
     nets = [net.net for net in (budget_net, scorer) if net is not None]
     layers = [(first, last) for first, _, last in nets]
-    params = [p for first, last in layers for p in (first.weight, first.bias, last.weight, last.bias)]
-    params += [t for t in norm[1:3] if t is not None]
-    seen = [(p, p.data_ptr(), p._version) for p in params]
+    sources = [p for first, last in layers for p in (first.weight, first.bias, last.weight, last.bias)]
+    sources += [t for t in norm[1:3] if t is not None]
     acts = {act.approximate if isinstance(act, nn.GELU) else None for _, act, _ in nets}
     if len(acts) != 1 or None in acts:
-        return seen, None
+        return sources, None
     f_last = None if budget_net is None else (layers[0][1].weight, layers[0][1].bias)
-    return seen, native.pack([(first.weight, first.bias) for first, _ in layers], f_last,
-                             (layers[-1][1].weight, layers[-1][1].bias), pooling, norm, acts == {"tanh"})
+    return sources, native.pack([(first.weight, first.bias) for first, _ in layers], f_last,
+                                (layers[-1][1].weight, layers[-1][1].bias), pooling, norm, acts == {"tanh"})
 
 
 HEAD_SETS = ("input", "batch")

@@ -14,7 +14,6 @@ value, so a reader gets the same tensor and inference does not pay for what nobo
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -24,6 +23,22 @@ from torch import Tensor
 from .budget import Control, soft_gates, summarize
 
 _REQUIRED = object()
+
+
+class once:  # noqa: N801 (used as functools.cache is)
+    """``fn``, a function of no arguments, run on the first call only and its value then returned:
+    what ``functools.cache`` does for it, at a tenth of its setup cost (an allocator makes a few
+    of these per layer and call)."""
+
+    __slots__ = ("fn", "value")
+
+    def __init__(self, fn: Callable[[], Tensor]):
+        self.fn, self.value = fn, _REQUIRED
+
+    def __call__(self) -> Tensor:
+        if self.value is _REQUIRED:
+            self.value, self.fn = self.fn(), None
+        return self.value
 
 
 class Deferred:
@@ -136,7 +151,7 @@ def read_later(fn: Callable[[], Tensor], reads: Tensor) -> Callable[[], Tensor]:
     tensor ``fn`` reads, e.g. a layer input (B, T, D)) has more than :data:`KEEP_ALIVE` elements:
     a deferred value keeps what it reads alive, and a (B, D) summary costs less to keep than a
     large layer input. A small input (a typed text) pays for nothing that is not read."""
-    value = functools.cache(fn)
+    value = once(fn)
     if reads.numel() > KEEP_ALIVE:
         value()
     return value

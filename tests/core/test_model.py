@@ -147,6 +147,8 @@ def test_budget_nets_fast_path_equals_the_modules(small_model):
         torch.testing.assert_close(z_fast, z_slow.detach(), atol=1e-6, rtol=0)
         g.net[0].weight.mul_(2)  # an in-place update must refresh the stacked copy
         torch.testing.assert_close(run_budget_nets(f, g, h)[1], g(h), atol=1e-6, rtol=0)
+        g.net[0].weight = torch.nn.Parameter(g.net[0].weight / 3)  # and so must a replaced parameter
+        torch.testing.assert_close(run_budget_nets(f, g, h)[1], g(h), atol=1e-6, rtol=0)
     with torch.inference_mode():
         assert run_budget_nets(None, g, h)[0] is None and run_budget_nets(f, None, h)[1] is None
 

@@ -89,6 +89,33 @@ def test_the_compiled_call_runs_at_inference_and_nowhere_else():
 
 
 @built
+def test_the_compiled_call_follows_the_weights_when_they_change():
+    """The packed copy of f_θ's and g_φ's weights is made again after an in-place update (an
+    optimiser step) and after new data (``module.to``): the compiled call then agrees with the
+    eager path on the new weights."""
+    model = load_checkpoint(PRECOMPUTED / "bbc-budgetformer").model.eval()
+    ids = torch.randint(3, model.cfg.vocab_size, (4, 40), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids, dtype=torch.bool)
+
+    def agree() -> None:
+        out = model(ids, mask)
+        with native.eager():
+            eager = model(ids, mask)
+        for trace, eager_trace in zip(out.layers, eager.layers, strict=True):
+            torch.testing.assert_close(trace.relevance, eager_trace.relevance, atol=1e-6, rtol=0)
+            torch.testing.assert_close(trace.budget, eager_trace.budget, atol=1e-6, rtol=0)
+
+    scorer, budget_net = model.layers[0].alloc.scorer, model.layers[0].alloc.budget_net
+    with torch.no_grad():
+        agree()  # packs the weights
+        scorer.net[0].weight.mul_(-1.5)
+        budget_net.net[2].bias.add_(0.7)
+        agree()
+        scorer.net[2].weight.data = scorer.net[2].weight.flip(0).contiguous()  # new data, as module.to makes
+        agree()
+
+
+@built
 def test_the_ranking_keeps_index_order_on_equal_scores_and_reads_only_real_tokens():
     """g_φ's scores tied (a zero last layer): heads 0 … k−1 run, as the eager stable sort picks;
     padding does not move an input's summary."""
