@@ -257,7 +257,7 @@ class BudgetAllocator(Allocator):
         norm = (native.NORM_NONE, None, None, 0.0) if self.norm is None else (
             native.NORM_RUNNING, self.norm.running_mean, self.norm.running_var, self.norm.eps)
         return run_compiled(None if constant is not None else self.budget_net, self.scorer, xn, ctx.mask,
-                            ctx.pooling, norm)
+                            ctx.pooling, norm, self.cfg.tau)  # ranked by p, as decide() ranks them
 
     def decide(self, h: Tensor, control: Control, constant: float | None, choice: str
                ) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
@@ -305,7 +305,7 @@ class BudgetAllocator(Allocator):
         if compiled is None:
             s, z, p, rank = self.decide(self.summary(xn, ctx), control, constant, choice)
             order, predicted_k = rank_heads(rank), None
-        else:  # s, z, the ranking and k in one call; p when read (it ranks the heads as z does)
+        else:  # s, z, the ranking (by p) and k in one call; p itself when read
             s, z, order, predicted_k = compiled
             rank = z
             s = xn.new_full((B,), constant) if s is None else s
@@ -413,7 +413,7 @@ class GateAllocator(Allocator):
                 or ctx.control.head_sets != "input"):
             return None
         return run_compiled(None, self.gate, ctx.embeddings, ctx.mask, ctx.pooling,
-                            (native.NORM_LAYER, None, None, 1e-5))  # F.layer_norm's eps
+                            (native.NORM_LAYER, None, None, 1e-5), None)  # F.layer_norm's eps; ranked by z
 
     def allocate(self, xn: Tensor, ctx: ForwardContext) -> LayerTrace:
         cfg, control = self.cfg, ctx.control

@@ -155,24 +155,26 @@ def _stacked(
 
 def run_compiled(
     budget_net: BudgetNet | None, scorer: HeadScorer, x: Tensor, mask: Tensor | None, pooling: str,
-    norm: tuple[int, Tensor | None, Tensor | None, float],
+    norm: tuple[int, Tensor | None, Tensor | None, float], tau: float | None,
 ) -> tuple[Tensor | None, Tensor, Tensor, Tensor | None] | None:
-    """s (B,) or None, z (B, H), the heads ranked by z (B, H) and k (B,) or None, for the layer
-    input x (B, T, D), in one compiled call (:mod:`budgetformer_core.model.native`): what the
-    summary (``pooling``, then ``norm``: kind, running mean, variance, eps; ``pooling`` and the
-    kind are taken as fixed for the networks given), :func:`run_budget_nets`,
-    :func:`heads_for_budget` and :func:`rank_heads` give, to float32 rounding. None where that
+    """s (B,) or None, z (B, H), the heads ranked (B, H) and k (B,) or None, for the layer input
+    x (B, T, D), in one compiled call (:mod:`budgetformer_core.model.native`): what the summary
+    (``pooling``, then ``norm``: kind, running mean, variance, eps; ``pooling``, the kind and
+    ``tau`` are taken as fixed for the networks given), :func:`run_budget_nets`,
+    :func:`heads_for_budget` and :func:`rank_heads` of p = softmax(z / ``tau``) (of z itself
+    for ``tau`` None) give, to float32 rounding. None where that
     call does not apply (not built, autograd on, not float32 on a CPU, an activation other than
     GELU): the caller then runs the eager path."""
     if not native.usable(x):  # first: where the call does not apply, nothing else is done
         return None
     slot = "_compiled_f" if budget_net is not None else "_compiled"  # with f_θ, or g_φ alone
-    packed = kept(scorer, slot, lambda: _compiled_weights(budget_net, scorer, pooling, norm))
+    packed = kept(scorer, slot, lambda: _compiled_weights(budget_net, scorer, pooling, norm, tau))
     return None if packed is None else native.allocate(x, mask, *packed)
 
 
 def _compiled_weights(budget_net: BudgetNet | None, scorer: HeadScorer, pooling: str,
-                      norm: tuple[int, Tensor | None, Tensor | None, float]) -> tuple[list[Tensor], tuple | None]:
+                      norm: tuple[int, Tensor | None, Tensor | None, float], tau: float | None,
+                      ) -> tuple[list[Tensor], tuple | None]:
     """What :func:`run_compiled` keeps per scorer: the tensors it read, and the weights packed for
     :func:`native.allocate` (None for an activation other than GELU, or f_θ's and g_φ's of two
     kinds)."""
@@ -185,7 +187,7 @@ def _compiled_weights(budget_net: BudgetNet | None, scorer: HeadScorer, pooling:
         return sources, None
     f_last = None if budget_net is None else (layers[0][1].weight, layers[0][1].bias)
     return sources, native.pack([(first.weight, first.bias) for first, _ in layers], f_last,
-                                (layers[-1][1].weight, layers[-1][1].bias), pooling, norm, acts == {"tanh"})
+                                (layers[-1][1].weight, layers[-1][1].bias), pooling, norm, acts == {"tanh"}, tau)
 
 
 HEAD_SETS = ("input", "batch")

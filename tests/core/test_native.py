@@ -116,6 +116,33 @@ def test_the_compiled_call_follows_the_weights_when_they_change():
 
 
 @built
+@pytest.mark.parametrize("spread", [60.0, 200.0, 1000.0])
+def test_heads_whose_p_underflows_go_in_index_order_as_on_the_eager_path(spread):
+    """BudgetFormer ranks the heads by p = softmax(z / τ), not by z: where g_φ's scores lie far
+    apart, p underflows to 0 (or to the same subnormal float) for several heads, and those tie and
+    go in index order, whatever their z. Every k, inputs alone and in a padded batch."""
+    model = load_checkpoint(PRECOMPUTED / "bbc-budgetformer").model.eval()
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.alloc.scorer.net[2].weight.mul_(spread)  # z spread over hundreds: p of 0 for some heads
+    ids = torch.randint(3, model.cfg.vocab_size, (6, 48), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    mask[3:, 30:] = False
+    ties = 0
+    with torch.no_grad():
+        for k in range(1, model.cfg.n_heads):
+            for rows in (slice(0, 6), slice(0, 1), slice(4, 5)):
+                out = model(ids[rows], mask[rows], control=Control(k=k))
+                with native.eager():
+                    eager = model(ids[rows], mask[rows], control=Control(k=k))
+                for trace, eager_trace in zip(out.layers, eager.layers, strict=True):
+                    assert torch.equal(trace.order, eager_trace.order), (spread, k, rows)
+                    assert torch.equal(trace.selected, eager_trace.selected)
+                    ties += int((eager_trace.relevance == 0).sum())
+    assert ties > 0, "no p underflowed: the test would not see a ranking by z"
+
+
+@built
 def test_the_ranking_keeps_index_order_on_equal_scores_and_reads_only_real_tokens():
     """g_φ's scores tied (a zero last layer): heads 0 … k−1 run, as the eager stable sort picks;
     padding does not move an input's summary."""

@@ -120,7 +120,7 @@ def usable(x: Tensor) -> bool:
 
 def pack(
     firsts: list[tuple[Tensor, Tensor]], f_last: tuple[Tensor, Tensor] | None, g_last: tuple[Tensor, Tensor],
-    pooling: str, norm: tuple[int, Tensor | None, Tensor | None, float], tanh_gelu: bool,
+    pooling: str, norm: tuple[int, Tensor | None, Tensor | None, float], tanh_gelu: bool, tau: float | None = None,
 ) -> tuple[Tensor, Tensor, int, bool]:
     """The weights and sizes :func:`allocate` reads, laid out as ``allocate.c`` says, with H and
     whether f_θ runs (as numbers, so a call reads no tensor for them).
@@ -131,6 +131,8 @@ def pack(
         g_last: g_φ's last layer (weight (H, Mg), bias (H,)).
         norm: (kind, running mean (D,), running variance (D,), eps) of the summary's
             standardisation: :data:`NORM_NONE`, :data:`NORM_RUNNING` or :data:`NORM_LAYER`.
+        tau: rank the heads by p = softmax(z / tau), as BudgetFormer's eager path does (heads
+            whose p underflows to the same value go in index order); None: by z (bba's gates).
     """
     kind, mean, var, eps = norm
     with torch.no_grad():
@@ -145,15 +147,17 @@ def pack(
             parts += [mean, var]
         if kind != NORM_NONE:
             parts.append(w1.new_full((1,), eps))
+        if tau is not None:
+            parts.append(w1.new_full((1,), tau))
         packed = torch.cat([p.float() for p in parts]).contiguous()
     M, Mf, H = w1.shape[0], 0 if f_last is None else f_last[0].shape[1], g_last[0].shape[0]
-    dims = torch.tensor([M, Mf, H, POOLING[pooling], kind, int(tanh_gelu)], dtype=torch.long)
+    dims = torch.tensor([M, Mf, H, POOLING[pooling], kind, int(tanh_gelu), int(tau is not None)], dtype=torch.long)
     return packed, dims, H, f_last is not None
 
 
 def allocate(x: Tensor, mask: Tensor | None, packed: Tensor, dims: Tensor, H: int, with_s: bool
              ) -> tuple[Tensor | None, Tensor, Tensor, Tensor | None]:
-    """s (B,) or None, z (B, H), the heads by decreasing z (B, H) and k (B,) or None (None:
+    """s (B,) or None, z (B, H), the heads ranked as :func:`pack` says (B, H) and k (B,) or None (None:
     without f_θ), for the layer input x (B, T, D) and ``mask`` (B, T) or None, with the weights
     of :func:`pack`."""
     B, T, D = x.shape

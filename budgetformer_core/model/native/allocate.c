@@ -1,6 +1,7 @@
 /* One layer's head allocation at inference, for every input of a batch, in one call:
  * summary h of the layer input -> (standardised) -> the budgeting networks' stacked first layer
- * -> GELU -> s = sigmoid(f_θ) and z = g_φ -> k = max(1, floor(s·H)) -> heads ranked by z.
+ * -> GELU -> s = sigmoid(f_θ) and z = g_φ -> k = max(1, floor(s·H)) -> heads ranked by z, or
+ * by p = softmax(z / τ) as float32 holds it.
  *
  * The arithmetic of the eager path (budgetformer_core.model.budget) with double accumulators, in
  * one C function: at batch 1 the eager path is a dozen tensor operations of a few µs each.
@@ -8,12 +9,16 @@
  * path runs. Everything is row-major and contiguous:
  *   x (B, T, D) float; mask (B, T) bytes, or NULL when every token is real;
  *   dims: M, Mf, H, pooling (0 mean, 1 first token), norm (0 none, 1 running statistics,
- *         2 layer norm), tanh GELU (0/1);
+ *         2 layer norm), tanh GELU (0/1), rank by (0 z, 1 p);
  *   packed floats: w1t (D, M) the stacked first layers transposed, b1 (M,), f2 (Mf,) and f2b (1,)
  *         f_θ's last layer reading hidden units [0, Mf), g2 (H, M - Mf) and g2b (H,) g_φ's last
- *         layer reading [Mf, M), then for norm 1 mean (D,) and var (D,), for norm 1 or 2 eps (1,);
- *   out: s (B,) and k (B,) (NULL when Mf = 0), z (B, H) and the heads by decreasing z (B, H),
- *         equal scores in index order.
+ *         layer reading [Mf, M), then for norm 1 mean (D,) and var (D,), for norm 1 or 2 eps (1,),
+ *         and when ranking by p τ (1,);
+ *   out: s (B,) and k (B,) (NULL when Mf = 0), z (B, H) and the heads by decreasing z, or p
+ *         (B, H), equal values in index order.
+ * Ranking by p is not ranking by z: p underflows to 0, or to one subnormal float, for scores far
+ * below the largest, and those heads are then equal and go in index order, as the eager path's
+ * stable sort of p puts them.
  */
 #include <math.h>
 #include <stdint.h>
@@ -39,13 +44,15 @@ int bf_allocate(const float *x, int64_t B, int64_t T, int64_t D, const uint8_t *
                 const float *packed, const int64_t *dims, float *s_out, float *z_out, int64_t *k_out,
                 int64_t *order_out) {
     const int64_t M = dims[0], Mf = dims[1], H = dims[2];
-    const int pooling = (int)dims[3], norm = (int)dims[4], tanh_gelu = (int)dims[5];
+    const int pooling = (int)dims[3], norm = (int)dims[4], tanh_gelu = (int)dims[5], by_p = (int)dims[6];
     const float *w1t = packed, *b1 = w1t + D * M, *f2 = b1 + M, *g2 = f2 + Mf + 1, *g2b = g2 + H * (M - Mf);
     const float *mean = g2b + H, *var = mean + D;
     const double eps = norm == 1 ? var[D] : (norm == 2 ? mean[0] : 0.0);
-    double *h = malloc(sizeof(double) * (size_t)(D + M));
+    const float tau = by_p ? (norm == 1 ? var[D + 1] : (norm == 2 ? mean[1] : mean[0])) : 1.0f;
+    double *h = malloc(sizeof(double) * (size_t)(D + M) + sizeof(float) * (size_t)H);
     if (!h) return 1;
     double *hidden = h + D;
+    float *key = (float *)(hidden + M); /* what the heads are ranked by: z, or p */
     for (int64_t b = 0; b < B; b++) {
         const float *xb = x + b * T * D;
         const uint8_t *mb = mask ? mask + b * T : NULL;
@@ -98,9 +105,23 @@ int bf_allocate(const float *x, int64_t B, int64_t T, int64_t D, const uint8_t *
             for (int64_t m = Mf; m < M; m++) acc += (double)row[m - Mf] * hidden[m];
             z[i] = (float)acc;
         }
-        for (int64_t i = 0; i < H; i++) { /* a stable insertion sort, by decreasing z */
+        if (by_p) { /* p = softmax(z / τ) as PyTorch's float kernel forms it: e = exp(z / τ − max)
+                       in float, then p = e · (1 / Σ e) in float */
+            float top = -INFINITY;
+            for (int64_t i = 0; i < H; i++) top = fmaxf(top, z[i] / tau);
+            double sum = 0.0;
+            for (int64_t i = 0; i < H; i++) {
+                key[i] = (float)exp((double)(z[i] / tau - top));
+                sum += key[i];
+            }
+            const float inv = (float)(1.0 / sum);
+            for (int64_t i = 0; i < H; i++) key[i] *= inv;
+        } else {
+            for (int64_t i = 0; i < H; i++) key[i] = z[i];
+        }
+        for (int64_t i = 0; i < H; i++) { /* a stable insertion sort, by decreasing key */
             int64_t j = i;
-            while (j > 0 && z[order[j - 1]] < z[i]) { order[j] = order[j - 1]; j--; }
+            while (j > 0 && key[order[j - 1]] < key[i]) { order[j] = order[j - 1]; j--; }
             order[j] = i;
         }
     }
