@@ -1,12 +1,15 @@
-"""Write the live-check section of docs/performance.md from benchmarks/latency-check.json.
+"""Write the generated sections of docs/performance.md: the live latency check from
+benchmarks/latency-check.json, and the batch-1 speed-ups per input length from the length sweeps
+benchmarks/*-lengths.json (:data:`SWEEPS`).
 
     budgetformer latency-check --datasets bbc ag_news --data-dir ../shared/data --json benchmarks/latency-check.json
-    python scripts/performance_page.py            # rewrite the section from that file
-    python scripts/performance_page.py --check    # exit 1 if the section is not what it would write
+    budgetformer bench --checkpoint NAME --seq-lens ... --clock cpu --json > benchmarks/NAME-lengths.json
+    python scripts/performance_page.py            # rewrite the sections from those files
+    python scripts/performance_page.py --check    # exit 1 if a section is not what it would write
 
-The section lies between the two markers below; the rest of the page is written by hand.
-tests/test_docs.py checks that the committed section is what this script writes, and that the
-file's shipped figures are those of precomputed/results/sweeps.csv (a re-time asks for a new check).
+Each section lies between its two markers; the rest of the page is written by hand.
+tests/test_docs.py checks that the committed sections are what this script writes, and that the
+check's shipped figures are those of precomputed/results/sweeps.csv (a re-time asks for a new check).
 """
 
 from __future__ import annotations
@@ -23,6 +26,19 @@ PAGE = ROOT / "docs" / "performance.md"
 CHECK = BENCHMARKS / "latency-check.json"
 START = "<!-- latency-check: written by scripts/performance_page.py from benchmarks/latency-check.json -->"
 END = "<!-- /latency-check -->"
+LENGTHS_START = "<!-- lengths: written by scripts/performance_page.py from benchmarks/*-lengths.json and *-b32.json -->"
+LENGTHS_END = "<!-- /lengths -->"
+
+SWEEPS = {
+    "bbc-budgetformer": "16,32,64,128,256,512",
+    "ag_news-budgetformer": "16,32,64,128",
+    "bbc-minilm-budgetformer": "16,32,64,128,256",
+    "ag_news-minilm-bba": "16,32,64,128",
+}
+"""The shipped models whose length sweeps the page shows, and the lengths each is timed at."""
+BUDGETS = ("0.125", "0.25", "0.375", "0.5", "1")
+BATCH = ("bbc-minilm-budgetformer", "--batch-size 32 --seq-len 128 --threads 1 --budgets 0.25,0.5,1 --repeats 10")
+"""A shipped model timed at batch 32 with a head set per input, and the bench options."""
 
 INTRO = """`budgetformer latency-check` times shipped models again, now, exactly as the rebuild's timing
 phase timed them (`budgetformer_core.measure.latency.time_dataset`: the same evenly spaced test texts,
@@ -68,15 +84,63 @@ def render_section(check: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(page: str | None = None, check: dict | None = None) -> str:
-    """docs/performance.md with its live-check section written from ``check``."""
+def sweep_path(name: str) -> Path:
+    return BENCHMARKS / f"{name}-lengths.json"
+
+
+def render_lengths(sweeps: dict[str, dict], batch: dict) -> str:
+    """One table per length sweep: per input length the dense latency, the allocation per layer
+    (compiled, and on the eager path) and, per budget, the measured speed-up over dense with
+    its efficiency (measured / FLOP ideal); then the batch-32 run ``batch`` (:data:`BATCH`)."""
+    lines = ["```bash"]
+    lines += [f"budgetformer bench --checkpoint {name} --seq-lens {lens} --clock cpu --json > "
+              f"benchmarks/{name}-lengths.json" for name, lens in SWEEPS.items()]
+    lines.append("```")
+    for name, sweep in sweeps.items():
+        first = sweep["results"][0]
+        m = first["machine"]
+        lines += ["", f"`{name}`, batch 1, {first['repeats']} interleaved rounds, {first['clock']} clock, "
+                  f"{m['threads']} thread, {m['cpu_model']}; measured × dense (efficiency):", "",
+                  "| tokens | dense ms | allocation per layer | "
+                  + " | ".join(f"b = {b}" for b in BUDGETS) + " |",
+                  "|---|---|---|" + "---|" * len(BUDGETS)]
+        for r in sweep["results"]:
+            per_layer = 1e3 / r["model"]["n_layers"]
+            eager = r.get("allocation_eager_ms")
+            alloc = f"{r['allocation_ms'] * per_layer:.0f} µs" + (
+                f" (eager {eager * per_layer:.0f})" if eager is not None and r.get("compiled") else "")
+            rows = {row["budget"]: row for row in r["rows"]}
+            cells = [f"{rows[b]['measured_speedup']:.2f}" + ("" if b == "1" else f" ({rows[b]['efficiency']:.2f})")
+                     if b in rows else "—" for b in BUDGETS]
+            lines.append(f"| {r['seq_len']} | {r['dense_latency']['median_ms']:.2f} | {alloc} | "
+                         + " | ".join(cells) + " |")
+    name, options = BATCH
+    r = batch
+    lines += ["", f"`{name}` at batch {r['batch_size']} × {r['seq_len']} tokens, each input ranking its heads by its "
+              f"own scores, {r['repeats']} interleaved rounds, {r['clock']} clock ({r['machine']['cpu_model']}):", "",
+              "```bash", f"budgetformer bench --checkpoint {name} {options} --json > benchmarks/{name}-b32.json", "```",
+              "", "| budget | heads per layer | measured × dense | efficiency |", "|---|---|---|---|"]
+    for row in r["rows"]:
+        lines.append(f"| {row['budget']} | {sum(row['k_per_layer']) / len(row['k_per_layer']):.3g} "
+                     f"| {row['measured_speedup']:.2f} | {row['efficiency']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _section(page: str, start: str, end: str, text: str) -> str:
+    if start not in page or end not in page:
+        raise SystemExit(f"{PAGE.relative_to(ROOT)} has no {start} … {end} section")
+    head, rest = page.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{text}{end}{tail}"
+
+
+def render(page: str | None = None) -> str:
+    """docs/performance.md with its generated sections written from the benchmark files."""
     page = PAGE.read_text(encoding="utf-8") if page is None else page
-    check = load() if check is None else check
-    if START not in page or END not in page:
-        raise SystemExit(f"{PAGE.relative_to(ROOT)} has no {START} … {END} section")
-    head, rest = page.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{render_section(check)}{END}{tail}"
+    sweeps = {name: load(sweep_path(name)) for name in SWEEPS}
+    batch = load(BENCHMARKS / f"{BATCH[0]}-b32.json")
+    page = _section(page, START, END, render_section(load()))
+    return _section(page, LENGTHS_START, LENGTHS_END, render_lengths(sweeps, batch))
 
 
 def main(argv: list[str] | None = None) -> int:
