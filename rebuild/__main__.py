@@ -20,7 +20,7 @@ from budgetformer_core.shipped import histories, relative, sweeps_csv
 from . import __doc__ as PACKAGE_DOC
 from .jobs import NOT_NEEDED, ROOT, dry_run, plan, run_all, select
 from .manifest import write_manifest
-from .measure import TEXT_BASELINE, accuracy_changes, evaluate_all, local_copy, retime, text_baseline
+from .measure import TEXT_BASELINE, accuracy_changes, evaluate_all, local_copy, retime, text_baseline, untimed_partners
 from .recipes import DATA_ROOT, RECIPES
 
 
@@ -36,7 +36,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="retrain every model, even unchanged ones")
     p.add_argument("--models", nargs="+", help="only these models (names or patterns, e.g. budgetformer* bba; "
                    f"{TEXT_BASELINE}: TF-IDF + logistic regression); only their rows of sweeps.csv are evaluated and "
-                   "timed (each beside its dense reference), the other rows are kept as they are")
+                   "timed (each beside its dense reference: every timed row beside the same dense model must be among "
+                   "them, or give --skip-timing), the other rows are kept as they are")
     p.add_argument("--skip-timing", action="store_true",
                    help="leave the latency columns of the rows evaluated now empty (time them later with --retime)")
     p.add_argument("--retime", action="store_true",
@@ -84,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         print_plan(jobs, args.force)
         return 0
+    if args.models and not args.skip_timing and path.is_file():
+        missing = untimed_partners(pd.read_csv(path, dtype={"budget": str}), {j.key for j in jobs})
+        if missing:
+            p.error(f"timing these models alone would leave rows beside the same dense model timed in other "
+                    f"rounds: time them with {' '.join(missing)} (dataset-model), or give --skip-timing")
     if not args.skip_train:
         jobs = run_all(jobs, args.workers, args.force)
     jobs = [j for j in jobs if not j.stage]  # a first stage is not evaluated

@@ -179,6 +179,21 @@ def time_all(frame: pd.DataFrame, jobs: list[Job], data_root: str | Path = DATA_
     return timed
 
 
+def untimed_partners(frame: pd.DataFrame, keys: Collection[str]) -> list[str]:
+    """The models (``dataset-model``) that must be timed with ``keys`` and are not among them.
+
+    A row's ``dense_latency_ms`` is its dense model's own latency from the same rounds
+    (tests/test_precomputed.py), so the rows sharing a dense model — and that model's own row —
+    are timed together or not at all: timing some of them would give the dense row a latency
+    the others were not measured against."""
+    timed = frame[frame["latency_ms"].notna() & frame["dense_model"].notna()]
+    touched = {(d, ref) for d, m, ref in zip(timed["dataset"], timed["model"], timed["dense_model"], strict=True)
+               if f"{d}-{m}" in keys}
+    partners = {f"{d}-{m}" for d, m, ref in zip(timed["dataset"], timed["model"], timed["dense_model"], strict=True)
+                if (d, ref) in touched} | {f"{d}-{ref}" for d, ref in touched}
+    return sorted(partners - set(keys))
+
+
 def retime(frame: pd.DataFrame, datasets: list[str], data_root: str | Path = DATA_ROOT,
            keys: Collection[str] | None = None) -> tuple[pd.DataFrame, dict]:
     """``frame`` (all of sweeps.csv) with the rows of ``datasets`` timed again (:func:`time_all`),

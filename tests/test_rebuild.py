@@ -23,7 +23,7 @@ from rebuild import jobs as rebuild_jobs
 from rebuild.__main__ import main, parser
 from rebuild.jobs import Job, plan, run_all
 from rebuild.manifest import merged_timing
-from rebuild.measure import TEXT_BASELINE, accuracy_changes, retime, text_baseline
+from rebuild.measure import TEXT_BASELINE, accuracy_changes, retime, text_baseline, untimed_partners
 from rebuild.recipes import RECIPES, SHIPPED
 
 ROOT_DIR = Path(__file__).resolve().parents[1]
@@ -328,6 +328,23 @@ def test_retiming_chosen_models_times_them_beside_their_dense_reference_and_keep
     old = {"bbc": {"when": 1}, "bbc-bba": {"when": 2}, "ag_news-bba": {"when": 3}}
     assert merged_timing(old, {"bbc-dense": {"when": 4}}) == {**old, "bbc-dense": {"when": 4}}
     assert merged_timing(old, {"bbc": {"when": 5}}) == {"bbc": {"when": 5}, "ag_news-bba": {"when": 3}}
+
+
+def test_models_are_timed_alone_only_with_every_row_beside_the_same_dense_model(capsys):
+    """A row's dense latency is its dense model's own, from the same rounds: ``--models`` timing
+    some of the rows beside a dense model (and not the others, nor the dense row) is refused
+    before anything runs, naming what is missing; a whole group, or --skip-timing, is not."""
+    frame = pd.DataFrame({"dataset": ["bbc"] * 4 + ["dbpedia"] * 2,
+                          "model": ["dense", "budgetformer", "static-0.5", "tfidf-lr", "minilm-dense", "minilm-bba"],
+                          "latency_ms": [1.0, 2.0, 3.0, None, 4.0, 5.0],
+                          "dense_model": ["dense", "dense", "dense", "dense", "minilm-dense", "minilm-dense"]})
+    assert untimed_partners(frame, {"bbc-budgetformer"}) == ["bbc-dense", "bbc-static-0.5"]  # not the untimed row
+    assert untimed_partners(frame, {"bbc-dense"}) == ["bbc-budgetformer", "bbc-static-0.5"]
+    assert untimed_partners(frame, {"dbpedia-minilm-bba", "dbpedia-minilm-dense"}) == []
+    with pytest.raises(SystemExit) as stop:
+        main(["--datasets", "bbc", "--models", "budgetformer"])
+    assert stop.value.code == 2
+    assert "bbc-dense" in capsys.readouterr().err
 
 
 def test_text_baseline_is_a_row_of_its_own_on_the_test_split():
