@@ -307,7 +307,7 @@ class BudgetAllocator(Allocator):
             order, predicted_k = rank_heads(rank), None
         else:  # s, z, the ranking (by p) and k in one call; p itself when read
             s, z, order, predicted_k = compiled
-            rank = z
+            rank = z  # only passed on beside ``order``, which is what select_top_k reads
             s = xn.new_full((B,), constant) if s is None else s
             p = once(lambda: torch.softmax(z if cfg.tau == 1.0 else z / cfg.tau, dim=-1))
         if control.k is not None:

@@ -1,5 +1,6 @@
-"""Tensors derived from a module's parameters at inference (a stacked matrix, a packed buffer, a
-layout of its own), kept on the module while the parameters they were made from are unchanged."""
+"""Tensors derived from a module's parameters at inference (the budgeting networks' stacked first
+layers, the compiled allocation's packed weights), kept on the module while the parameters they
+were made from are unchanged."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ def kept(owner: nn.Module, slot: str, build: Callable[[], tuple[Sequence[Tensor]
     ``owner`` under ``slot`` until one of those tensors changes: new data (``module.to``, a
     parameter's ``.data`` set) has another ``data_ptr``, an in-place update (an optimiser step,
     ``load_state_dict``) another ``_version``. ``current``: the tensors as the module holds them
-    now, when reading them is cheap: a tensor replaced by another (a pruned layer's new weights)
-    then counts as a change too."""
+    now, when reading them is cheap: a parameter replaced by another tensor then counts as a
+    change too."""
     cached = owner.__dict__.get(slot)
     if (cached is None or any(p.data_ptr() != ptr or p._version != v for p, ptr, v in cached[0])
             or (current is not None and any(p is not q for (p, _, _), q in zip(cached[0], current, strict=True)))):

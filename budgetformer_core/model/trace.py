@@ -27,8 +27,8 @@ _REQUIRED = object()
 
 class once:  # noqa: N801 (used as functools.cache is)
     """``fn``, a function of no arguments, run on the first call only and its value then returned:
-    what ``functools.cache`` does for it, at a tenth of its setup cost (an allocator makes a few
-    of these per layer and call)."""
+    what ``functools.cache`` does for it, at an eighth of its set-up cost (0.2 against 1.5 µs; an
+    allocator makes a few of these per layer and call)."""
 
     __slots__ = ("fn", "value")
 
