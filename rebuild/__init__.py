@@ -21,8 +21,9 @@ imports this package. The rebuild has four stages:
    per-example table and the head relevance p of every test input. TF-IDF + logistic
    regression on the same training rows is a row beside them.
 3. **Time.** A phase of its own, once every other stage is done: one process, one thread, one
-   dataset after the other. Every operating point of a dataset's models and its dense reference
-   are timed in the same interleaved rounds on the same test texts, at batch 1 and batch 32
+   dataset after the other. Every operating point of a dataset's models is timed with its
+   dense reference in the same interleaved rounds (each dense reference's points in rounds of
+   their own) on the same test texts, at batch 1 and batch 32
    (:func:`budgetformer_core.measure.latency.time_dataset`); the speed-up of a row is its dense
    reference's latency over its own. ``--retime`` runs this stage alone on the rows sweeps.csv
    has.

@@ -41,12 +41,13 @@ BATCH = ("bbc-minilm-budgetformer", "--batch-size 32 --seq-len 128 --threads 1 -
 """A shipped model timed at batch 32 with a head set per input, and the bench options."""
 
 INTRO = """`budgetformer latency-check` times shipped models again, now, exactly as the rebuild's timing
-phase timed them (`budgetformer_core.measure.latency.time_dataset`: the same evenly spaced test texts,
-batch 1 and batch 32, one thread, every point and the dataset's dense model in the same
-interleaved rounds) and sets the result beside `precomputed/results/sweeps.csv`. Absolute
-latencies follow the machine and its load; a speed-up over dense is a ratio of two latencies
-taken in the same rounds, so it should not. The command exits with status 1 when a live batch-1
-speed-up differs from the shipped one by more than {tolerance:.0%}.
+phase timed them (`budgetformer_core.measure.latency.time_dataset`: the same evenly spaced test
+texts, batch 1 and batch 32, one thread, every point and its dense model in the same interleaved
+rounds, each dense model's points in rounds of their own) and sets the result beside
+`precomputed/results/sweeps.csv`. Absolute latencies follow the machine and its load; a speed-up
+over dense is a ratio of two latencies taken in the same rounds, so it should not. The command
+exits with status 1 when a live batch-1 speed-up differs from the shipped one by more than
+{tolerance:.0%}.
 
 ```bash
 budgetformer latency-check --datasets bbc ag_news --data-dir ../shared/data --json benchmarks/latency-check.json
