@@ -116,12 +116,12 @@ def render_lengths(sweeps: dict[str, dict], batch: dict) -> str:
             lines.append(f"| {r['seq_len']} | {r['dense_latency']['median_ms']:.2f} | {alloc} | "
                          + " | ".join(cells) + " |")
     name, options = BATCH
-    r = batch
-    lines += ["", f"`{name}` at batch {r['batch_size']} × {r['seq_len']} tokens, each input ranking its heads by its "
-              f"own scores, {r['repeats']} interleaved rounds, {r['clock']} clock ({r['machine']['cpu_model']}):", "",
+    lines += ["", f"`{name}` at batch {batch['batch_size']} × {batch['seq_len']} tokens, each input ranking its heads "
+              f"by its own scores, {batch['repeats']} interleaved rounds, {batch['clock']} clock "
+              f"({batch['machine']['cpu_model']}):", "",
               "```bash", f"budgetformer bench --checkpoint {name} {options} --json > benchmarks/{name}-b32.json", "```",
               "", "| budget | heads per layer | measured × dense | efficiency |", "|---|---|---|---|"]
-    for row in r["rows"]:
+    for row in batch["rows"]:
         lines.append(f"| {row['budget']} | {sum(row['k_per_layer']) / len(row['k_per_layer']):.3g} "
                      f"| {row['measured_speedup']:.2f} | {row['efficiency']:.2f} |")
     return "\n".join(lines) + "\n"

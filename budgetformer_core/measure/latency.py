@@ -147,8 +147,8 @@ def time_dataset(dataset: str, rows: pd.DataFrame, checkpoints: Mapping[str, Pat
     Every operating point of the rows (a model at a budget) is timed with its dense reference
     (:func:`~budgetformer_core.shipped.dense_reference`) in the same interleaved rounds by
     :func:`time_points`, the points of each dense reference in rounds of their own, on the same
-    test texts: at batch 1 over :data:`TIMED_INPUTS` texts, at
-    batch 32 at the budgets of :data:`BATCH_BUDGETS` and the own points.
+    test texts: at batch 1 over :data:`TIMED_INPUTS` texts, at batch 32 at the budgets of
+    :data:`BATCH_BUDGETS` and the own points.
 
     Args:
         checkpoints: model name (as in ``rows``) → checkpoint folder. A row whose checkpoint is
