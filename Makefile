@@ -32,8 +32,8 @@ $(STAMP): pyproject.toml Makefile
 
 # the compiled head allocation (budgetformer_core/model/native): built with the C compiler when
 # there is one; without it the build says so in one line and the eager path runs
-NATIVE := budgetformer_core/model/native/_allocate.so
-$(NATIVE): budgetformer_core/model/native/allocate.c $(STAMP)
+NATIVE := budgetformer_core/model/native/_native.so
+$(NATIVE): budgetformer_core/model/native/allocate.c budgetformer_core/model/native/attend.c $(STAMP)
 	$(PY) -m budgetformer_core.model.native
 
 setup: $(STAMP) $(NATIVE)

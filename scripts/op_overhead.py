@@ -8,8 +8,9 @@ softmax, sort, the top-k mask) on the layer's real input, next to one layer's wh
 (compiled, and on the eager path) and a dense forward pass of ``--seq-len`` tokens, and prints
 each as a share of the dense pass: the floor under the budgeting overhead at short lengths,
 whatever the code around it does. Whole passes (dense; b = 0.5 with the compiled allocation
-and with the eager one) are timed in rounds of their own, and so is one layer's attention (dense,
-at b = 0.5, and the gather of the chosen heads' weights within it).
+and with the eager one) are timed in rounds of their own, and so is one layer's attention (dense
+and at b = 0.5, each compiled and on the eager path, and the eager path's gather of the chosen
+heads' weights).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from budgetformer_core.shipped import checkpoint_dir, relative
 
 
 def eager(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` on the eager allocation path (what the compiled call replaces)."""
+    """``fn(*args, **kwargs)`` on the eager path (what the compiled calls replace)."""
     with native.eager():
         return fn(*args, **kwargs)
 
@@ -68,15 +69,17 @@ def main() -> None:
         half = Control(budget=0.5)
         trace = layer.alloc(xn, ctx)  # b = 0.5: the heads the structural path runs
         heads = trace.order[0, : trace.shared_k]
-        layers = {  # one layer's attention, dense and at b = 0.5, and the gather inside the latter
+        layers = {  # one layer's attention, dense and at b = 0.5, and the eager path's gather
             "one layer's attention, dense": lambda: layer.attn.dense(xn, None),
             "one layer's attention at b = 0.5 (structural)": lambda: layer.attn(xn, None, trace, "structural"),
-            "gathering the chosen heads' weights": lambda: layer.attn.head_slices(heads),
+            "one layer's attention, dense, eager path": lambda: eager(layer.attn.dense, xn, None),
+            "one layer's attention at b = 0.5, eager path": lambda: eager(layer.attn, xn, None, trace, "structural"),
+            "gathering the chosen heads' weights (eager path)": lambda: layer.attn.head_slices(heads),
         }
         passes = {
             "dense forward pass": lambda: model(ids, mask, mode="dense"),
             "forward pass at b = 0.5": lambda: model(ids, mask, control=half),
-            "the same, eager allocation": lambda: eager(model, ids, mask, control=half),
+            "the same pass, eager path": lambda: eager(model, ids, mask, control=half),
         }
         # whole passes in rounds of their own: one timed right after the small operations runs slower
         stats = time_interleaved(passes, repeats=args.repeats, min_sample_s=0.01, clock=args.clock)

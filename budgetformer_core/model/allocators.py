@@ -308,7 +308,7 @@ class BudgetAllocator(Allocator):
         else:  # s, z, the ranking (by p) and k in one call; p itself when read
             s, z, order, predicted_k = compiled
             rank = z  # only passed on beside ``order``, which is what select_top_k reads
-            s = xn.new_full((B,), constant) if s is None else s
+            s = functools.partial(xn.new_full, (B,), constant) if s is None else s  # the budget asked: made if read
             p = once(lambda: torch.softmax(z if cfg.tau == 1.0 else z / cfg.tau, dim=-1))
         if control.k is not None:
             k = control.k_tensor(B, H, xn.device)
@@ -324,7 +324,7 @@ class BudgetAllocator(Allocator):
         # the mask of the heads that run, made when read (k is a tensor whenever shared_k is None)
         selected = once(lambda: select_top_k(rank, k if shared_k is None else shared_k, order))
         if cfg.head_weighting == "scaled":
-            weights = (p() if callable(p) else p) * (s * H)[:, None]
+            weights = (p() if callable(p) else p) * ((s() if callable(s) else s) * H)[:, None]
         elif self.training and ctx.mode == "soft":
             learnt_s = s - training.margin / H if constant is None and control.k is None else None
             if z is not None and training.standardize_scores:  # (B, H), the same order

@@ -25,6 +25,11 @@ run also keep their attention probabilities: the same projections, computed as s
 written out instead of the fused kernel, so what is shown is what the path computed. Without a
 capture nothing changes (the fused kernel, no extra work).
 
+At inference on a CPU (float32, autograd off, no capture) each of the three runs in one compiled
+call, :func:`~budgetformer_core.model.native.attend`: the chosen heads' rows and columns are read
+where they lie, with no gather and no Python between the products (:meth:`HeadAttention._compiled`);
+``native.eager()`` switches it off, and it gives the eager path's outputs to float32 rounding.
+
 A fixed head set (a post-hoc pruned model, a fixed-budget specialist) is not gathered on every
 call: :meth:`HeadAttention.prune_heads` slices the weights once, as Hugging Face BERT's
 ``prune_heads`` does, and the layer is then a plain attention layer with fewer heads.
@@ -43,6 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import native
 from .trace import LayerTrace
 
 MODES = ("dense", "soft", "masked", "structural")
@@ -199,6 +205,8 @@ class HeadAttention(nn.Module):
     ) -> Tensor:
         """Plain multi-head attention. x: (B, T, D) -> (B, T, D). ``heads`` (B, H'): the original
         indices of the layer's heads when it is pruned (for ``capture``; default 0 … H−1)."""
+        if capture is None and (out := self._compiled(x, key_mask, torch.arange(self.n_heads), None)) is not None:
+            return out
         if capture is not None and heads is None:
             heads = self._all_heads(x)
         out = self._attend(self.qkv(x), key_mask, self.n_heads, capture, heads)
@@ -208,6 +216,9 @@ class HeadAttention(nn.Module):
         self, x: Tensor, key_mask: Tensor | None, head_weights: Tensor, capture: AttentionCapture | None = None
     ) -> Tensor:
         """All heads computed, head i scaled by head_weights[:, i] (B, H)."""
+        every = torch.arange(self.n_heads)
+        if capture is None and (out := self._compiled(x, key_mask, every, head_weights)) is not None:
+            return out
         all_heads = None if capture is None else self._all_heads(x)
         heads = self._attend(self.qkv(x), key_mask, self.n_heads, capture, all_heads)  # (B, H, T, Dh)
         heads = heads * head_weights.view(*head_weights.shape, 1, 1)  # (B, H, 1, 1) scales
@@ -264,6 +275,10 @@ class HeadAttention(nn.Module):
             (B, T, D), equal to :meth:`weighted` with the other heads' weights set to zero.
         """
         B, k = selected.shape
+        if capture is None and k < self.n_heads:
+            shared = B == 1 or bool((selected == selected[:1]).all())
+            if (out := self._compiled(x, key_mask, selected[0] if shared else selected, weights)) is not None:
+                return out
         if k == self.n_heads:
             # every head runs: the layer's own weights, nothing to gather
             if weights is None:
@@ -279,6 +294,15 @@ class HeadAttention(nn.Module):
         if sets.shape[0] <= B * self.GROUP_SHARE:
             return self._grouped(x, key_mask, selected, weights, group, sets.shape[0], capture)
         return self._per_input(x, key_mask, selected, weights, capture)
+
+    def _compiled(self, x: Tensor, key_mask: Tensor | None, heads: Tensor, weights: Tensor | None) -> Tensor | None:
+        """The attention of ``heads`` ((k,) shared or (B, k) per input) with ``weights`` (B, k) in one
+        compiled call (:func:`native.attend`), or None where that call does not apply."""
+        qkv, out = self.qkv, self.out
+        params = (qkv.weight, qkv.bias, out.weight, out.bias)
+        if not native.attention_usable(x, params):
+            return None
+        return native.attend(x, key_mask, heads, weights, params, self.d_head)
 
     GROUP_SHARE = 0.5
     """Inputs are run group by group (one plain matmul per head set) when the batch has at most

@@ -21,8 +21,9 @@ def counted_flops(
     """Matmul FLOPs torch counts for one input, and the heads each layer ran.
 
     The fused CPU attention kernel is invisible to FlopCounterMode; the math backend computes
-    the same QKᵀ and AV as two counted batched matmuls. So is the compiled allocation (f_θ and
-    g_φ in one C call); the eager path computes the same networks as counted matmuls.
+    the same QKᵀ and AV as two counted batched matmuls. So are the compiled allocation (f_θ and
+    g_φ in one C call) and the compiled attention (BLAS calls); the eager path computes the same
+    networks and projections as counted matmuls.
     """
     g = torch.Generator().manual_seed(n_tokens)
     ids = torch.randint(3, model.cfg.vocab_size, (1, n_tokens), generator=g)

@@ -1,7 +1,7 @@
-"""The compiled allocation (budgetformer_core.model.native) against the eager path it replaces at
-inference: the same heads, k and predictions on whole test splits, s and z to float32 rounding;
-and without a compiler, or with a library built from another source, the eager path with a
-one-line notice."""
+"""The compiled allocation and attention (budgetformer_core.model.native) against the eager path
+they replace at inference: the same heads, k and predictions on whole test splits, s, z and the
+outputs to float32 rounding; and without a compiler, or with a library built from other sources,
+the eager path with a one-line notice."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from budgetformer_core.model.trace import ForwardContext
 from ..conftest import PRECOMPUTED
 
 built = pytest.mark.skipif(native.library() is None, reason="the compiled allocation is not built")
+attends = pytest.mark.skipif(native.attention() is None, reason="the compiled attention is not usable here")
 
 MODELS = {
     "bbc-budgetformer": None,  # mean pooling, f_θ and g_φ
@@ -39,7 +40,7 @@ ONE_BY_ONE = 32
 
 def _compare(ckpt, ids, labels, control: Control | None, batch_size: int) -> None:
     compiled = evaluate(ckpt.model, ids, labels, control, batch_size=batch_size)
-    with native.eager():
+    with native.eager(attention=False):
         eager = evaluate(ckpt.model, ids, labels, control, batch_size=batch_size)
     assert (compiled.selected == eager.selected).all(), f"other heads at batch {batch_size}"
     assert (compiled.predictions == eager.predictions).all()
@@ -181,13 +182,81 @@ def test_a_missing_or_stale_library_means_the_eager_path_and_a_one_line_notice(t
     with pytest.warns(RuntimeWarning, match="not built") as notices:
         assert native.library(tmp_path / "none.so") is None
     assert all("\n" not in str(w.message) for w in notices)
-    source = tmp_path / "allocate.c"
-    shutil.copy(native.SOURCE, source)
-    source.write_text(source.read_text() + "\n/* another version */\n")
-    assert native.build(source=source, out=tmp_path / "other.so") is None
-    assert native.library(tmp_path / "other.so", source) is not None  # built from that source
+    sources = tuple(tmp_path / source.name for source in native.SOURCES)
+    for source, copy in zip(native.SOURCES, sources, strict=True):
+        shutil.copy(source, copy)
+    sources[-1].write_text(sources[-1].read_text() + "\n/* another version */\n")
+    assert native.build(sources=sources, out=tmp_path / "other.so") is None
+    assert native.library(tmp_path / "other.so", sources) is not None  # built from those sources
     with pytest.warns(RuntimeWarning, match="another version"):
         assert native.library(tmp_path / "other.so") is None  # not from this one
     with pytest.warns(RuntimeWarning, match="unusable"):
         (tmp_path / "junk.so").write_bytes(b"\x7fELF junk")
         assert native.library(tmp_path / "junk.so") is None
+
+
+@attends
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_compiled_attention_predicts_what_the_eager_one_predicts(name):
+    """Dense, at f_θ's own budget or b = 0.5 and masked, on the model's test split in padded
+    batches (a head set per input) and one text at a time: the same heads and predictions, the
+    probabilities to float32 rounding."""
+    ckpt = load_checkpoint(PRECOMPUTED / name)
+    split = load_dataset(ckpt.meta["dataset"], None, seed=ckpt.meta.get("split_seed", 0)).split("test")
+    n = MODELS[name] or len(split.texts)
+    ids, _ = encode(ckpt.tokenizer, split.texts[:n], ckpt.model.cfg.max_len)
+    labels = split.labels[:n]
+    for control, mode in ((None, "dense"), (None, None), (Control(budget=0.5), None), (Control(budget=0.5), "masked")):
+        for batch_size, m in ((BATCH, n), (1, min(n, ONE_BY_ONE))):
+            compiled = evaluate(ckpt.model, ids[:m], labels[:m], control, mode, batch_size=batch_size)
+            with native.eager(allocation=False):
+                eager = evaluate(ckpt.model, ids[:m], labels[:m], control, mode, batch_size=batch_size)
+            assert (compiled.selected == eager.selected).all(), (mode, control, batch_size)
+            assert (compiled.predictions == eager.predictions).all(), (mode, control, batch_size)
+            np.testing.assert_allclose(compiled.probs, eager.probs, rtol=0, atol=1e-5)
+
+
+@attends
+def test_the_compiled_attention_runs_at_inference_and_nowhere_else():
+    """A layer takes the compiled call on float32 at inference, and the eager path with autograd
+    on, inside ``native.eager()``, on float64 and when the attention is captured."""
+    model = load_checkpoint(PRECOMPUTED / "bbc-budgetformer").model.eval()
+    attn = model.layers[0].attn
+    x = torch.randn(2, 9, model.cfg.d_model)
+    heads = torch.tensor([5, 1, 2])
+    assert attn._compiled(x, None, heads, None) is None  # autograd on
+    with torch.no_grad():
+        assert attn._compiled(x, None, heads, None) is not None
+        with native.eager(allocation=False):
+            assert attn._compiled(x, None, heads, None) is None
+        with native.eager(attention=False):
+            assert attn._compiled(x, None, heads, None) is not None
+        assert attn._compiled(x.double(), None, heads, None) is None
+        ids = torch.randint(3, 50, (1, 9))
+        mask = torch.ones_like(ids, dtype=torch.bool)
+        out = model(ids, mask, control=Control(budget=0.5))
+        captured = model(ids, mask, control=Control(budget=0.5), capture_attention=True)
+        torch.testing.assert_close(out.logits, captured.logits, atol=1e-5, rtol=0)
+        assert out.layers[0].attention is None and captured.layers[0].attention is not None
+
+
+@attends
+def test_the_compiled_attention_reads_only_real_keys_and_gives_a_query_without_any_zeros():
+    """Padding does not move an input's output; a query whose keys are all padding gets zeros, as
+    PyTorch's fused kernel gives it; heads in any order and repeated runs of consecutive heads."""
+    torch.manual_seed(0)
+    attn = load_checkpoint(PRECOMPUTED / "bbc-budgetformer").model.layers[0].attn
+    x = torch.randn(3, 12, attn.d_model)
+    mask = torch.ones(3, 12, dtype=torch.bool)
+    mask[1, 7:] = False
+    mask[2] = False
+    w = torch.rand(3, 8) + 0.5
+    with torch.no_grad():
+        for sets in (torch.tensor([[6, 0, 7, 1]] * 3), torch.tensor([[0, 1, 2, 3], [7, 5, 3, 1], [2, 3, 4, 6]])):
+            compiled = attn.structural(x, mask, sets, w.gather(1, sets))
+            with native.eager():
+                eager = attn.structural(x, mask, sets, w.gather(1, sets))
+            torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=0)
+            alone = attn.structural(x[1:2, :7], None, sets[1:2], w.gather(1, sets)[1:2])
+            torch.testing.assert_close(compiled[1, :7], alone[0], atol=1e-5, rtol=0)
+            torch.testing.assert_close(compiled[2], attn.out.bias.expand(12, -1), atol=0, rtol=0)
