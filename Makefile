@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml Makefile
 		echo "WARNING: could not install chromium; the browser test will be skipped"
 	touch $@
 
-# the compiled head allocation (budgetformer_core/model/native): built with the C compiler when
+# the compiled head allocation and attention (budgetformer_core/model/native): built with the C compiler when
 # there is one; without it the build says so in one line and the eager path runs
 NATIVE := budgetformer_core/model/native/_native.so
 $(NATIVE): budgetformer_core/model/native/allocate.c budgetformer_core/model/native/attend.c $(STAMP)

@@ -205,7 +205,7 @@ class HeadAttention(nn.Module):
     ) -> Tensor:
         """Plain multi-head attention. x: (B, T, D) -> (B, T, D). ``heads`` (B, H'): the original
         indices of the layer's heads when it is pruned (for ``capture``; default 0 … H−1)."""
-        if capture is None and (out := self._compiled(x, key_mask, torch.arange(self.n_heads), None)) is not None:
+        if capture is None and (out := self._compiled(x, key_mask, None, None)) is not None:
             return out
         if capture is not None and heads is None:
             heads = self._all_heads(x)
@@ -216,8 +216,7 @@ class HeadAttention(nn.Module):
         self, x: Tensor, key_mask: Tensor | None, head_weights: Tensor, capture: AttentionCapture | None = None
     ) -> Tensor:
         """All heads computed, head i scaled by head_weights[:, i] (B, H)."""
-        every = torch.arange(self.n_heads)
-        if capture is None and (out := self._compiled(x, key_mask, every, head_weights)) is not None:
+        if capture is None and (out := self._compiled(x, key_mask, None, head_weights)) is not None:
             return out
         all_heads = None if capture is None else self._all_heads(x)
         heads = self._attend(self.qkv(x), key_mask, self.n_heads, capture, all_heads)  # (B, H, T, Dh)
@@ -275,10 +274,8 @@ class HeadAttention(nn.Module):
             (B, T, D), equal to :meth:`weighted` with the other heads' weights set to zero.
         """
         B, k = selected.shape
-        if capture is None and k < self.n_heads:
-            shared = B == 1 or bool((selected == selected[:1]).all())
-            if (out := self._compiled(x, key_mask, selected[0] if shared else selected, weights)) is not None:
-                return out
+        if capture is None and k < self.n_heads and (out := self._compiled(x, key_mask, selected, weights)) is not None:
+            return out
         if k == self.n_heads:
             # every head runs: the layer's own weights, nothing to gather
             if weights is None:
@@ -295,13 +292,19 @@ class HeadAttention(nn.Module):
             return self._grouped(x, key_mask, selected, weights, group, sets.shape[0], capture)
         return self._per_input(x, key_mask, selected, weights, capture)
 
-    def _compiled(self, x: Tensor, key_mask: Tensor | None, heads: Tensor, weights: Tensor | None) -> Tensor | None:
-        """The attention of ``heads`` ((k,) shared or (B, k) per input) with ``weights`` (B, k) in one
-        compiled call (:func:`native.attend`), or None where that call does not apply."""
+    def _compiled(self, x: Tensor, key_mask: Tensor | None, heads: Tensor | None, weights: Tensor | None
+                  ) -> Tensor | None:
+        """The attention of ``heads`` with ``weights`` (B, k) in one compiled call (:func:`native.attend`),
+        or None where that call does not apply. ``heads``: (k,) shared by the batch, (B, k) one set
+        per input (run as one shared set when every row is the same), or None for every head."""
         qkv, out = self.qkv, self.out
         params = (qkv.weight, qkv.bias, out.weight, out.bias)
         if not native.attention_usable(x, params):
             return None
+        if heads is None:
+            heads = torch.arange(self.n_heads)
+        elif heads.dim() == 2 and (heads.shape[0] == 1 or bool((heads == heads[:1]).all())):
+            heads = heads[0]  # one set: each projection over the whole batch at once
         return native.attend(x, key_mask, heads, weights, params, self.d_head)
 
     GROUP_SHARE = 0.5

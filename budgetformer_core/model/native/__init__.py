@@ -148,11 +148,17 @@ plain loops pool a large batch slower than PyTorch's vectorised mean (32 × 128 
 605 against 562 µs a layer)."""
 
 
-def usable(x: Tensor) -> bool:
-    """True when ``x`` can go through the compiled allocation: float32 on the CPU, autograd off,
-    at most :data:`MAX_ELEMENTS` numbers, the library built and not switched off (:func:`eager`)."""
+def _at_inference(x: Tensor) -> bool:
+    """What both compiled calls ask of a layer input: float32 on the CPU, at most
+    :data:`MAX_ELEMENTS` numbers, autograd off."""
     return (x.dtype == torch.float32 and x.device.type == "cpu" and x.numel() <= MAX_ELEMENTS
-            and not torch.is_grad_enabled() and _ALLOCATION.get() and library() is not None)
+            and not torch.is_grad_enabled())
+
+
+def usable(x: Tensor) -> bool:
+    """True when ``x`` can go through the compiled allocation: :func:`_at_inference`, the library
+    built and not switched off (:func:`eager`)."""
+    return _at_inference(x) and _ALLOCATION.get() and library() is not None
 
 
 def pack(
@@ -216,8 +222,7 @@ def attention_usable(x: Tensor, params: tuple[Tensor | None, ...]) -> bool:
     :data:`MAX_ELEMENTS` numbers in x, autograd off, the library built and not switched off
     (:func:`eager`). A larger batch runs faster on the eager path, whose kernels use every thread
     (evaluating 400 BBC test texts in batches of 64 on two threads: 3.2 against 2.7 s)."""
-    return (x.dtype == torch.float32 and x.device.type == "cpu" and x.numel() <= MAX_ELEMENTS
-            and not torch.is_grad_enabled() and _ATTENTION.get() and attention() is not None
+    return (_at_inference(x) and _ATTENTION.get() and attention() is not None
             and all(p is not None and p.dtype == torch.float32 and p.is_contiguous() for p in params))
 
 
