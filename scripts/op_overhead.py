@@ -10,7 +10,7 @@ each as a share of the dense pass: the floor under the budgeting overhead at sho
 whatever the code around it does. Whole passes (dense; b = 0.5 with the compiled allocation
 and with the eager one) are timed in rounds of their own, and so is one layer's attention (dense
 and at b = 0.5, each compiled and on the eager path, and the eager path's gather of the chosen
-heads' weights).
+heads' weights), with one layer's allocation and attention in one compiled call against two.
 """
 
 from __future__ import annotations
@@ -75,6 +75,8 @@ def main() -> None:
             "one layer's attention, dense, eager path": lambda: eager(layer.attn.dense, xn, None),
             "one layer's attention at b = 0.5, eager path": lambda: eager(layer.attn, xn, None, trace, "structural"),
             "gathering the chosen heads' weights (eager path)": lambda: layer.attn.head_slices(heads),
+            "one layer's allocation and attention at b = 0.5, one call": lambda: layer.alloc.run(xn, ctx, layer.attn),
+            "the same, two calls": lambda: layer.attn(xn, None, layer.alloc(xn, ctx), "structural"),
         }
         passes = {
             "dense forward pass": lambda: model(ids, mask, mode="dense"),

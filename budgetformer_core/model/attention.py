@@ -29,6 +29,8 @@ At inference on a CPU (float32, autograd off, no capture) each of the three runs
 call, :func:`~budgetformer_core.model.native.attend`: the chosen heads' rows and columns are read
 where they lie, with no gather and no Python between the products (:meth:`HeadAttention._compiled`);
 ``native.eager()`` switches it off, and it gives the eager path's outputs to float32 rounding.
+On the structural path the allocation and the attention can be that one call
+(:meth:`HeadAttention.allocate_attend`, which the allocator makes through ``Allocator.run``).
 
 A fixed head set (a post-hoc pruned model, a fixed-budget specialist) is not gathered on every
 call: :meth:`HeadAttention.prune_heads` slices the weights once, as Hugging Face BERT's
@@ -292,20 +294,33 @@ class HeadAttention(nn.Module):
             return self._grouped(x, key_mask, selected, weights, group, sets.shape[0], capture)
         return self._per_input(x, key_mask, selected, weights, capture)
 
+    def _params(self) -> tuple[Tensor, Tensor | None, Tensor, Tensor | None]:
+        """The fused projection's weight (3·H·Dh, D) and bias, the output projection's weight (D, H·Dh) and bias."""
+        qkv, out = self.qkv, self.out
+        return qkv.weight, qkv.bias, out.weight, out.bias
+
     def _compiled(self, x: Tensor, key_mask: Tensor | None, heads: Tensor | None, weights: Tensor | None
                   ) -> Tensor | None:
         """The attention of ``heads`` with ``weights`` (B, k) in one compiled call (:func:`native.attend`),
         or None where that call does not apply. ``heads``: (k,) shared by the batch, (B, k) one set
-        per input (run as one shared set when every row is the same), or None for every head."""
-        qkv, out = self.qkv, self.out
-        params = (qkv.weight, qkv.bias, out.weight, out.bias)
+        per input (run as one shared set when every row holds the same heads), or None for every head."""
+        params = self._params()
         if not native.attention_usable(x, params):
             return None
-        if heads is None:
-            heads = torch.arange(self.n_heads)
-        elif heads.dim() == 2 and (heads.shape[0] == 1 or bool((heads == heads[:1]).all())):
-            heads = heads[0]  # one set: each projection over the whole batch at once
+        heads = torch.arange(self.n_heads) if heads is None else heads
         return native.attend(x, key_mask, heads, weights, params, self.d_head)
+
+    def allocate_attend(self, xa: Tensor, x: Tensor, key_mask: Tensor | None, packed: tuple, k: int,
+                        scaled: bool = False, budget: float = 0.0
+                        ) -> tuple[Tensor | None, Tensor, Tensor, Tensor | None, Tensor] | None:
+        """A layer's compiled allocation (``packed``: the weights :func:`native.pack` lays out, read
+        from ``xa``) and the structural attention of the heads it ranks first on x, in one call
+        (:func:`native.allocate_attend`, whose outputs it returns); None where that call does not
+        apply (then neither has run)."""
+        params = self._params()
+        if not native.fused_usable(x, params):
+            return None
+        return native.allocate_attend(xa, x, key_mask, *packed, k, params, self.d_head, scaled, budget)
 
     GROUP_SHARE = 0.5
     """Inputs are run group by group (one plain matmul per head set) when the batch has at most

@@ -153,29 +153,28 @@ def _stacked(
     return kept(owner, "_stacked_cache", build, weights + biases)
 
 
-def run_compiled(
-    budget_net: BudgetNet | None, scorer: HeadScorer, x: Tensor, mask: Tensor | None, pooling: str,
+def compiled_weights(
+    budget_net: BudgetNet | None, scorer: HeadScorer, x: Tensor, pooling: str,
     norm: tuple[int, Tensor | None, Tensor | None, float], tau: float | None,
-) -> tuple[Tensor | None, Tensor, Tensor, Tensor | None] | None:
-    """s (B,) or None, z (B, H), the heads ranked (B, H) and k (B,) or None, for the layer input
-    x (B, T, D), in one compiled call (:mod:`budgetformer_core.model.native`): what the summary
-    (``pooling``, then ``norm``: kind, running mean, variance, eps; ``pooling``, the kind and
-    ``tau`` are taken as fixed for the networks given), :func:`run_budget_nets`,
-    :func:`heads_for_budget` and :func:`rank_heads` of p = softmax(z / ``tau``) (of z itself
-    for ``tau`` None) give, to float32 rounding. None where that
-    call does not apply (not built, autograd on, not float32 on a CPU, an activation other than
-    GELU): the caller then runs the eager path."""
+) -> tuple[Tensor, Tensor, int, bool] | None:
+    """The networks' weights packed for the compiled allocation of the layer input x (B, T, D)
+    (:func:`native.pack`, kept on ``scorer`` while its tensors do not change), or None where that
+    call does not apply: not built, autograd on, not float32 on a CPU, an activation other than
+    GELU (the caller then runs the eager path). With them :func:`native.allocate` gives what the
+    summary (``pooling``, then ``norm``: kind, running mean, variance, eps; ``pooling``, the kind
+    and ``tau`` are taken as fixed for the networks given), :func:`run_budget_nets`,
+    :func:`heads_for_budget` and :func:`rank_heads` of p = softmax(z / ``tau``) (of z itself for
+    ``tau`` None) give, to float32 rounding."""
     if not native.usable(x):  # first: where the call does not apply, nothing else is done
         return None
     slot = "_compiled_f" if budget_net is not None else "_compiled"  # with f_θ, or g_φ alone
-    packed = kept(scorer, slot, lambda: _compiled_weights(budget_net, scorer, pooling, norm, tau))
-    return None if packed is None else native.allocate(x, mask, *packed)
+    return kept(scorer, slot, lambda: _compiled_weights(budget_net, scorer, pooling, norm, tau))
 
 
 def _compiled_weights(budget_net: BudgetNet | None, scorer: HeadScorer, pooling: str,
                       norm: tuple[int, Tensor | None, Tensor | None, float], tau: float | None,
                       ) -> tuple[list[Tensor], tuple | None]:
-    """What :func:`run_compiled` keeps per scorer: the tensors it read, and the weights packed for
+    """What :func:`compiled_weights` keeps per scorer: the tensors it read, and the weights packed for
     :func:`native.allocate` (None for an activation other than GELU, or f_θ's and g_φ's of two
     kinds)."""
     nets = [net.net for net in (budget_net, scorer) if net is not None]

@@ -85,13 +85,14 @@ class EncoderLayer(nn.Module):
     def forward(self, x: Tensor, ctx: ForwardContext) -> tuple[Tensor, LayerTrace]:
         """x (B, T, D) -> the layer's output (B, T, D) and what its allocator decided."""
         xn = x if self.post_norm else self.ln1(x)  # what the allocator and the heads read
-        trace = self.alloc(xn, ctx)
         if ctx.capture_attention:  # a copy of the trace: dense layers share one
+            trace = self.alloc(xn, ctx)
             capture = AttentionCapture.empty(x.shape[0], self.n_heads, x.shape[1], x)
             attended = self.attn(xn, ctx.mask, trace, ctx.mode, capture)
             trace = dataclasses.replace(trace, attention=capture.probs)
-        else:
-            attended = self.attn(xn, ctx.mask, trace, ctx.mode)
+        else:  # at inference the allocator may run the chosen heads in the same compiled call
+            trace, attended = self.alloc.run(xn, ctx, self.attn)
+            attended = self.attn(xn, ctx.mask, trace, ctx.mode) if attended is None else attended
         if self.post_norm:
             x = self.ln1(x + self.dropout(attended))
             return self.ln2(x + self.dropout(mlp(self.ff, x))), trace

@@ -8,7 +8,10 @@ on a short input that is as much as half the heads save. Two C functions called 
 
 * ``allocate.c`` (:func:`allocate`): the summary, f_θ and g_φ, k and the ranking of the heads;
 * ``attend.c`` (:func:`attend`): the chosen heads' attention, their weights read where they lie;
-  its matrix products are the BLAS ``sgemm_`` of PyTorch's own library (:func:`blas`).
+  its matrix products are the BLAS ``sgemm_`` of PyTorch's own library (:func:`blas`);
+* both in one call (:func:`allocate_attend`, ``bf_allocate_attend`` in ``attend.c``): the
+  structural path at inference, each input running the first k heads of the ranking just made,
+  with nothing between the two but C.
 
 ``make`` builds them (``python -m budgetformer_core.model.native``). Where the library is not
 built — no C compiler, or built from another version of the sources — or PyTorch's library has no
@@ -92,9 +95,11 @@ def library(path: Path = LIBRARY, sources: tuple[Path, ...] = SOURCES) -> ctypes
         warnings.warn(f"compiled head allocation and attention {problem} (`make setup` builds it): the eager "
                       "path runs, the same heads at a higher cost per layer", RuntimeWarning, stacklevel=2)
         return None
-    lib.bf_allocate.argtypes, lib.bf_allocate.restype = [_P, _L, _L, _L, _P, _P, _P, _P, _P, _P, _P], ctypes.c_int
+    lib.bf_allocate.argtypes, lib.bf_allocate.restype = [_P, _L, _L, _L, _P, _P, _P, _P, _P, _P, _P, _P], ctypes.c_int
     lib.bf_attend.argtypes = [_P, _L, _L, _L, _L, _L, _P, _L, _L, _P, _P, _P, _P, _P, _P, _P]
-    lib.bf_attend.restype = ctypes.c_int
+    lib.bf_allocate_attend.argtypes = [_P, _P, _L, _L, _L, _P, _P, _P, _L, _L, ctypes.c_float, _L, _P, _P, _P, _P,
+                                       _P, _P, _P, _P, _P]
+    lib.bf_attend.restype = lib.bf_allocate_attend.restype = ctypes.c_int
     return lib
 
 
@@ -109,9 +114,10 @@ def blas() -> int | None:
 
 
 @functools.cache
-def attention() -> ctypes._CFuncPtr | None:
-    """``bf_attend``, its matrix products set to PyTorch's ``sgemm_``; None, with a one-line notice
-    where the library is there but PyTorch's has no ``sgemm_``."""
+def attention() -> ctypes.CDLL | None:
+    """The library with its matrix products set to PyTorch's ``sgemm_`` (``bf_attend``,
+    ``bf_allocate_attend``); None, with a one-line notice where the library is there but PyTorch's
+    has no ``sgemm_``."""
     lib = library()
     if lib is None:
         return None
@@ -121,7 +127,7 @@ def attention() -> ctypes._CFuncPtr | None:
                       "path (the same heads at a higher cost per layer)", RuntimeWarning, stacklevel=2)
         return None
     lib.bf_set_sgemm(ctypes.c_void_p(address))
-    return lib.bf_attend
+    return lib
 
 
 _ALLOCATION = contextvars.ContextVar("compiled_allocation", default=True)
@@ -211,7 +217,7 @@ def allocate(x: Tensor, mask: Tensor | None, packed: Tensor, dims: Tensor, H: in
     z, order = torch.empty(B, H), torch.empty(B, H, dtype=torch.long)
     if library().bf_allocate(x.data_ptr(), B, T, D, None if m is None else m.data_ptr(), packed.data_ptr(),
                              dims.data_ptr(), None if s is None else s.data_ptr(), z.data_ptr(),
-                             None if k is None else k.data_ptr(), order.data_ptr()):
+                             None if k is None else k.data_ptr(), order.data_ptr(), None):
         raise MemoryError("compiled head allocation: out of memory")
     return s, z, order, k
 
@@ -238,7 +244,7 @@ def attend(x: Tensor, mask: Tensor | None, heads: Tensor, w: Tensor | None, para
     w = None if w is None else w.float().contiguous()
     x, heads, result = x.contiguous(), heads.to(torch.int64).contiguous(), torch.empty(B, T, D)
     H = w_qkv.shape[0] // (3 * d_head)
-    failed = attention()(x.data_ptr(), B, T, D, H, d_head, heads.data_ptr(), heads.shape[-1], heads.dim() - 1,
+    failed = attention().bf_attend(x.data_ptr(), B, T, D, H, d_head, heads.data_ptr(), heads.shape[-1], heads.dim() - 1,
                          None if w is None else w.data_ptr(), None if m is None else m.data_ptr(), w_qkv.data_ptr(),
                          b_qkv.data_ptr(), w_out.data_ptr(), b_out.data_ptr(), result.data_ptr())
     if failed == 2:
@@ -246,3 +252,36 @@ def attend(x: Tensor, mask: Tensor | None, heads: Tensor, w: Tensor | None, para
     if failed:
         raise MemoryError("compiled attention: out of memory")
     return result
+
+
+def fused_usable(x: Tensor, params: tuple[Tensor | None, ...]) -> bool:
+    """True when a layer's allocation and its attention can go through :func:`allocate_attend`:
+    :func:`attention_usable`, with the compiled allocation not switched off (:func:`eager`)."""
+    return _ALLOCATION.get() and attention_usable(x, params)
+
+
+def allocate_attend(xa: Tensor, x: Tensor, mask: Tensor | None, packed: Tensor, dims: Tensor, H: int, with_s: bool,
+                    k: int, params: tuple[Tensor, ...], d_head: int, scaled: bool = False, budget: float = 0.0
+                    ) -> tuple[Tensor | None, Tensor, Tensor, Tensor | None, Tensor]:
+    """:func:`allocate` of ``xa`` and :func:`attend` of x (B, T, D) over each input's first heads of
+    the ranking it gives, in one call: s (B,) or None, z (B, H), the ranking (B, H), k (B,) or
+    None, and the attention (B, T, D). ``xa``: what the allocation reads (the layer input x, or
+    bba's embedding output); k: heads per input, or 0 for each input's k from f_θ (``with_s``);
+    ``scaled``: the heads weighted s·H·p (s: f_θ's, or ``budget`` when k is given), else 1;
+    ``params`` and ``d_head`` as :func:`attend`."""
+    B, T, D = x.shape
+    m = None if mask is None else mask.to(torch.uint8).contiguous()
+    xa, x = xa.contiguous(), x.contiguous()
+    s, kk = (torch.empty(B), torch.empty(B, dtype=torch.long)) if with_s else (None, None)
+    z, order, result = torch.empty(B, H), torch.empty(B, H, dtype=torch.long), torch.empty(B, T, D)
+    w_qkv, b_qkv, w_out, b_out = params
+    failed = attention().bf_allocate_attend(
+        xa.data_ptr(), x.data_ptr(), B, T, D, None if m is None else m.data_ptr(), packed.data_ptr(), dims.data_ptr(),
+        k, scaled, budget, d_head, w_qkv.data_ptr(), b_qkv.data_ptr(), w_out.data_ptr(),
+        b_out.data_ptr(), None if s is None else s.data_ptr(), z.data_ptr(), None if kk is None else kk.data_ptr(),
+        order.data_ptr(), result.data_ptr())
+    if failed == 2:
+        raise ValueError(f"compiled allocation and attention: k must be among 1..{H} (or 0 with f_θ), got {k}")
+    if failed:
+        raise MemoryError("compiled allocation and attention: out of memory")
+    return s, z, order, kk, result

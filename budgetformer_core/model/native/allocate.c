@@ -15,7 +15,7 @@
  *         layer reading [Mf, M), then for norm 1 mean (D,) and var (D,), for norm 1 or 2 eps (1,),
  *         and when ranking by p τ (1,);
  *   out: s (B,) and k (B,) (NULL when Mf = 0), z (B, H) and the heads by decreasing z, or p
- *         (B, H), equal values in index order.
+ *         (B, H), equal values in index order; when ranking by p, p itself (B, H) (NULL: not kept).
  * Ranking by p is not ranking by z: p underflows to 0, or to one subnormal float, for scores far
  * below the largest, and those heads are then equal and go in index order, as the eager path's
  * stable sort of p puts them.
@@ -42,7 +42,7 @@ __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 int bf_allocate(const float *x, int64_t B, int64_t T, int64_t D, const uint8_t *mask,
                 const float *packed, const int64_t *dims, float *s_out, float *z_out, int64_t *k_out,
-                int64_t *order_out) {
+                int64_t *order_out, float *p_out) {
     const int64_t M = dims[0], Mf = dims[1], H = dims[2];
     const int pooling = (int)dims[3], norm = (int)dims[4], tanh_gelu = (int)dims[5], by_p = (int)dims[6];
     const float *w1t = packed, *b1 = w1t + D * M, *f2 = b1 + M, *g2 = f2 + Mf + 1, *g2b = g2 + H * (M - Mf);
@@ -116,6 +116,8 @@ int bf_allocate(const float *x, int64_t B, int64_t T, int64_t D, const uint8_t *
             }
             const float inv = (float)(1.0 / sum);
             for (int64_t i = 0; i < H; i++) key[i] *= inv;
+            if (p_out)
+                for (int64_t i = 0; i < H; i++) p_out[b * H + i] = key[i];
         } else {
             for (int64_t i = 0; i < H; i++) key[i] = z[i];
         }

@@ -145,39 +145,94 @@ static void attend(const float *qkv, int64_t T, int64_t Dh, int64_t k, const flo
     }
 }
 
-int bf_attend(const float *x, int64_t B, int64_t T, int64_t D, int64_t H, int64_t Dh, const int64_t *heads,
-              int64_t k, int64_t per_input, const float *w, const uint8_t *mask, const float *w_qkv,
-              const float *b_qkv, const float *w_out, const float *b_out, float *out) {
-    const int64_t n = k * Dh, rows = per_input ? T : B * T; /* rows projected in one product */
-    for (int64_t i = 0; i < (per_input ? B * k : k); i++)
-        if (heads[i] < 0 || heads[i] >= H) return 2;
-    float *qkv = malloc(sizeof(float) * (size_t)(rows * 4 * n + T * T + k));
-    int64_t *sorted = malloc(sizeof(int64_t) * (size_t)(2 * k));
-    if (!qkv || !sorted) {
-        free(qkv);
+/* the attention of each input's chosen heads: heads + b·hs are input b's k_b = (ks ? ks[b] : k) head
+   indices (hs = 0: one set for the whole batch), w + b·ws their weights (NULL: 1). Inputs that all
+   run one set, in any order, go through each projection together; otherwise input by input */
+static int run_heads(const float *x, int64_t B, int64_t T, int64_t D, int64_t H, int64_t Dh, const int64_t *heads,
+                     int64_t hs, const int64_t *ks, int64_t k, const float *w, int64_t ws, const uint8_t *mask,
+                     const float *w_qkv, const float *b_qkv, const float *w_out, const float *b_out, float *out) {
+    int64_t kmax = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t kb = ks ? ks[b] : k;
+        if (kb < 1 || kb > H) return 2;
+        for (int64_t j = 0; j < kb; j++)
+            if (heads[b * hs + j] < 0 || heads[b * hs + j] >= H) return 2;
+        kmax = kb > kmax ? kb : kmax;
+    }
+    int64_t *sorted = malloc(sizeof(int64_t) * (size_t)(4 * kmax));
+    if (!sorted) return 1;
+    int64_t *from = sorted + kmax, *sorted_b = from + kmax, *from_b = sorted_b + kmax;
+    sort_heads(heads, ks ? ks[0] : k, sorted, from);
+    int one = 1; /* every input the same number of heads, and the same set */
+    for (int64_t b = 1; b < B && one && hs; b++) {
+        one = (ks ? ks[b] : k) == kmax && (ks ? ks[0] : k) == kmax;
+        if (one) {
+            sort_heads(heads + b * hs, kmax, sorted_b, from_b);
+            one = memcmp(sorted, sorted_b, sizeof(int64_t) * (size_t)kmax) == 0;
+        }
+    }
+    const int64_t n = kmax * Dh, rows = one ? B * T : T; /* rows projected in one product */
+    float *qkv = malloc(sizeof(float) * (size_t)(rows * 4 * n + T * T + kmax));
+    if (!qkv) {
         free(sorted);
         return 1;
     }
     float *ctx = qkv + rows * 3 * n, *scores = ctx + rows * n, *weights = scores + T * T;
-    int64_t *from = sorted + k;
-    if (!per_input) { /* one set: the whole batch through each projection */
-        sort_heads(heads, k, sorted, from);
-        project(x, rows, D, H, Dh, sorted, k, w_qkv, b_qkv, qkv);
+    if (one) { /* one set: the whole batch through each projection */
+        project(x, rows, D, H, Dh, sorted, kmax, w_qkv, b_qkv, qkv);
         for (int64_t b = 0; b < B; b++) {
-            head_weights(w ? w + b * k : NULL, from, k, weights);
-            attend(qkv + b * T * 3 * n, T, Dh, k, weights, mask ? mask + b * T : NULL, scores, ctx + b * T * n);
+            sort_heads(heads + b * hs, kmax, sorted_b, from_b); /* this input's order of the set */
+            head_weights(w ? w + b * ws : NULL, from_b, kmax, weights);
+            attend(qkv + b * T * 3 * n, T, Dh, kmax, weights, mask ? mask + b * T : NULL, scores, ctx + b * T * n);
         }
-        output(ctx, rows, D, H, Dh, sorted, k, w_out, b_out, out);
+        output(ctx, rows, D, H, Dh, sorted, kmax, w_out, b_out, out);
     } else { /* a set per input: input by input */
         for (int64_t b = 0; b < B; b++) {
-            sort_heads(heads + b * k, k, sorted, from);
-            head_weights(w ? w + b * k : NULL, from, k, weights);
-            project(x + b * T * D, T, D, H, Dh, sorted, k, w_qkv, b_qkv, qkv);
-            attend(qkv, T, Dh, k, weights, mask ? mask + b * T : NULL, scores, ctx);
-            output(ctx, T, D, H, Dh, sorted, k, w_out, b_out, out + b * T * D);
+            const int64_t kb = ks ? ks[b] : k;
+            sort_heads(heads + b * hs, kb, sorted, from);
+            head_weights(w ? w + b * ws : NULL, from, kb, weights);
+            project(x + b * T * D, T, D, H, Dh, sorted, kb, w_qkv, b_qkv, qkv);
+            attend(qkv, T, Dh, kb, weights, mask ? mask + b * T : NULL, scores, ctx);
+            output(ctx, T, D, H, Dh, sorted, kb, w_out, b_out, out + b * T * D);
         }
     }
     free(qkv);
     free(sorted);
     return 0;
+}
+
+int bf_attend(const float *x, int64_t B, int64_t T, int64_t D, int64_t H, int64_t Dh, const int64_t *heads,
+              int64_t k, int64_t per_input, const float *w, const uint8_t *mask, const float *w_qkv,
+              const float *b_qkv, const float *w_out, const float *b_out, float *out) {
+    return run_heads(x, B, T, D, H, Dh, heads, per_input ? k : 0, NULL, k, w, k, mask, w_qkv, b_qkv, w_out, b_out,
+                     out);
+}
+
+int bf_allocate(const float *x, int64_t B, int64_t T, int64_t D, const uint8_t *mask, const float *packed,
+                const int64_t *dims, float *s_out, float *z_out, int64_t *k_out, int64_t *order_out, float *p_out);
+
+/* A layer's allocation and its attention in one call: bf_allocate on xa (the layer input, or bba's
+ * embedding output), then run_heads on x (B, T, D) of each input's first heads of its ranking, k of
+ * them (k > 0) or each input's k from f_θ (k = 0). Head weights: with scaled, s·H·p, s each
+ * input's (f_θ) or the budget given, p as ranked by (softmax(z / τ)); otherwise 1. The outputs of
+ * both calls; returns 0, 1 when memory ran out, 2 for a k outside [1, H] (nothing computed). */
+int bf_allocate_attend(const float *xa, const float *x, int64_t B, int64_t T, int64_t D, const uint8_t *mask,
+                       const float *packed, const int64_t *dims, int64_t k, int64_t scaled, float budget,
+                       int64_t Dh, const float *w_qkv, const float *b_qkv, const float *w_out, const float *b_out,
+                       float *s_out, float *z_out, int64_t *k_out, int64_t *order_out, float *out) {
+    const int64_t H = dims[2];
+    if ((k == 0 && dims[1] == 0) || k < 0 || k > H || (scaled && !dims[6])) return 2;
+    float *w = scaled ? malloc(sizeof(float) * (size_t)(2 * B * H)) : NULL;
+    if (scaled && !w) return 1;
+    int failed = bf_allocate(xa, B, T, D, mask, packed, dims, s_out, z_out, k_out, order_out, scaled ? w + B * H : NULL);
+    if (!failed && scaled) /* w (B, H) in ranking order: s·H·p of each input's heads */
+        for (int64_t b = 0; b < B; b++) {
+            const float sH = (s_out && k == 0 ? s_out[b] : budget) * (float)H;
+            for (int64_t j = 0; j < H; j++) w[b * H + j] = w[B * H + b * H + order_out[b * H + j]] * sH;
+        }
+    if (!failed)
+        failed = run_heads(x, B, T, D, H, Dh, order_out, H, k ? NULL : k_out, k, w, H, mask, w_qkv, b_qkv, w_out,
+                           b_out, out);
+    free(w);
+    return failed;
 }
