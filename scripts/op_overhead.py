@@ -7,8 +7,9 @@ adds between its input and its structural attention (mean-pooling, g_φ's two ma
 softmax, sort, the top-k mask) on the layer's real input, next to one layer's whole allocation
 (compiled, and on the eager path) and a dense forward pass of ``--seq-len`` tokens, and prints
 each as a share of the dense pass: the floor under the budgeting overhead at short lengths,
-whatever the code around it does. Whole passes (dense; b = 0.5 with the compiled allocation
-and with the eager one) are timed in rounds of their own, and so is one layer's attention (dense
+whatever the code around it does. Whole passes (dense; b = 0.5 with the compiled calls, the
+eager path, and the allocation and attention as two compiled calls rather than one) are timed
+in rounds of their own, and so is one layer's attention (dense
 and at b = 0.5, each compiled and on the eager path, and the eager path's gather of the chosen
 heads' weights), with one layer's allocation and attention in one compiled call against two.
 """
@@ -32,6 +33,17 @@ def eager(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` on the eager path (what the compiled calls replace)."""
     with native.eager():
         return fn(*args, **kwargs)
+
+
+def two_calls(model, *args, **kwargs):
+    """``model(*args, **kwargs)`` with each layer's allocation and attention as two compiled calls
+    (``Allocator.runs_attention`` off), not one."""
+    method = type(model.allocators[0])
+    method.runs_attention, kept = False, method.runs_attention
+    try:
+        return model(*args, **kwargs)
+    finally:
+        method.runs_attention = kept
 
 
 def main() -> None:
@@ -82,6 +94,7 @@ def main() -> None:
             "dense forward pass": lambda: model(ids, mask, mode="dense"),
             "forward pass at b = 0.5": lambda: model(ids, mask, control=half),
             "the same pass, eager path": lambda: eager(model, ids, mask, control=half),
+            "the same pass, allocation and attention in two calls": lambda: two_calls(model, ids, mask, control=half),
         }
         # whole passes in rounds of their own: one timed right after the small operations runs slower
         stats = time_interleaved(passes, repeats=args.repeats, min_sample_s=0.01, clock=args.clock)
