@@ -112,7 +112,9 @@ class Allocator(nn.Module):
     def run(self, xn: Tensor, ctx: ForwardContext, attention: HeadAttention) -> tuple[LayerTrace, Tensor | None]:
         """The trace for xn (B, T, D) and, at inference on the structural path where one compiled
         call ran the allocation and the chosen heads of ``attention`` (the layer's), their output
-        (B, T, D); None: the caller runs ``attention`` on the trace."""
+        (B, T, D); None: the caller runs ``attention`` on the trace. That path calls
+        :meth:`allocate_and_attend` directly, so hooks on the allocator module see only the other
+        modes' calls (``bench`` reads each layer's input from a dense pass)."""
         if self.runs_attention and ctx.mode == "structural" and not self.training:
             return self.allocate_and_attend(xn, ctx, attention)
         return self(xn, ctx), None

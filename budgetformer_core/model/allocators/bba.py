@@ -102,12 +102,12 @@ class GateAllocator(Allocator):
     def compiled(self, ctx: ForwardContext, attention: HeadAttention | None = None, x: Tensor | None = None,
                  k: int = 0) -> tuple[None, Tensor, Tensor, None, Tensor | None] | None:
         """(None, z (B, H), the heads ranked (B, H), None, None) in one compiled call
-        (:func:`native.allocate` of the weights :func:`~budgetformer_core.model.budget.compiled_weights`
-        packs) where it applies: gates that read
-        the pooled embedding output, each input ranking its heads by its own scores. With
-        ``attention``, the layer's, and its input x, the same call also runs each input's first k
-        heads at weight 1 (:meth:`HeadAttention.allocate_attend`) where that call applies: their
-        output comes last."""
+        (:func:`native.allocate` of the weights
+        :func:`~budgetformer_core.model.budget.compiled_weights` packs) where it applies: gates
+        that read the pooled embedding output, each input ranking its heads by its own scores.
+        With ``attention``, the layer's, and its input x, the same call also runs each input's
+        first k heads at weight 1 (:meth:`HeadAttention.allocate_attend`) where that call
+        applies: their output comes last."""
         if (not isinstance(self.gate, HeadScorer) or self.cfg.gate_source != "embedding"
                 or ctx.control.head_sets != "input"):
             return None

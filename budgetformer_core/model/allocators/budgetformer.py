@@ -105,11 +105,11 @@ class BudgetAllocator(Allocator):
                  ) -> tuple[Tensor | None, Tensor, Tensor, Tensor | None, Tensor | None] | None:
         """s (B,) (None when ``constant``), z (B, H), the heads ranked (B, H), k (B,) (None when
         ``constant``) and the attention output (B, T, D) or None, in one compiled call
-        (:func:`native.allocate` of the weights :func:`~budgetformer_core.model.budget.compiled_weights`
-        packs), where it applies: at inference,
-        with g_φ ranking each input's heads by its own scores. With ``attention``, the layer's,
-        the same call also runs each input's first k heads (k = 0: f_θ's k), weighted as the model
-        weights them (:meth:`HeadAttention.allocate_attend`), where that call applies."""
+        (:func:`native.allocate` of the weights
+        :func:`~budgetformer_core.model.budget.compiled_weights` packs), where it applies: at
+        inference, with g_φ ranking each input's heads by its own scores. With ``attention``, the
+        layer's, the same call also runs each input's first k heads (k = 0: f_θ's k), weighted as
+        the model weights them (:meth:`HeadAttention.allocate_attend`), where that call applies."""
         if (self.training or choice != "learned" or self.scorer is None or ctx.control.head_sets != "input"
                 or (constant is None and self.budget_net is None)):
             return None
