@@ -314,11 +314,11 @@ class HeadAttention(nn.Module):
                         scaled: bool = False, budget: float = 0.0
                         ) -> tuple[Tensor | None, Tensor, Tensor, Tensor | None, Tensor] | None:
         """A layer's compiled allocation (``packed``: the weights :func:`native.pack` lays out, read
-        from ``xa``) and the structural attention of the heads it ranks first on x, in one call
-        (:func:`native.allocate_attend`, whose outputs it returns); None where that call does not
-        apply (then neither has run)."""
+        from ``xa``: packed only where the compiled allocation applies) and the structural attention
+        of the heads it ranks first on x, in one call (:func:`native.allocate_attend`, whose outputs
+        it returns); None where the compiled attention does not apply (then neither has run)."""
         params = self._params()
-        if not native.fused_usable(x, params):
+        if not native.attention_usable(x, params):
             return None
         return native.allocate_attend(xa, x, key_mask, *packed, k, params, self.d_head, scaled, budget)
 

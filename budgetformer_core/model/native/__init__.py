@@ -254,12 +254,6 @@ def attend(x: Tensor, mask: Tensor | None, heads: Tensor, w: Tensor | None, para
     return result
 
 
-def fused_usable(x: Tensor, params: tuple[Tensor | None, ...]) -> bool:
-    """True when a layer's allocation and its attention can go through :func:`allocate_attend`:
-    :func:`attention_usable`, with the compiled allocation not switched off (:func:`eager`)."""
-    return _ALLOCATION.get() and attention_usable(x, params)
-
-
 def allocate_attend(xa: Tensor, x: Tensor, mask: Tensor | None, packed: Tensor, dims: Tensor, H: int, with_s: bool,
                     k: int, params: tuple[Tensor, ...], d_head: int, scaled: bool = False, budget: float = 0.0
                     ) -> tuple[Tensor | None, Tensor, Tensor, Tensor | None, Tensor]:

@@ -162,10 +162,11 @@ static int run_heads(const float *x, int64_t B, int64_t T, int64_t D, int64_t H,
     int64_t *sorted = malloc(sizeof(int64_t) * (size_t)(4 * kmax));
     if (!sorted) return 1;
     int64_t *from = sorted + kmax, *sorted_b = from + kmax, *from_b = sorted_b + kmax;
-    sort_heads(heads, ks ? ks[0] : k, sorted, from);
-    int one = 1; /* every input the same number of heads, and the same set */
+    const int64_t k0 = ks ? ks[0] : k;
+    sort_heads(heads, k0, sorted, from);
+    int one = k0 == kmax; /* every input the same number of heads, and the same set */
     for (int64_t b = 1; b < B && one && hs; b++) {
-        one = (ks ? ks[b] : k) == kmax && (ks ? ks[0] : k) == kmax;
+        one = (ks ? ks[b] : k) == kmax;
         if (one) {
             sort_heads(heads + b * hs, kmax, sorted_b, from_b);
             one = memcmp(sorted, sorted_b, sizeof(int64_t) * (size_t)kmax) == 0;
